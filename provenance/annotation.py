@@ -1,0 +1,130 @@
+"""A trace's Python source with provenance comments.
+
+Above each top-level bound symbol whose record differs from the previous one: one header line
+(module, user file:line and source text, lineage, role). Inside subsymbol comment blocks: a short
+tag per line. The generated code itself is Thunder's, untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from provenance.record import Kind, Provenance, of
+
+__all__ = ["annotate", "header", "tag"]
+
+
+def _where(record: Provenance) -> str | None:
+    frame = record.user_frame or (record.source[0] if record.source else None)
+    return f"{os.path.basename(frame.file)}:{frame.line}" if frame else None
+
+
+def header(record: Provenance | None) -> str:
+    """One line describing a record, e.g. `h.0.mlp.c_fc (Linear) · model.py:81 `x = ...` · grad`."""
+    if record is None:
+        return "no provenance"
+    if record.kind == Kind.BOOKKEEPING:
+        return f"bookkeeping · made by {' > '.join(record.transforms) or '?'}"
+    parts: list[str] = []
+    if record.kind == Kind.FUSION:
+        parts.append(f"fusion of {len(record.members)} op group(s)")
+    if record.module is not None:
+        parts.append(f"{record.module or '<root>'} ({record.module_type})")
+    where = _where(record)
+    if where:
+        frame = record.user_frame
+        parts.append(f"{where} `{frame.text}`" if frame is not None and frame.text else where)
+    if record.transforms:
+        parts.append(record.lineage)
+    elif record.kind not in (Kind.OP, Kind.DECOMPOSITION):
+        parts.append(record.kind)
+    if record.role:
+        parts.append(f"role={record.role}")
+    if record.span is not None and record.span.name not in record.transforms:
+        parts.append(f"scope={'/'.join(record.span.path)}")
+    return " · ".join(parts) or record.kind
+
+
+def tag(record: Provenance | None) -> str:
+    """A short per-line tag: `[model.py:81]`, `[grad model.py:81]`, `[del_last_used]`."""
+    if record is None:
+        return "[?]"
+    where = _where(record)
+    if record.kind == Kind.BOOKKEEPING or where is None:
+        return f"[{' > '.join(record.transforms) or record.kind}]"
+    prefix = f"{record.transforms[-1]} " if record.transforms else ""
+    return f"[{prefix}{where}]"
+
+
+def _bsym_lines(bsym: Any, indent: int, commented: bool, depth: int) -> Iterator[str]:
+    """Thunder's own printing of a symbol and its subsymbols (BoundSymbol.python), tagged."""
+    own = bsym.python(indent, commented=commented, print_depth=1)
+    record = of(bsym)
+    if commented:
+        own = [f"{line}  {tag(record)}" for line in own]
+    yield from own
+    if depth == 1:
+        return
+    for sub in bsym.subsymbols:
+        yield from _bsym_lines(sub, indent + 1, True, depth - 1)
+
+
+# Thunder's own "# file:line: <tab>source" comments in the first trace: our headers say more.
+_THUNDER_SOURCE_COMMENT = re.compile(r"^\s*# .+:\d+: \t")
+
+
+def annotate(trace: Any, *, print_depth: int = -1) -> str:
+    """`trace`'s Python source (as `print(trace)` shows it) with provenance comments.
+
+    `print_depth` as in Thunder's `TraceCtx.python`: -1 shows every level of subsymbols.
+    Bookkeeping statements (del, return, unpack) get a short trailing tag instead of a header,
+    so they never interrupt the op headers.
+    """
+    from thunder.core.trace import tracectx  # printing a symbol reads names from its trace
+
+    text = trace.python(print_depth=print_depth).splitlines()
+    out: list[str] = []
+    pos = 0
+    previous = None  # the last header printed: unchanged headers are not repeated
+    with tracectx(trace):
+        for bsym in trace.bound_symbols:
+            plain = bsym.python(1, print_depth=print_depth)
+            if not plain:
+                continue
+            start = _find(text, plain, pos)
+            if start is None:  # printed elsewhere (e.g. in the signature)
+                continue
+            out.extend(line for line in text[pos:start] if line and not _THUNDER_SOURCE_COMMENT.match(line))
+            record = of(bsym)
+            lines = list(_bsym_lines(bsym, 1, False, print_depth))
+            if record is not None and record.kind == Kind.BOOKKEEPING:
+                _tag_statement(lines, len(bsym.python(1, print_depth=1)), record)
+            elif (text_ := header(record)) != previous:
+                indent = plain[0][: len(plain[0]) - len(plain[0].lstrip())]
+                out.append(f"{indent}# ── {text_}")
+                previous = text_
+            out.extend(lines)
+            pos = start + len(plain)
+    out.extend(text[pos:])
+    return "\n".join(out)
+
+
+def _tag_statement(lines: list[str], own: int, record: Provenance) -> None:
+    """Append `# tag` to the statement's last code line (never after a line continuation)."""
+    for i in range(own - 1, -1, -1):
+        stripped = lines[i].strip()
+        if stripped and not stripped.startswith("#"):
+            if not stripped.endswith("\\") and "#" not in stripped:
+                lines[i] = f"{lines[i]}  # {tag(record)}"
+            return
+
+
+def _find(lines: list[str], block: list[str], start: int) -> int | None:
+    first = block[0]
+    for i in range(start, len(lines) - len(block) + 1):
+        if lines[i] == first and lines[i : i + len(block)] == block:
+            return i
+    return None

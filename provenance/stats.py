@@ -1,0 +1,67 @@
+"""How much of a trace carries provenance: the figure the capture core is judged by."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from provenance.record import Kind, of
+
+__all__ = ["Coverage", "coverage"]
+
+
+@dataclass
+class Coverage:
+    total: int = 0
+    with_provenance: int = 0
+    with_user_source: int = 0  # a frame of the user's own code
+    with_module: int = 0  # an nn.Module path ("" is the root module)
+    bookkeeping: int = 0
+    compute: int = 0  # not bookkeeping
+    compute_with_user_source: int = 0
+    compute_with_module: int = 0
+    missing: list = field(default_factory=list)  # bound symbols without provenance
+
+    @property
+    def fraction(self) -> float:
+        return self.with_provenance / self.total if self.total else 1.0
+
+    def __str__(self) -> str:
+        return (f"{self.with_provenance}/{self.total} with provenance, "
+                f"{self.compute_with_user_source}/{self.compute} compute ops at user source, "
+                f"{self.compute_with_module}/{self.compute} with module, {self.bookkeeping} bookkeeping")
+
+
+def _walk(bsyms: Iterable[Any], deep: bool) -> Iterable[Any]:
+    for bsym in bsyms:
+        yield bsym
+        if deep and bsym.subsymbols:
+            yield from _walk(bsym.subsymbols, deep)
+
+
+def coverage(trace: Any, *, deep: bool = False) -> Coverage:
+    """Counts over the trace's top-level bound symbols (every nesting level with `deep=True`)."""
+    from provenance.thunder.passes import is_bookkeeping  # for symbols without a record
+
+    cov = Coverage()
+    for bsym in _walk(trace.bound_symbols, deep):
+        record = of(bsym)
+        cov.total += 1
+        if record is None:
+            cov.missing.append(bsym)
+            bookkeeping = is_bookkeeping(bsym.sym)
+        else:
+            cov.with_provenance += 1
+            bookkeeping = record.kind == Kind.BOOKKEEPING
+        user = record is not None and record.user_frame is not None
+        module = record is not None and record.module is not None
+        cov.with_user_source += user
+        cov.with_module += module
+        if bookkeeping:
+            cov.bookkeeping += 1
+        else:
+            cov.compute += 1
+            cov.compute_with_user_source += user
+            cov.compute_with_module += module
+    return cov

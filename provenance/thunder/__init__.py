@@ -1,0 +1,74 @@
+"""The only code that touches Thunder internals, behind a version check.
+
+Capture relies on Thunder's private structure (BoundSymbol fields, the interpreter's frame stack,
+autograd's processor classes), so it refuses any Thunder it was not written and tested against.
+"""
+
+from __future__ import annotations
+
+import threading
+from importlib import metadata
+
+SUPPORTED_THUNDER = ("0.2.6",)  # release series this integration was written and tested against
+
+
+class UnsupportedThunderVersion(RuntimeError):
+    pass
+
+
+def thunder_version() -> str:
+    try:
+        return metadata.version("lightning-thunder")
+    except metadata.PackageNotFoundError:
+        import thunder
+
+        return getattr(thunder, "__version__", "unknown")
+
+
+def check_version(version: str | None = None) -> str:
+    """Raise UnsupportedThunderVersion unless `version` (default: the installed one) is supported."""
+    version = version or thunder_version()
+    base = version.split("+")[0]
+    if not any(base == v or base.startswith(v + ".") for v in SUPPORTED_THUNDER):
+        raise UnsupportedThunderVersion(
+            f"thunder-provenance supports lightning-thunder {', '.join(SUPPORTED_THUNDER)}, "
+            f"but {version} is installed. Install a supported release "
+            f"(pip install 'lightning-thunder=={SUPPORTED_THUNDER[-1]}') or upgrade thunder-provenance."
+        )
+    return version
+
+
+_lock = threading.Lock()
+_patcher = None
+
+
+def install() -> None:
+    """Install every hook (idempotent)."""
+    global _patcher
+    with _lock:
+        if _patcher:
+            return
+        check_version()
+        from provenance.thunder import hooks
+        from provenance.thunder.patching import Patcher
+
+        patcher = Patcher()
+        try:
+            hooks.install(patcher)
+        except BaseException:
+            patcher.undo()
+            raise
+        _patcher = patcher
+
+
+def uninstall() -> None:
+    """Remove every hook: Thunder runs exactly as without this package."""
+    global _patcher
+    with _lock:
+        if _patcher:
+            _patcher.undo()
+        _patcher = None
+
+
+def installed() -> bool:
+    return bool(_patcher)

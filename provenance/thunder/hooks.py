@@ -1,0 +1,283 @@
+"""The hooks into Thunder 0.2.6: each wraps one Thunder function and never raises into Thunder.
+
+Where Thunder creates and rewrites bound symbols, and what each hook does there:
+- `BoundSymbol.__post_init__`: every new symbol is stamped from its context (the op being traced,
+  or the op a pass is processing, plus the innermost user scope).
+- `BoundSymbol.from_bsym`: a copy keeps its original's record (Thunder copies fields explicitly).
+- `TraceCtx.set_current_source_location`: the interpreter is at a new user op: read the stack.
+- `TraceSubstitutionProcessor.__call__`: passes built on it (autograd, executor claiming, ...)
+  process one symbol at a time; what they create descends from that symbol. Autograd's symbols
+  tagged BACKWARD become `grad(...)`, recomputed ones `recompute(...)`.
+- `TraceCtx.set_provenance`, the `bound_symbols` setter and a few pass functions: the trace a pass produced is fixed up,
+  naming the pass on what it made by itself (del, return, unpack, ...).
+- `thunder_general_jit` and `CacheEntry`: a compile starts and ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import thunder
+import thunder.transforms.autodiff as autodiff
+from thunder.core.symbol import BoundSymbol, BoundSymbolTag
+from thunder.core.trace import TraceCtx
+from thunder.core.trace_interpreter import TraceSubstitutionProcessor
+
+from provenance.record import Kind
+from provenance.scope import current_span
+from provenance.thunder import passes
+from provenance.thunder.patching import Patcher
+from provenance.thunder.state import (
+    ATTR,
+    TRACE_SOURCE_ATTR,
+    Processing,
+    ambient_record,
+    check_fault,
+    current_compile,
+    fail,
+    processing,
+    start_compile,
+    with_span,
+)
+
+HOOKS = ("bind", "from_bsym", "source_location", "processor", "set_provenance", "pass", "compile")
+
+_BACKWARD = BoundSymbolTag.BACKWARD
+# Autograd's processors (local classes of grad_transform_on_trace) and what their output is.
+_PROCESSOR_MODES = {"AugmentedForwardProcessor": "grad", "InsertRecomputationsProcessor": "recompute"}
+
+
+def _post_init(orig: Callable) -> Callable:
+    def __post_init__(self: BoundSymbol) -> None:
+        orig(self)
+        try:
+            check_fault("bind")
+            if current_compile().disabled:
+                return
+            record = ambient_record(passes.is_bookkeeping(self.sym))
+            if record is not None:
+                self.__dict__[ATTR] = record
+                if self.subsymbols:
+                    passes._fill_subsymbols(self.subsymbols, record)
+            proc = processing.get()
+            if proc is not None and proc.created is not None:
+                proc.created.append(self)
+        except Exception as exc:  # never raise into Thunder
+            fail("bind", exc)
+
+    return __post_init__
+
+
+def _from_bsym(orig: Callable) -> Callable:
+    def from_bsym(self: BoundSymbol, **kwargs: Any) -> BoundSymbol:
+        new = orig(self, **kwargs)
+        try:
+            check_fault("from_bsym")
+            record = self.__dict__.get(ATTR)
+            if record is not None and not current_compile().disabled:
+                span = current_span()
+                if span is not None and record.span is not span and record.kind != Kind.BOOKKEEPING:
+                    record = with_span(record, span)
+                new.__dict__[ATTR] = record
+        except Exception as exc:
+            fail("from_bsym", exc)
+        return new
+
+    return from_bsym
+
+
+def _set_current_source_location(orig: Callable) -> Callable:
+    def set_current_source_location(self: TraceCtx, filename: Any, positions: Any) -> None:
+        orig(self, filename, positions)
+        try:
+            check_fault("source_location")
+            state = current_compile()
+            if state.disabled:
+                return
+            self.__dict__[TRACE_SOURCE_ATTR] = (
+                state.stack.current(current_span()) if filename is not None else None
+            )
+        except Exception as exc:
+            fail("source_location", exc)
+
+    return set_current_source_location
+
+
+def _processor_call(orig: Callable) -> Callable:
+    def __call__(self: TraceSubstitutionProcessor) -> Any:
+        try:
+            check_fault("processor")
+            if not current_compile().disabled:
+                _ProcessorHooks(self).install()
+        except Exception as exc:
+            fail("processor", exc)
+        return orig(self)
+
+    return __call__
+
+
+class _ProcessorHooks:
+    """Per-processor wrappers: the symbol being processed is the context of what gets created."""
+
+    def __init__(self, processor: TraceSubstitutionProcessor) -> None:
+        self.processor = processor
+        self.mode = _PROCESSOR_MODES.get(type(processor).__name__)
+        self.current: BoundSymbol | None = None
+        # Subsymbols a pass flattened to the top level, by id (held, so ids are not reused).
+        self.decomposed: dict[int, BoundSymbol] = {}
+        self.inner_process = processor.process_bsym
+        self.inner_add_unprocessed = processor.add_unprocessed_bsyms
+
+    def install(self) -> None:
+        # Instance attributes shadow the class's methods for this processor only.
+        self.processor.process_bsym = self.process_bsym
+        self.processor.add_unprocessed_bsyms = self.add_unprocessed_bsyms
+
+    def add_unprocessed_bsyms(self, bsyms: list) -> None:
+        try:
+            current = self.current
+            if current is not None and current.subsymbols:
+                subs = {id(s) for s in current.subsymbols}
+                self.decomposed.update((id(b), b) for b in bsyms if id(b) in subs)
+        except Exception as exc:
+            fail("processor", exc)
+        return self.inner_add_unprocessed(bsyms)
+
+    def process_bsym(self, bsym: BoundSymbol) -> None:
+        token = None
+        try:
+            if not current_compile().disabled:
+                record = bsym.__dict__.get(ATTR)
+                if record is not None and record.kind == Kind.OP and self.decomposed.get(id(bsym)) is bsym:
+                    record = record.derive(kind=Kind.DECOMPOSITION)
+                proc = Processing(record, [] if self.mode else None)
+                token = processing.set(proc)
+                self.current = bsym
+        except Exception as exc:
+            fail("processor", exc)
+        try:
+            return self.inner_process(bsym)
+        finally:
+            if token is not None:
+                processing.reset(token)
+                self.current = None
+                try:
+                    if self.mode:
+                        self._derive(bsym, proc)
+                except Exception as exc:
+                    fail("processor", exc)
+
+    def _derive(self, bsym: BoundSymbol, proc: Processing) -> None:
+        if proc.record is None or proc.record.kind == Kind.BOOKKEEPING:
+            return  # e.g. autograd's handling of the return: attributed by data flow
+        if self.mode == "recompute" and _BACKWARD in bsym.tags:
+            return  # a backward op processed as itself, not recomputed
+        record = passes.derived(proc.record, self.mode)
+        for new in proc.created:
+            if _BACKWARD in new.tags:
+                new.__dict__[ATTR] = record
+                if new.subsymbols:
+                    passes._fill_subsymbols(new.subsymbols, record)
+
+
+def _fix_up_labelled(trace: TraceCtx) -> None:
+    """Fix up a trace that a pass has labelled (`set_provenance`), whatever the order in which
+    the pass set the label and the symbols."""
+    try:
+        check_fault("set_provenance")
+        label = trace.get_provenance()
+        if label is not None and trace.bound_symbols and not current_compile().disabled:
+            passes.fix_up(trace.bound_symbols, passes.pass_name(getattr(label, "pss", str(label))))
+    except Exception as exc:
+        fail("set_provenance", exc)
+
+
+def _set_provenance(orig: Callable) -> Callable:
+    def set_provenance(self: TraceCtx, provenance: Any) -> None:
+        orig(self, provenance)
+        _fix_up_labelled(self)
+
+    return set_provenance
+
+
+def _bound_symbols_property(orig: property) -> property:
+    def fset(self: TraceCtx, bsyms: list) -> None:
+        orig.fset(self, bsyms)
+        _fix_up_labelled(self)
+
+    return property(orig.fget, fset, orig.fdel, orig.__doc__)
+
+
+def _pass(orig: Callable, name: str) -> Callable:
+    """A pass function whose output traces carry no TraceProvenance of their own."""
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        result = orig(*args, **kwargs)
+        try:
+            check_fault("pass")
+            if not current_compile().disabled:
+                for trace in result if isinstance(result, tuple) else (result,):
+                    if isinstance(trace, TraceCtx):
+                        passes.fix_up(trace.bound_symbols, name)
+        except Exception as exc:
+            fail("pass", exc)
+        return result
+
+    return wrapped
+
+
+def _general_jit(orig: Callable) -> Callable:
+    def thunder_general_jit(*args: Any, **kwargs: Any) -> Any:
+        try:
+            check_fault("compile")
+            start_compile()
+        except Exception as exc:
+            fail("compile", exc)
+        result = orig(*args, **kwargs)
+        try:
+            if not current_compile().disabled:
+                for trace in (result.prologue_trace, result.computation_trace, result.epilogue_trace):
+                    if trace is not None:
+                        trace.__dict__.pop(TRACE_SOURCE_ATTR, None)
+                        passes.fix_up(trace.bound_symbols, "acquire_trace")
+        except Exception as exc:
+            fail("compile", exc)
+        return result
+
+    return thunder_general_jit
+
+
+def _cache_entry(orig: type) -> type:
+    class CacheEntry(orig):  # type: ignore[misc, valid-type]
+        """Thunder's CacheEntry; building one ends a compile: every trace gets fixed up."""
+
+        __slots__ = ()
+
+        def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+            entry = orig.__new__(cls, *args, **kwargs)
+            try:
+                if not current_compile().disabled:
+                    for traces in (entry.prologue_traces, entry.computation_traces,
+                                   entry.epilogue_traces, entry.backward_traces):
+                        for trace in traces or ():
+                            label = trace.get_provenance()
+                            passes.fix_up(trace.bound_symbols, passes.pass_name(label.pss) if label else "final")
+            except Exception as exc:
+                fail("compile", exc)
+            return entry
+
+    CacheEntry.__qualname__ = orig.__qualname__
+    return CacheEntry
+
+
+def install(patcher: Patcher) -> None:
+    patcher.wrap(BoundSymbol, "__post_init__", _post_init)
+    patcher.wrap(BoundSymbol, "from_bsym", _from_bsym)
+    patcher.wrap(TraceCtx, "set_current_source_location", _set_current_source_location)
+    patcher.wrap(TraceCtx, "set_provenance", _set_provenance)
+    patcher.wrap_attribute(TraceCtx, "bound_symbols", _bound_symbols_property)
+    patcher.wrap(TraceSubstitutionProcessor, "__call__", _processor_call)
+    patcher.wrap(autodiff, "split_into_forward_and_backward", lambda f: _pass(f, "split_forward_backward"))
+    patcher.wrap(thunder, "thunder_general_jit", _general_jit)
+    patcher.wrap(thunder, "CacheEntry", _cache_entry)

@@ -1,0 +1,140 @@
+"""Pass names, bookkeeping symbols, derived records, and the fix-up run after every pass."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from thunder.core.prims import PrimIDs
+from thunder.core.proxies import Proxy
+
+from provenance.record import Kind, Provenance, intern
+from provenance.thunder.state import ATTR, set_record
+
+# Thunder's TraceProvenance labels -> short lineage names (unknown labels are slugified).
+_PASS_NAMES = {
+    "Grad transform pass": "grad",
+    "Dead Code Elimination": "dce",
+    "Common Subexpression Elimination": "cse",
+    "Nvfuser Common Subexpression Elimination": "cse",
+    "Delete Last Used": "del_last_used",
+    "Rematerialization": "rematerialization",
+    "Transform for execution": "transform_for_execution",
+    "Transform for operator executor execution": "transform_for_execution",
+    "Update aliases for in-place ops": "update_aliases",
+    "Return arguments to track copies onto them": "wrap_return_value",
+    "Unwrap the actual return value": "unwrap_return_value",
+    "Remove context manager prims": "remove_context_manager_prims",
+    "Update Call Context": "update_fusion_call_ctx",
+    "Sort Waits": "sort_waits",
+    "Fusion": "fusion",
+}
+_TOOK = re.compile(r"\s*\(took [^)]*\)\s*$")
+
+
+def pass_name(label: str) -> str:
+    """`Delete Last Used (took 9 milliseconds)` -> `del_last_used`."""
+    label = _TOOK.sub("", label).strip()
+    if label in _PASS_NAMES:
+        return _PASS_NAMES[label]
+    return re.sub(r"[^0-9a-zA-Z]+", "_", label).strip("_").lower() or "unnamed_pass"
+
+
+_BOOKKEEPING_IDS = frozenset(
+    p for p in PrimIDs if p.name.startswith(("UNPACK_", "CHECK_", "ASSERT_", "PACK_"))
+) | {PrimIDs.RETURN, PrimIDs.DEL, PrimIDs.COMMENT, PrimIDs.PRINT, PrimIDs.PYTHON_VARS,
+     PrimIDs.CONSTRUCT_TUPLE, PrimIDs.DATACLASS_NEW, PrimIDs.UPDATE_ALIASES}
+_BOOKKEEPING_NAMES = frozenset({"clear_mutable_collection", "unpack_sequence", "python_return", "python_del",
+                                "update_aliases"})
+
+
+# Executors re-create the checks and unpacks as their own symbols (ids are then strings).
+_BOOKKEEPING_PREFIXES = ("check_", "unpack_", "assert_", "pack_")
+
+
+def is_bookkeeping(sym: Any) -> bool:
+    return sym.id in _BOOKKEEPING_IDS or sym.name in _BOOKKEEPING_NAMES or sym.name.startswith(_BOOKKEEPING_PREFIXES)
+
+
+def walk(bsyms: Iterable[Any]) -> Iterator[Any]:
+    """Every bound symbol at every nesting level, parents before their subsymbols."""
+    for bsym in bsyms:
+        yield bsym
+        if bsym.subsymbols:
+            yield from walk(bsym.subsymbols)
+
+
+_derived: dict[tuple[Provenance | None, str], Provenance] = {}
+
+
+def derived(record: Provenance | None, how: str) -> Provenance | None:
+    """The backward (`grad`) or recomputed (`recompute`) counterpart of a forward op's record."""
+    if record is None:
+        return None
+    key = (record, how)
+    found = _derived.get(key)
+    if found is None:
+        kind = Kind.BACKWARD if how == "grad" else Kind.RECOMPUTE
+        found = _derived[key] = record.derive(
+            transforms=record.transforms + (how,), kind=kind, derived_from=record
+        )
+    return found
+
+
+_made_by: dict[tuple[str, str], Provenance] = {}
+
+
+def made_by(pass_: str, kind: str) -> Provenance:
+    """The record of a symbol a pass made on its own (bookkeeping, or compute with no origin)."""
+    key = (pass_, kind)
+    found = _made_by.get(key)
+    if found is None:
+        found = _made_by[key] = intern(Provenance(transforms=(pass_,), kind=kind))
+    return found
+
+
+def fix_up(bsyms: list, pass_: str) -> None:
+    """Give every symbol of a trace that no hook stamped a record naming the pass that made it.
+
+    A compute op with no record (a pass bound it outside any per-op context) takes the record
+    of the op producing its first attributed input: it is part of that op's computation.
+    """
+    producers: dict[str, Provenance] | None = None  # built only if some compute op needs it
+    for i, bsym in enumerate(bsyms):
+        record = bsym.__dict__.get(ATTR)
+        if record is None:
+            if is_bookkeeping(bsym.sym):
+                record = made_by(pass_, Kind.BOOKKEEPING)
+            else:
+                if producers is None:
+                    producers = {}
+                    for earlier in bsyms[:i]:
+                        _note_outputs(producers, earlier, earlier.__dict__.get(ATTR))
+                record = next(
+                    (producers[a.name] for a in bsym.flat_args if isinstance(a, Proxy) and a.name in producers),
+                    None,
+                ) or made_by(pass_, Kind.PASS)
+            set_record(bsym, record)
+        if bsym.subsymbols:
+            _fill_subsymbols(bsym.subsymbols, record)
+        if producers is not None:
+            _note_outputs(producers, bsym, record)
+
+
+def _note_outputs(producers: dict[str, Provenance], bsym: Any, record: Provenance | None) -> None:
+    if record is not None and record.kind != Kind.BOOKKEEPING:
+        for out in bsym.flat_outs:
+            if isinstance(out, Proxy):
+                producers[out.name] = record
+
+
+def _fill_subsymbols(subsymbols: Iterable[Any], record: Provenance) -> None:
+    """Subsymbols inherit their parent's record (decomposition)."""
+    for sub in subsymbols:
+        own = sub.__dict__.get(ATTR)
+        if own is None:
+            set_record(sub, record)
+            own = record
+        if sub.subsymbols:
+            _fill_subsymbols(sub.subsymbols, own)

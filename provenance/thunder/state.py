@@ -1,0 +1,138 @@
+"""Per-compile capture state, the stamping rule, and the never-break-the-program guard."""
+
+from __future__ import annotations
+
+import itertools
+import traceback
+import warnings
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from thunder.core.compile_data import _compile_data
+from thunder.core.trace import get_tracectx
+
+from provenance.record import BSYM_ATTR as ATTR
+from provenance.record import Kind, Provenance, Span, intern
+from provenance.scope import current_span
+from provenance.thunder.stack import StackReader
+
+TRACE_SOURCE_ATTR = "_provenance_source"  # on a TraceCtx being acquired: the current op's record
+COMPILE_ATTR = "_provenance_compile"  # on thunder's CompileStats: the CompileState
+
+_compile_ids = itertools.count(1)
+
+# Test hook: the name of a hook that should raise (fault injection).
+fault_injection: str | None = None
+
+
+class InjectedFault(RuntimeError):
+    pass
+
+
+@dataclass(eq=False)
+class CompileState:
+    """What capture knows about one thunder.jit compile."""
+
+    id: int = field(default_factory=lambda: next(_compile_ids))
+    disabled: bool = False
+    error: BaseException | None = None
+    stack: StackReader = field(default_factory=StackReader)
+
+
+# Compiles that happen outside thunder.jit (a trace transform called by hand) share this one.
+_DETACHED = CompileState(id=0)
+
+
+def get_compile_stats() -> Any:
+    return _compile_data.get()[1]  # (CompileData, CompileStats) while thunder.jit compiles
+
+
+def current_compile() -> CompileState:
+    cs = get_compile_stats()
+    state = getattr(cs, COMPILE_ATTR, None) if cs is not None else None
+    return state if state is not None else _DETACHED
+
+
+def start_compile() -> CompileState | None:
+    cs = get_compile_stats()
+    if cs is None:
+        return None
+    state = CompileState()
+    setattr(cs, COMPILE_ATTR, state)
+    return state
+
+
+def check_fault(hook: str) -> None:
+    if fault_injection == hook:
+        raise InjectedFault(f"fault injected into provenance hook {hook!r}")
+
+
+def fail(hook: str, exc: BaseException) -> None:
+    """An internal error: stop capturing for this compile, warn once, let Thunder go on."""
+    state = current_compile()
+    if state.disabled:
+        return
+    state.disabled = True
+    state.error = exc
+    detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    warnings.warn(
+        f"thunder-provenance: internal error in hook {hook!r} ({detail}); provenance tracing is "
+        f"disabled for this compile, which otherwise runs unchanged.",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+
+
+@dataclass(eq=False, slots=True)
+class Processing:
+    """Set while a pass processes one bound symbol: what the symbols it creates descend from."""
+
+    record: Provenance | None
+    created: list | None = None  # the symbols created meanwhile, when the pass needs them
+
+
+processing: ContextVar[Processing | None] = ContextVar("provenance_processing", default=None)
+
+
+def set_record(bsym: Any, record: Provenance | None) -> None:
+    if record is not None:
+        bsym.__dict__[ATTR] = record
+
+
+_with_span: dict[tuple[Provenance | None, Span], Provenance] = {}
+
+
+def with_span(record: Provenance | None, span: Span) -> Provenance:
+    """`record` inside a user scope: stamped with the span, its role unless it has one."""
+    key = (record, span)
+    found = _with_span.get(key)
+    if found is None:
+        if record is None:
+            found = intern(Provenance(span=span, role=span.role, kind=Kind.SCOPE, transforms=(span.name,)))
+        elif record.span is span:
+            found = record
+        else:
+            found = record.derive(span=span, role=record.role or span.role)
+        _with_span[key] = found
+    return found
+
+
+def ambient_record(is_bookkeeping: bool) -> Provenance | None:
+    """The record a newly bound symbol gets from its context (None: left to the pass fix-up)."""
+    proc = processing.get()
+    if proc is not None:
+        record = proc.record
+        if record is not None and (record.kind == Kind.BOOKKEEPING) != is_bookkeeping:
+            # compute spawned by a return/unpack is attributed by data flow in the fix-up;
+            # bookkeeping spawned by an op is named after the pass
+            record = None
+    elif is_bookkeeping:
+        return None  # the source of the last traced op is stale for unpack/return/del
+    else:
+        trace = get_tracectx()
+        record = trace.__dict__.get(TRACE_SOURCE_ATTR) if trace is not None else None
+    span = current_span()
+    if span is not None and (record is None or record.span is not span) and not is_bookkeeping:
+        record = with_span(record, span)
+    return record

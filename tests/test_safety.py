@@ -1,0 +1,134 @@
+"""Never change what runs; never break the user's program; disabled means no hook at all."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import thunder
+import torch
+from thunder.core.symbol import BoundSymbol
+from thunder.core.trace import TraceCtx
+from thunder.core.trace_interpreter import TraceSubstitutionProcessor
+
+import provenance
+from provenance.thunder import UnsupportedThunderVersion, check_version, hooks, state
+
+import models
+
+_PRINT_CODE = textwrap.dedent("""
+    import re, sys, torch, thunder
+    sys.path.insert(0, {tests!r})
+    import models
+    if {enable}:
+        import provenance
+        provenance.enable()
+    torch.manual_seed(0)
+    model, x = models.nanogpt()
+    jm = thunder.jit(model)
+    models.forward_backward(jm, x)
+    for trace in (thunder.last_traces(jm)[-1], thunder.last_backward_traces(jm)[-1]):
+        code = trace.python()
+        print("\\n".join(l for l in code.splitlines() if l.strip() and not l.strip().startswith("#")))
+        print("=====")
+    {extra}
+""")
+
+
+def _run(enable: bool, extra: str = "") -> str:
+    code = _PRINT_CODE.format(tests=str(__import__("pathlib").Path(__file__).parent), enable=enable, extra=extra)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+
+def test_generated_code_is_identical_with_tracing_on_and_off():
+    off = _run(False)
+    on = _run(True, extra=textwrap.dedent("""
+        import provenance
+        for trace in (thunder.last_traces(jm)[-1], thunder.last_backward_traces(jm)[-1]):
+            # drop comment lines and the "  # [tag]" annotate appends to bookkeeping statements
+            print("\\n".join(re.sub(r"  # \\[[^\\]]*\\]$", "", l) for l in provenance.annotate(trace).splitlines()
+                             if l.strip() and not l.strip().startswith("#")))
+            print("=====")
+    """))
+    assert off.count("=====") == 2 and "def backward_fn" in off
+    # the first two blocks are Thunder's own code; the next two are annotate() without comments
+    on_blocks = on.split("=====\n")
+    assert "=====\n".join(on_blocks[:2]) + "=====\n" == off
+    assert on_blocks[2:4] == on_blocks[:2]  # annotate adds comments only
+
+
+def _reference(net, x):
+    out = net(x)
+    out.sum().backward()
+    return out.detach(), [p.grad.clone() for p in net.parameters()]
+
+
+@pytest.mark.parametrize("hook", hooks.HOOKS)
+def test_fault_in_any_hook_warns_once_and_results_stay_correct(traced, hook, monkeypatch):
+    net = models.Net(n=8, depth=1)
+    x = torch.randn(3, 8)
+    expected_out, expected_grads = _reference(net, x)
+    net.zero_grad()
+
+    monkeypatch.setattr(state, "fault_injection", hook)
+    jm = thunder.jit(net)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = jm(x)
+        out.sum().backward()
+    ours = [w for w in caught if "thunder-provenance" in str(w.message)]
+    assert len(ours) == 1, [str(w.message) for w in caught]
+    assert hook in str(ours[0].message) and "disabled for this compile" in str(ours[0].message)
+    torch.testing.assert_close(out, expected_out)
+    for p, g in zip(net.parameters(), expected_grads):
+        torch.testing.assert_close(p.grad, g)
+
+    # the next compile traces again
+    monkeypatch.setattr(state, "fault_injection", None)
+    jm2 = thunder.jit(models.Net(n=8, depth=1))
+    models.forward_backward(jm2, x)
+    assert provenance.coverage(thunder.last_traces(jm2)[-1]).missing == []
+
+
+_TARGETS = [
+    (BoundSymbol, "__post_init__"), (BoundSymbol, "from_bsym"), (TraceCtx, "set_current_source_location"),
+    (TraceCtx, "set_provenance"), (TraceSubstitutionProcessor, "__call__"), (thunder, "thunder_general_jit"),
+    (thunder, "CacheEntry"), (__import__("thunder.transforms.autodiff", fromlist=["_"]), "split_into_forward_and_backward"),
+]
+
+
+def test_disable_removes_every_hook():
+    before = {(owner, name): vars(owner)[name] for owner, name in _TARGETS}
+    provenance.enable()
+    assert provenance.enabled()
+    assert all(vars(owner)[name] is not before[(owner, name)] for owner, name in _TARGETS)
+    provenance.disable()
+    assert not provenance.enabled()
+    assert all(vars(owner)[name] is before[(owner, name)] for owner, name in _TARGETS)
+    jf = thunder.jit(lambda x: x * 2)
+    jf(torch.ones(2))
+    assert all(provenance.of(b) is None for b in thunder.last_traces(jf)[-1].bound_symbols)
+
+
+def test_tracing_context_restores_previous_state():
+    with provenance.tracing():
+        assert provenance.enabled()
+        with provenance.tracing():
+            pass
+        assert provenance.enabled()  # the inner block does not disable the outer one
+    assert not provenance.enabled()
+
+
+def test_version_gate():
+    assert check_version("0.2.6") == "0.2.6"
+    assert check_version("0.2.6.post1")
+    for bad in ("0.2.7", "0.3.0", "0.2.60"):
+        with pytest.raises(UnsupportedThunderVersion, match=re.escape(f"but {bad} is installed")):
+            check_version(bad)

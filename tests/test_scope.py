@@ -1,0 +1,100 @@
+"""provenance.scope(): stamps exactly the ops bound inside it; per thread and per asyncio task."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+import thunder
+import torch
+
+import provenance
+from provenance import Kind
+
+
+def _records(jfn):
+    return [(b.sym.name, provenance.of(b)) for b in thunder.last_traces(jfn)[-1].bound_symbols
+            if provenance.of(b).kind != Kind.BOOKKEEPING]
+
+
+class Scoped(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.fc(x)
+        with provenance.scope("inner", role="custom.role", note="x"):
+            with provenance.scope("innermost"):
+                z = y * 2
+        return z + 1
+
+
+def test_scope_inside_model_stamps_exactly_its_ops(traced):
+    jm = thunder.jit(Scoped())
+    jm(torch.randn(2, 4))
+    got = {name: r for name, r in _records(jm)}
+    assert got["mul"].span.path == ("inner", "innermost")
+    assert got["mul"].role == "custom.role"  # inherited from the enclosing scope
+    assert got["mul"].span.parent.attribute("note") == "x"
+    assert got["linear"].span is None and got["add"].span is None
+    assert got["mul"].module == "" and got["mul"].user_frame.text == "z = y * 2"
+
+
+def test_scope_around_a_compile_stamps_all_its_ops_and_nothing_after(traced):
+    def f(x):
+        return torch.sin(x) + 1
+
+    with provenance.scope("step", phase="warmup") as span:
+        jf = thunder.jit(f)
+        jf(torch.randn(3))
+    assert all(r.span is span for _, r in _records(jf))
+    assert provenance.current_span() is None
+    jg = thunder.jit(lambda x: torch.cos(x))
+    jg(torch.randn(3))
+    assert all(r.span is None for _, r in _records(jg))
+
+
+def test_scopes_are_per_thread(traced):
+    barrier = threading.Barrier(2)
+    results: dict[str, list] = {}
+    errors: list[BaseException] = []
+
+    def work(name: str, op) -> None:
+        try:
+            with provenance.scope(name):
+                barrier.wait(timeout=30)  # both scopes are open at once
+                jfn = thunder.jit(lambda x: op(x) * 3)
+                jfn(torch.randn(4))
+                results[name] = _records(jfn)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=("thread-a", torch.exp)),
+               threading.Thread(target=work, args=("thread-b", torch.log1p))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for name in ("thread-a", "thread-b"):
+        assert results[name] and {r.span.name for _, r in results[name]} == {name}
+
+
+def test_scopes_are_per_asyncio_task():
+    async def task(name: str):
+        with provenance.scope(name):
+            await asyncio.sleep(0.01)  # interleave with the other task
+            return provenance.current_span().path
+
+    async def main():
+        return await asyncio.gather(task("a"), task("b"))
+
+    assert asyncio.run(main()) == [("a",), ("b",)]
+
+
+def test_scope_rejects_empty_name():
+    with pytest.raises(ValueError, match="non-empty name"):
+        with provenance.scope(""):
+            pass
