@@ -1,0 +1,103 @@
+"""Compile + first call overhead of provenance capture (issue 2's benchmark).
+
+nanoGPT (thunder.tests.nanogpt_model), N layers, forward + backward: `thunder.jit(model)` plus
+the first forward and backward, on a freshly built model each time.
+
+- on/off: one process, after a warm-up compile in each mode, pairs of compiles with tracing
+  enabled and disabled, the order alternating between pairs; the ratio is taken within each
+  pair (neighbours in time share the machine's state), and the median ratio is reported.
+- disabled/plain: fresh processes, package imported but not enabled vs not imported at all.
+
+    python bench/compile_overhead.py [--pairs 9] [--layers 4] [--processes 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+
+
+def compile_once(layers: int) -> tuple[float, float, int]:
+    import thunder
+    import torch
+    from thunder.tests.nanogpt_model import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layer=layers, n_head=4, n_embd=64, block_size=32, vocab_size=128, dropout=0.0))
+    x = torch.randint(0, 128, (2, 32))
+    wall, cpu = time.perf_counter(), time.process_time()
+    jm = thunder.jit(model)
+    logits, _ = jm(x)
+    logits.sum().backward()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    bsyms = len(thunder.last_traces(jm)[-1].bound_symbols) + len(thunder.last_backward_traces(jm)[-1].bound_symbols)
+    return wall, cpu, bsyms
+
+
+def on_off(pairs: int, layers: int) -> None:
+    import provenance
+
+    def run(mode: str) -> tuple[float, float, int]:
+        provenance.enable() if mode == "on" else provenance.disable()
+        return compile_once(layers)
+
+    run("on"), run("off")  # warm-up: imports, kernels, caches
+    walls, cpus = [], []
+    for i in range(pairs):
+        order = ("on", "off") if i % 2 == 0 else ("off", "on")
+        got = {mode: run(mode) for mode in order}
+        walls.append(got["on"][0] / got["off"][0])
+        cpus.append(got["on"][1] / got["off"][1])
+        print(f"pair {i + 1}: on {got['on'][0]:.2f}s off {got['off'][0]:.2f}s  ratio {walls[-1]:.3f}", flush=True)
+    print(f"nanoGPT {layers} layers fwd+bwd ({got['on'][2]} bound symbols in the final traces), {pairs} pairs")
+    print(f"median ratio on/off: wall {statistics.median(walls):.3f}, cpu {statistics.median(cpus):.3f}")
+
+
+_CHILD = """
+import sys, json, warnings
+warnings.filterwarnings("ignore")
+sys.path.insert(0, {bench!r})
+if sys.argv[1] == "imported":
+    import provenance
+from compile_overhead import compile_once
+print(json.dumps(compile_once(int(sys.argv[2]))))
+"""
+
+
+def disabled_vs_plain(processes: int, layers: int) -> None:
+    import os
+
+    child = _CHILD.format(bench=os.path.dirname(os.path.abspath(__file__)))
+    ratios = []
+    for i in range(processes):
+        order = ("imported", "plain") if i % 2 == 0 else ("plain", "imported")
+        got = {}
+        for mode in order:
+            out = subprocess.run([sys.executable, "-c", child, mode, str(layers)], capture_output=True,
+                                 text=True, check=True)
+            got[mode] = json.loads(out.stdout.strip().splitlines()[-1])[0]
+        ratios.append(got["imported"] / got["plain"])
+        print(f"process pair {i + 1}: imported-disabled {got['imported']:.2f}s plain {got['plain']:.2f}s", flush=True)
+    print(f"median ratio imported-but-disabled/plain: {statistics.median(ratios):.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pairs", type=int, default=9)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--processes", type=int, default=5, help="process pairs for disabled/plain (0: skip)")
+    args = parser.parse_args()
+    on_off(args.pairs, args.layers)
+    if args.processes:
+        disabled_vs_plain(args.processes, args.layers)
+
+
+if __name__ == "__main__":
+    main()
