@@ -14,7 +14,7 @@ from typing import Any
 
 from provenance.record import Kind, Provenance, of
 
-__all__ = ["annotate", "header", "tag"]
+__all__ = ["annotate", "group_header", "header", "tag"]
 
 
 def _where(record: Provenance) -> str | None:
@@ -28,9 +28,9 @@ def header(record: Provenance | None) -> str:
         return "no provenance"
     if record.kind == Kind.BOOKKEEPING:
         return f"bookkeeping · made by {' > '.join(record.transforms) or '?'}"
-    parts: list[str] = []
     if record.kind == Kind.FUSION:
-        parts.append(f"fusion of {len(record.members)} op group(s)")
+        return fusion_header(record)
+    parts: list[str] = []
     if record.module is not None:
         parts.append(f"{record.module or '<root>'} ({record.module_type})")
     where = _where(record)
@@ -46,6 +46,44 @@ def header(record: Provenance | None) -> str:
     if record.span is not None and record.span.name not in record.transforms:
         parts.append(f"scope={'/'.join(record.span.path)}")
     return " · ".join(parts) or record.kind
+
+
+def fusion_header(record: Provenance) -> str:
+    """`fusion · lines model.py:12,14 · modules fc1 (Linear), <root> (Net) · recompute: 1`."""
+    lines: dict[str, list[int]] = {}
+    modules: dict[str, None] = {}
+    for member in record.members:
+        frame = member.user_frame
+        if frame is not None:
+            lines.setdefault(os.path.basename(frame.file), [])
+            if frame.line not in lines[os.path.basename(frame.file)]:
+                lines[os.path.basename(frame.file)].append(frame.line)
+        if member.module is not None:
+            modules.setdefault(f"{member.module or '<root>'} ({member.module_type})", None)
+    parts = [f"fusion of {len(record.members)} provenance(s)"]
+    if lines:
+        parts.append("lines " + ", ".join(f"{f}:{','.join(map(str, sorted(ls)))}" for f, ls in lines.items()))
+    if modules:
+        parts.append("modules " + ", ".join(modules))
+    derived = sorted({m.transforms[-1] for m in record.members if m.kind in (Kind.BACKWARD, Kind.RECOMPUTE)})
+    if derived:
+        parts.append("with " + "/".join(derived))
+    if record.role:
+        parts.append(f"role={record.role}")
+    return " · ".join(parts)
+
+
+def group_header(record: Provenance) -> str:
+    """The header of a block of ops sharing a role: `row_parallel.post · net2 (Linear) · file.py:27`."""
+    parts = [record.role or "?"]
+    if record.module is not None:
+        parts.append(f"{record.module or '<root>'} ({record.module_type})")
+    where = _where(record)
+    if where:
+        parts.append(where)
+    if record.kind in (Kind.BACKWARD, Kind.RECOMPUTE):
+        parts.append(record.transforms[-1])
+    return " · ".join(parts)
 
 
 def tag(record: Provenance | None) -> str:
@@ -76,10 +114,13 @@ def _bsym_lines(bsym: Any, indent: int, commented: bool, depth: int) -> Iterator
 _THUNDER_SOURCE_COMMENT = re.compile(r"^\s*# .+:\d+: \t")
 
 
-def annotate(trace: Any, *, print_depth: int = -1) -> str:
+def annotate(trace: Any, *, print_depth: int = -1, group: bool = False) -> str:
     """`trace`'s Python source (as `print(trace)` shows it) with provenance comments.
 
     `print_depth` as in Thunder's `TraceCtx.python`: -1 shows every level of subsymbols.
+    `group=True`: a run of consecutive ops sharing a distributed role is one labelled block
+    (`# row_parallel.post · net2 (Linear) · model.py:27`), so the ops a transform inserted read
+    as one step.
     Bookkeeping statements (del, return, unpack) get a short trailing tag instead of a header,
     so they never interrupt the op headers.
     """
@@ -102,7 +143,7 @@ def annotate(trace: Any, *, print_depth: int = -1) -> str:
             lines = list(_bsym_lines(bsym, 1, False, print_depth))
             if record is not None and record.kind == Kind.BOOKKEEPING:
                 _tag_statement(lines, len(bsym.python(1, print_depth=1)), record)
-            elif (text_ := header(record)) != previous:
+            elif (text_ := group_header(record) if group and record and record.role else header(record)) != previous:
                 indent = plain[0][: len(plain[0]) - len(plain[0].lstrip())]
                 out.append(f"{indent}# ── {text_}")
                 previous = text_

@@ -54,8 +54,10 @@ def coverage(trace: Any, *, deep: bool = False) -> Coverage:
         else:
             cov.with_provenance += 1
             bookkeeping = record.kind == Kind.BOOKKEEPING
-        user = record is not None and record.user_frame is not None
-        module = record is not None and record.module is not None
+        # a fusion has the user lines and modules of its members
+        covered = (record,) if record is None or record.kind != Kind.FUSION else record.members
+        user = any(r is not None and r.user_frame is not None for r in covered)
+        module = any(r is not None and r.module is not None for r in covered)
         cov.with_user_source += user
         cov.with_module += module
         if bookkeeping:

@@ -98,3 +98,31 @@ def test_scope_rejects_empty_name():
     with pytest.raises(ValueError, match="non-empty name"):
         with provenance.scope(""):
             pass
+
+
+def test_scope_in_a_user_transform_labels_exactly_its_ops_through_to_execution(traced):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    from custom_transform import ClampLinearOutputs, Mlp
+
+    jm = thunder.jit(Mlp(), transforms=[ClampLinearOutputs(limit=0.5)])
+    jm(torch.randn(4, 8, requires_grad=True)).sum().backward()
+    fw = thunder.last_traces(jm)[-1]
+    bw = thunder.last_backward_traces(jm)[-1]
+    labelled = [(b.sym.name, provenance.of(b)) for b in fw.bound_symbols
+                if provenance.of(b).span is not None]
+    # clamp decomposes into ne/gt/lt/where; nothing else carries the scope
+    assert {name for name, _ in labelled} == {"ne", "gt", "lt", "where"}
+    unlabelled = {b.sym.name for b in fw.bound_symbols if provenance.of(b).span is None
+                  and provenance.of(b).kind != Kind.BOOKKEEPING}
+    assert unlabelled == {"linear", "gt", "where"}  # the layers and relu (gt/where) stay the user's
+    for _, record in labelled:
+        assert record.span.name == "clamp_linear_outputs" and record.span.attribute("limit") == 0.5
+        assert record.role == "activation_clamp"
+        assert record.module in ("up", "down") and record.user_frame.function == "Mlp.forward"
+    grads = [provenance.of(b) for b in bw.bound_symbols if provenance.of(b).span is not None]
+    assert grads and all(r.kind == Kind.BACKWARD and r.role == "activation_clamp" for r in grads)
+    text = provenance.annotate(fw, group=True)
+    assert "# ── activation_clamp · up (Linear) · custom_transform.py:" in text

@@ -26,7 +26,7 @@ from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
 from provenance.record import Kind
 from provenance.scope import current_span
-from provenance.thunder import passes
+from provenance.thunder import distributed, passes
 from provenance.thunder.patching import Patcher
 from provenance.thunder.state import (
     ATTR,
@@ -38,10 +38,11 @@ from provenance.thunder.state import (
     fail,
     processing,
     start_compile,
-    with_span,
 )
 
-HOOKS = ("bind", "from_bsym", "source_location", "processor", "set_provenance", "pass", "compile")
+# Fault-injection names of the hooks; the first group runs in every compile with autograd.
+CORE_HOOKS = ("bind", "from_bsym", "source_location", "processor", "set_provenance", "pass", "compile")
+HOOKS = CORE_HOOKS + ("distributed", "rematerialize")
 
 _BACKWARD = BoundSymbolTag.BACKWARD
 # Autograd's processors (local classes of grad_transform_on_trace) and what their output is.
@@ -53,9 +54,14 @@ def _post_init(orig: Callable) -> Callable:
         orig(self)
         try:
             check_fault("bind")
-            if current_compile().disabled:
+            state = current_compile()
+            if state.disabled:
                 return
-            record = ambient_record(passes.is_bookkeeping(self.sym))
+            if self.sym.is_fusion:  # built from its region's symbols, which keep their records
+                record = state.fusion_record(self.subsymbols) or passes.fusion_of(
+                    map(passes.record_of, self.subsymbols))
+            else:
+                record = ambient_record(passes.is_bookkeeping(self.sym))
             if record is not None:
                 self.__dict__[ATTR] = record
                 if self.subsymbols:
@@ -74,11 +80,12 @@ def _from_bsym(orig: Callable) -> Callable:
         new = orig(self, **kwargs)
         try:
             check_fault("from_bsym")
+            # A copy is not a new op: it keeps its original's record (and is not stamped with
+            # a scope opened around the copying).
             record = self.__dict__.get(ATTR)
+            if new.sym.is_fusion and "subsymbols" in kwargs:  # a fusion with new members
+                record = new.__dict__.get(ATTR)
             if record is not None and not current_compile().disabled:
-                span = current_span()
-                if span is not None and record.span is not span and record.kind != Kind.BOOKKEEPING:
-                    record = with_span(record, span)
                 new.__dict__[ATTR] = record
         except Exception as exc:
             fail("from_bsym", exc)
@@ -281,3 +288,4 @@ def install(patcher: Patcher) -> None:
     patcher.wrap(autodiff, "split_into_forward_and_backward", lambda f: _pass(f, "split_forward_backward"))
     patcher.wrap(thunder, "thunder_general_jit", _general_jit)
     patcher.wrap(thunder, "CacheEntry", _cache_entry)
+    distributed.install(patcher)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from thunder.core.prims import PrimIDs
@@ -57,13 +57,12 @@ def is_bookkeeping(sym: Any) -> bool:
     return sym.id in _BOOKKEEPING_IDS or sym.name in _BOOKKEEPING_NAMES or sym.name.startswith(_BOOKKEEPING_PREFIXES)
 
 
-def walk(bsyms: Iterable[Any]) -> Iterator[Any]:
-    """Every bound symbol at every nesting level, parents before their subsymbols."""
-    for bsym in bsyms:
-        yield bsym
-        if bsym.subsymbols:
-            yield from walk(bsym.subsymbols)
+def record_of(bsym: Any) -> Provenance | None:
+    return bsym.__dict__.get(ATTR)
 
+
+# Data-parallel syncs do different work in the backward; tensor-parallel roles stay as they are.
+_GRAD_ROLES = {"fsdp.unshard": "fsdp.reduce_scatter", "ddp.sync_param": "ddp.grad_all_reduce"}
 
 _derived: dict[tuple[Provenance | None, str], Provenance] = {}
 
@@ -76,8 +75,9 @@ def derived(record: Provenance | None, how: str) -> Provenance | None:
     found = _derived.get(key)
     if found is None:
         kind = Kind.BACKWARD if how == "grad" else Kind.RECOMPUTE
+        role = _GRAD_ROLES.get(record.role, record.role) if how == "grad" else record.role
         found = _derived[key] = record.derive(
-            transforms=record.transforms + (how,), kind=kind, derived_from=record
+            transforms=record.transforms + (how,), kind=kind, derived_from=record, role=role
         )
     return found
 
@@ -138,3 +138,31 @@ def _fill_subsymbols(subsymbols: Iterable[Any], record: Provenance) -> None:
             own = record
         if sub.subsymbols:
             _fill_subsymbols(sub.subsymbols, own)
+
+
+_fusions: dict[tuple[Provenance, ...], Provenance] = {}
+
+
+def fusion_of(members: Iterable[Provenance | None]) -> Provenance:
+    """A fusion's record: its members flat (a fusion of fusions lists their members) and
+    deduplicated in first-seen order, like MLIR's FusedLoc. A role all members share is kept."""
+    flat: dict[Provenance, None] = {}
+    for record in members:
+        if record is None:
+            continue
+        for member in record.members if record.kind == Kind.FUSION else (record,):
+            flat.setdefault(member, None)
+    key = tuple(flat)
+    found = _fusions.get(key)
+    if found is None:
+        roles = {m.role for m in key}
+        modules = {m.module for m in key}
+        found = _fusions[key] = intern(Provenance(
+            members=key,
+            kind=Kind.FUSION,
+            transforms=("fusion",),
+            role=roles.pop() if len(roles) == 1 else None,
+            module=modules.pop() if len(modules) == 1 else None,
+            module_type=key[0].module_type if len({m.module_type for m in key}) == 1 and key else None,
+        ))
+    return found

@@ -38,6 +38,16 @@ class CompileState:
     disabled: bool = False
     error: BaseException | None = None
     stack: StackReader = field(default_factory=StackReader)
+    # Fusion records that know more than their members' own records (rematerialization's
+    # recomputed ops), by the ids of the fusion's subsymbols; the tuple keeps them alive.
+    fusion_hints: dict[tuple[int, ...], tuple[Provenance, tuple]] = field(default_factory=dict)
+
+    def fusion_record(self, subsymbols: tuple | list) -> Provenance | None:
+        hint = self.fusion_hints.get(tuple(map(id, subsymbols)))
+        return hint[0] if hint is not None else None
+
+    def remember_fusion(self, subsymbols: tuple | list, record: Provenance) -> None:
+        self.fusion_hints[tuple(map(id, subsymbols))] = (record, tuple(subsymbols))
 
 
 # Compiles that happen outside thunder.jit (a trace transform called by hand) share this one.
@@ -109,7 +119,7 @@ def with_span(record: Provenance | None, span: Span) -> Provenance:
     found = _with_span.get(key)
     if found is None:
         if record is None:
-            found = intern(Provenance(span=span, role=span.role, kind=Kind.SCOPE, transforms=(span.name,)))
+            found = intern(Provenance(span=span, role=span.role, kind=Kind.SCOPE))
         elif record.span is span:
             found = record
         else:
