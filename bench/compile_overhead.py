@@ -8,7 +8,7 @@ the first forward and backward, on a freshly built model each time.
   pair (neighbours in time share the machine's state), and the median ratio is reported.
 - disabled/plain: fresh processes, package imported but not enabled vs not imported at all.
 
-    python bench/compile_overhead.py [--pairs 9] [--layers 4] [--processes 5]
+    python bench/compile_overhead.py [--pairs 9] [--layers 4] [--processes 5] [--log-dir DIR]
 """
 
 from __future__ import annotations
@@ -41,11 +41,16 @@ def compile_once(layers: int) -> tuple[float, float, int]:
     return wall, cpu, bsyms
 
 
-def on_off(pairs: int, layers: int) -> None:
+def on_off(pairs: int, layers: int, log_dir: str | None) -> None:
+    """`on`: capture (provenance.enable()), or with `log_dir` capture + JSONL logs (what
+    THUNDER_TRACE does); `off`: provenance.disable()."""
     import provenance
 
     def run(mode: str) -> tuple[float, float, int]:
-        provenance.enable() if mode == "on" else provenance.disable()
+        if mode == "on":
+            provenance.enable(log_dir)
+        else:
+            provenance.disable()
         return compile_once(layers)
 
     run("on"), run("off")  # warm-up: imports, kernels, caches
@@ -56,7 +61,9 @@ def on_off(pairs: int, layers: int) -> None:
         walls.append(got["on"][0] / got["off"][0])
         cpus.append(got["on"][1] / got["off"][1])
         print(f"pair {i + 1}: on {got['on'][0]:.2f}s off {got['off'][0]:.2f}s  ratio {walls[-1]:.3f}", flush=True)
-    print(f"nanoGPT {layers} layers fwd+bwd ({got['on'][2]} bound symbols in the final traces), {pairs} pairs")
+    what = f"capture + JSONL logs in {log_dir}" if log_dir else "capture only"
+    print(f"nanoGPT {layers} layers fwd+bwd ({got['on'][2]} bound symbols in the final traces), {pairs} pairs, "
+          f"on = {what}")
     print(f"median ratio on/off: wall {statistics.median(walls):.3f}, cpu {statistics.median(cpus):.3f}")
 
 
@@ -93,8 +100,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=9)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--processes", type=int, default=5, help="process pairs for disabled/plain (0: skip)")
+    parser.add_argument("--log-dir", help="also write JSONL logs there when on (THUNDER_TRACE's cost)")
     args = parser.parse_args()
-    on_off(args.pairs, args.layers)
+    on_off(args.pairs, args.layers, args.log_dir)
     if args.processes:
         disabled_vs_plain(args.processes, args.layers)
 

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import os
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -21,22 +23,41 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Coverage", "Frame", "Kind", "Provenance", "Span", "annotate", "coverage", "current_span", "disable",
-    "enable", "enabled", "of", "scope", "tracing",
+    "enable", "enabled", "load", "of", "scope", "tracing",
 ]
 
 
-def enable() -> None:
-    """Install the hooks into Thunder: every compile from now on records provenance."""
+def enable(directory: str | os.PathLike[str] | None = None) -> bool:
+    """Install the hooks into Thunder: every compile from now on records provenance.
+
+    With `directory`, also log every compile there as JSONL (one file per process; what
+    `THUNDER_TRACE=directory` does with no code change). A directory that cannot be created or
+    written gets one warning, and the program runs on untraced: returns False.
+    """
     from provenance import thunder as integration
 
+    if directory is not None:
+        from exporters.jsonl import JsonlExporter, UnwritableDirectory
+        from provenance.session import SESSION, process_rank
+
+        try:
+            exporter = JsonlExporter(os.fspath(directory), rank=lambda: process_rank()[0])
+        except UnwritableDirectory as exc:
+            warnings.warn(f"thunder-provenance: {exc}; the program runs without tracing.", RuntimeWarning,
+                          stacklevel=2)
+            return False
+        SESSION.add_exporter(exporter)
     integration.install()
+    return True
 
 
 def disable() -> None:
-    """Remove every hook: Thunder runs exactly as without this package."""
+    """Remove every hook (Thunder then runs exactly as without this package) and close the logs."""
     from provenance import thunder as integration
+    from provenance.session import SESSION
 
     integration.uninstall()
+    SESSION.close()
 
 
 def enabled() -> bool:
@@ -46,12 +67,19 @@ def enabled() -> bool:
 
 
 @contextmanager
-def tracing() -> Iterator[None]:
-    """Enable provenance inside the block; restore the previous state after it."""
+def tracing(directory: str | os.PathLike[str] | None = None) -> Iterator[None]:
+    """Enable provenance (and JSONL logs in `directory`) inside the block; restore after it."""
     was_enabled = enabled()
-    enable()
+    enable(directory)
     try:
         yield
     finally:
         if not was_enabled:
             disable()
+
+
+def load(path: str | os.PathLike[str]):  # noqa: ANN201 - see provenance.report.reader.Log
+    """Stream a THUNDER_TRACE log file, or a directory of them, back into records."""
+    from provenance.report.reader import Log
+
+    return Log(path)

@@ -14,7 +14,7 @@ from typing import Any
 
 from provenance.record import Kind, Provenance, of
 
-__all__ = ["annotate", "group_header", "header", "tag"]
+__all__ = ["annotate", "group_header", "header", "layout", "tag"]
 
 
 def _where(record: Provenance) -> str | None:
@@ -114,41 +114,52 @@ def _bsym_lines(bsym: Any, indent: int, commented: bool, depth: int) -> Iterator
 _THUNDER_SOURCE_COMMENT = re.compile(r"^\s*# .+:\d+: \t")
 
 
+def layout(trace: Any, *, print_depth: int = 1) -> tuple[list[str], list[tuple[Any, int, int]]]:
+    """`trace.python()` as lines, and where each top-level symbol is printed: (bsym, first line,
+    number of lines). Symbols printed elsewhere (the signature's unpacks) are left out."""
+    from thunder.core.trace import tracectx  # printing a symbol reads names from its trace
+
+    text = trace.python(print_depth=print_depth).splitlines()
+    placed: list[tuple[Any, int, int]] = []
+    pos = 0
+    with tracectx(trace):
+        for bsym in trace.bound_symbols:
+            plain = bsym.python(1, print_depth=print_depth)
+            start = _find(text, plain, pos) if plain else None
+            if start is not None:
+                placed.append((bsym, start, len(plain)))
+                pos = start + len(plain)
+    return text, placed
+
+
 def annotate(trace: Any, *, print_depth: int = -1, group: bool = False) -> str:
     """`trace`'s Python source (as `print(trace)` shows it) with provenance comments.
 
     `print_depth` as in Thunder's `TraceCtx.python`: -1 shows every level of subsymbols.
     `group=True`: a run of consecutive ops sharing a distributed role is one labelled block
     (`# row_parallel.post · net2 (Linear) · model.py:27`), so the ops a transform inserted read
-    as one step.
-    Bookkeeping statements (del, return, unpack) get a short trailing tag instead of a header,
-    so they never interrupt the op headers.
+    as one step. Bookkeeping statements (del, return, unpack) get a short trailing tag instead
+    of a header, so they never interrupt the op headers.
     """
-    from thunder.core.trace import tracectx  # printing a symbol reads names from its trace
+    from thunder.core.trace import tracectx
 
-    text = trace.python(print_depth=print_depth).splitlines()
+    text, placed = layout(trace, print_depth=print_depth)
     out: list[str] = []
     pos = 0
     previous = None  # the last header printed: unchanged headers are not repeated
     with tracectx(trace):
-        for bsym in trace.bound_symbols:
-            plain = bsym.python(1, print_depth=print_depth)
-            if not plain:
-                continue
-            start = _find(text, plain, pos)
-            if start is None:  # printed elsewhere (e.g. in the signature)
-                continue
+        for bsym, start, length in placed:
             out.extend(line for line in text[pos:start] if line and not _THUNDER_SOURCE_COMMENT.match(line))
             record = of(bsym)
             lines = list(_bsym_lines(bsym, 1, False, print_depth))
             if record is not None and record.kind == Kind.BOOKKEEPING:
                 _tag_statement(lines, len(bsym.python(1, print_depth=1)), record)
             elif (text_ := group_header(record) if group and record and record.role else header(record)) != previous:
-                indent = plain[0][: len(plain[0]) - len(plain[0].lstrip())]
-                out.append(f"{indent}# ── {text_}")
+                first = text[start]
+                out.append(f"{first[: len(first) - len(first.lstrip())]}# ── {text_}")
                 previous = text_
             out.extend(lines)
-            pos = start + len(plain)
+            pos = start + length
     out.extend(text[pos:])
     return "\n".join(out)
 

@@ -52,10 +52,11 @@ _span_ids = itertools.count(1)
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Span:
-    """A provenance span, opened by `provenance.scope()` or by a wrapped Thunder pass.
+    """A provenance span, opened by `provenance.scope()`.
 
-    Spans are compared by identity: two scopes with the same name are two spans. The end time
-    is not part of the record (records are immutable); exporters receive it as an event.
+    Two scopes with the same name are two spans: spans compare by their process-unique id (and
+    start time), so a span read back from a log equals the one the process had. The end time is
+    not part of the record (records are immutable); exporters receive it as an event.
     """
 
     name: str
@@ -76,6 +77,12 @@ class Span:
 
     def attribute(self, key: str, default: Any = None) -> Any:
         return dict(self.attributes).get(key, default)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Span) and (self.id, self.start_ns) == (other.id, other.start_ns)
+
+    def __hash__(self) -> int:
+        return hash(self.id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,32 +10,39 @@ Where Thunder creates and rewrites bound symbols, and what each hook does there:
   tagged BACKWARD become `grad(...)`, recomputed ones `recompute(...)`.
 - `TraceCtx.set_provenance`, the `bound_symbols` setter and a few pass functions: the trace a pass produced is fixed up,
   naming the pass on what it made by itself (del, return, unpack, ...).
-- `thunder_general_jit` and `CacheEntry`: a compile starts and ends.
+- `thunder.jit`, `thunder_general_jit`, `CacheEntry`, `_with_cache_info_ctx`: where a compile was
+  asked for, when it starts, ends, or raises (the events of provenance.session).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import thunder
 import thunder.transforms.autodiff as autodiff
+from thunder.core.compile_data import get_compile_data
 from thunder.core.symbol import BoundSymbol, BoundSymbolTag
 from thunder.core.trace import TraceCtx
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
 from provenance.record import Kind
 from provenance.scope import current_span
-from provenance.thunder import distributed, passes
+from provenance.session import SESSION
+from provenance.thunder import distributed, emit, passes
+from provenance.thunder.stack import python_stack
 from provenance.thunder.patching import Patcher
 from provenance.thunder.state import (
     ATTR,
     TRACE_SOURCE_ATTR,
     Processing,
+    active_compile,
     ambient_record,
     check_fault,
     current_compile,
     fail,
+    get_compile_stats,
     processing,
     start_compile,
 )
@@ -161,6 +168,7 @@ class _ProcessorHooks:
                 proc = Processing(record, [] if self.mode else None)
                 token = processing.set(proc)
                 self.current = bsym
+                current_compile().last_record = record
         except Exception as exc:
             fail("processor", exc)
         try:
@@ -234,11 +242,58 @@ def _pass(orig: Callable, name: str) -> Callable:
     return wrapped
 
 
+def _jit(orig: Callable) -> Callable:
+    """thunder.jit: remember where the user called it (the compile's call site)."""
+
+    @functools.wraps(orig)
+    def jit(*args: Any, **kwargs: Any) -> Any:
+        jfn = orig(*args, **kwargs)
+        try:
+            check_fault("compile")
+            if SESSION.active:
+                emit.jit_stacks[thunder.compile_data(jfn)] = python_stack()
+        except Exception as exc:
+            fail("compile", exc)
+        return jfn
+
+    return jit
+
+
+def _with_cache_info_ctx(orig: Callable) -> Callable:
+    """Wraps each jitted function's compile-or-fetch step: a compile that raises is logged, and
+    the exception reaches the user unchanged. (No event on the call path otherwise.)"""
+
+    def _with_cache_info_ctx(fn: Callable) -> Callable:
+        inner = orig(fn)
+
+        def cache_info_wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return inner(*args, **kwargs)
+            except BaseException as exc:
+                _compile_raised(exc)
+                raise
+
+        return cache_info_wrapper
+
+    return _with_cache_info_ctx
+
+
+def _compile_raised(exc: BaseException) -> None:
+    try:
+        state = active_compile.get()
+        if state is not None and not state.ended and not state.disabled and SESSION.active:
+            emit.compile_failed(state, exc)
+    except Exception as internal:
+        fail("compile", internal)
+
+
 def _general_jit(orig: Callable) -> Callable:
     def thunder_general_jit(*args: Any, **kwargs: Any) -> Any:
         try:
             check_fault("compile")
-            start_compile()
+            state = start_compile()
+            if state is not None and SESSION.active:
+                emit.compile_started(state, get_compile_data(), get_compile_stats())
         except Exception as exc:
             fail("compile", exc)
         result = orig(*args, **kwargs)
@@ -264,12 +319,15 @@ def _cache_entry(orig: type) -> type:
         def __new__(cls, *args: Any, **kwargs: Any) -> Any:
             entry = orig.__new__(cls, *args, **kwargs)
             try:
-                if not current_compile().disabled:
+                state = current_compile()
+                if not state.disabled:
                     for traces in (entry.prologue_traces, entry.computation_traces,
                                    entry.epilogue_traces, entry.backward_traces):
                         for trace in traces or ():
                             label = trace.get_provenance()
                             passes.fix_up(trace.bound_symbols, passes.pass_name(label.pss) if label else "final")
+                    if SESSION.active and state.id:
+                        emit.compile_finished(state, entry, get_compile_stats())
             except Exception as exc:
                 fail("compile", exc)
             return entry
@@ -288,4 +346,6 @@ def install(patcher: Patcher) -> None:
     patcher.wrap(autodiff, "split_into_forward_and_backward", lambda f: _pass(f, "split_forward_backward"))
     patcher.wrap(thunder, "thunder_general_jit", _general_jit)
     patcher.wrap(thunder, "CacheEntry", _cache_entry)
+    patcher.wrap(thunder, "jit", _jit)
+    patcher.wrap(thunder, "_with_cache_info_ctx", _with_cache_info_ctx)
     distributed.install(patcher)

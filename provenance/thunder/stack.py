@@ -8,6 +8,7 @@ whole chain, including each module's `self`, so an `nn.Linear` op can point at t
 from __future__ import annotations
 
 import linecache
+import sys
 import os
 from functools import lru_cache
 from typing import Any
@@ -109,3 +110,17 @@ class StackReader:
                 kind=Kind.OP,
             )
         )
+
+
+def python_stack(limit: int = 64) -> list[Frame]:
+    """The user frames of the current Python stack, outermost first (for compile call sites)."""
+    frames: list[Frame] = []
+    frame = sys._getframe(1)
+    while frame is not None and len(frames) < limit:
+        module_name = frame.f_globals.get("__name__", "")
+        path = frame.f_code.co_filename
+        if is_user_code(module_name, path) and not path.startswith("<frozen"):
+            frames.append(_frame(path, frame.f_lineno, frame.f_code.co_qualname, module_name))
+        frame = frame.f_back
+    frames.reverse()
+    return frames

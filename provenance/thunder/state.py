@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 import traceback
 import warnings
 from contextvars import ContextVar
@@ -36,7 +37,12 @@ class CompileState:
 
     id: int = field(default_factory=lambda: next(_compile_ids))
     disabled: bool = False
-    error: BaseException | None = None
+    error: BaseException | None = None  # the internal error that disabled capture
+    start_ns: int = field(default_factory=time.perf_counter_ns)
+    ended: bool = False
+    fn_name: str = "?"
+    index: int = 0  # the how-manieth compile of this jitted function
+    last_record: Provenance | None = None  # of the last symbol a pass processed (for failures)
     stack: StackReader = field(default_factory=StackReader)
     # Fusion records that know more than their members' own records (rematerialization's
     # recomputed ops), by the ids of the fusion's subsymbols; the tuple keeps them alive.
@@ -64,12 +70,17 @@ def current_compile() -> CompileState:
     return state if state is not None else _DETACHED
 
 
+# The compile in progress in this thread/task, for errors raised where no compile data is set.
+active_compile: ContextVar[CompileState | None] = ContextVar("provenance_compile", default=None)
+
+
 def start_compile() -> CompileState | None:
     cs = get_compile_stats()
     if cs is None:
         return None
     state = CompileState()
     setattr(cs, COMPILE_ATTR, state)
+    active_compile.set(state)
     return state
 
 

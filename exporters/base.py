@@ -1,0 +1,22 @@
+"""The interface every exporter implements: it receives the session's events, in order.
+
+An event is a JSON-able dict with a "kind" key (see docs/log-schema.md). Exporters must not
+raise into the program: the session disables an exporter whose emit fails, with one warning.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+Event = dict[str, Any]
+
+
+@runtime_checkable
+class Exporter(Protocol):
+    name: str
+
+    def emit(self, event: Event) -> None:
+        """Handle one event. Called with the session's lock held: be quick."""
+
+    def close(self) -> None:
+        """Flush and release resources; called once, at disable() or process exit."""

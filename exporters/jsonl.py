@@ -1,0 +1,88 @@
+"""JSONL exporter: one file per process, one JSON object per line, crash-safe.
+
+Each event is serialized with orjson and written with a single unbuffered `os.write` on an
+O_APPEND descriptor, newline included: a line reaches the kernel whole, at the record boundary,
+so a SIGKILL loses at most the record being written.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+
+import orjson
+
+from exporters.base import Event
+
+__all__ = ["JsonlExporter", "log_file_name", "UnwritableDirectory"]
+
+
+class UnwritableDirectory(OSError):
+    pass
+
+
+def log_file_name(rank: int | None, pid: int | None = None, host: str | None = None) -> str:
+    """`thunder_trace.<host>.pid<pid>.rank<rank>.jsonl`: unique per process, readable by eye."""
+    host = (host or socket.gethostname()).replace(os.sep, "_") or "host"
+    rank_part = f"rank{rank}" if rank is not None else "norank"
+    return f"thunder_trace.{host}.pid{pid or os.getpid()}.{rank_part}.jsonl"
+
+
+def check_writable(directory: str) -> str:
+    """Create `directory` if needed and prove it writable; UnwritableDirectory says why not."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+        probe = os.path.join(directory, f".thunder_trace_probe.{os.getpid()}")
+        with open(probe, "wb"):
+            pass
+        os.unlink(probe)
+    except OSError as exc:
+        raise UnwritableDirectory(f"cannot write THUNDER_TRACE logs to {directory!r}: {exc.strerror or exc}") from exc
+    return os.path.abspath(directory)
+
+
+class JsonlExporter:
+    name = "jsonl"
+
+    def __init__(self, directory: str, rank: Callable[[], int | None] = lambda: None) -> None:
+        self.directory = check_writable(directory)
+        self._rank = rank
+        self._fd: int | None = None
+        self.path: str | None = None  # the file is created at the first event
+        self.bytes_written = 0
+        self._closed = False
+
+    def _open(self) -> None:
+        # O_EXCL: two processes never share a file; a name left by an earlier run with the same
+        # pid gets a numeric suffix instead of being appended to.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL
+        base = log_file_name(self._rank())
+        for attempt in range(1000):
+            name = base if attempt == 0 else base.replace(".jsonl", f".{attempt}.jsonl")
+            try:
+                self._fd = os.open(os.path.join(self.directory, name), flags, 0o644)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise UnwritableDirectory(f"no free log file name like {base!r} in {self.directory!r}")
+        self.path = os.path.join(self.directory, name)
+
+    def emit(self, event: Event) -> None:
+        if self._fd is None:
+            if self._closed:
+                return
+            self._open()
+        data = orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS)
+        view = memoryview(data)
+        while view:  # os.write may write less than asked (signals, huge records)
+            written = os.write(self._fd, view)
+            view = view[written:]
+        self.bytes_written += len(data)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

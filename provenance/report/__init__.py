@@ -1,0 +1,1 @@
+"""Reports from THUNDER_TRACE logs: reading, the render model, HTML, the CLI."""

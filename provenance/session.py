@@ -1,0 +1,207 @@
+"""The process's event stream: compile ids, interned record ids, and fan-out to exporters.
+
+Capture hooks call the `Session` with plain values; it turns them into events (JSON-able dicts,
+schema in docs/log-schema.md), emits each provenance record and span once with an id before
+its first reference, and hands every event to every exporter. With no exporter, nothing is
+built: capture alone costs nothing here.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import platform
+import socket
+import sys
+import threading
+import time
+import warnings
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+from provenance.record import Frame, Provenance, Span
+from provenance.scope import span_end_listeners
+
+SCHEMA_VERSION = "1.0"  # major.minor: readers refuse another major, accept a newer minor
+
+Event = dict[str, Any]
+
+
+def frame_json(frame: Frame) -> list:
+    return [frame.file, frame.line, frame.function, frame.text, frame.user]
+
+
+def _env_int(*names: str) -> int | None:
+    for name in names:
+        value = os.environ.get(name)
+        if value is not None and value.strip().lstrip("-").isdigit():
+            return int(value)
+    return None
+
+
+def process_rank() -> tuple[int | None, int | None]:
+    """(rank, world size): torchrun's environment, else an initialized default process group."""
+    rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
+    if rank is None:
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            rank, world = dist.get_rank(), dist.get_world_size()
+    return rank, world
+
+
+class Session:
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.exporters: list[Any] = []
+        self._header_sent = False
+        self._prov_ids: dict[Provenance, int] = {}
+        self._span_ids: set[int] = set()
+        # (CompileStats, fn name, compile ids) of jitted functions, for the exit summary. Held
+        # strongly (a function that died before exit still gets its summary), the oldest
+        # beyond MAX_TRACKED weakly, so a program that jits in a loop does not keep them all.
+        self._compiles: list[tuple[Any, str, list[int]]] = []
+        self.dropped = 0  # events an exporter failed on
+
+    # -- exporters ---------------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        return bool(self.exporters)
+
+    def add_exporter(self, exporter: Any) -> None:
+        with self._lock:
+            self.exporters.append(exporter)
+
+    def close(self) -> None:
+        """Summarize runtime calls, then close every exporter (at disable() or exit)."""
+        with self._lock:
+            if not self.exporters:
+                return
+            self.emit_call_summaries()
+            for exporter in self.exporters:
+                try:
+                    exporter.close()
+                except Exception as exc:  # closing must not fail the program's exit
+                    warnings.warn(f"thunder-provenance: closing exporter {exporter.name!r} failed: {exc}",
+                                  RuntimeWarning, stacklevel=2)
+            self.exporters.clear()
+            self._compiles.clear()
+            self._header_sent = False
+            self._prov_ids.clear()
+            self._span_ids.clear()
+
+    def emit(self, event: Event) -> None:
+        with self._lock:
+            if not self.exporters:
+                return
+            if not self._header_sent:
+                self._header_sent = True
+                self.emit(self._header())
+            for exporter in list(self.exporters):
+                try:
+                    exporter.emit(event)
+                except Exception as exc:  # an exporter never breaks the program
+                    self.dropped += 1
+                    self.exporters.remove(exporter)
+                    warnings.warn(f"thunder-provenance: exporter {exporter.name!r} failed ({exc!r}) and "
+                                  f"was disabled; the program runs on.", RuntimeWarning, stacklevel=2)
+
+    def _header(self) -> Event:
+        from provenance import __version__
+        from provenance.thunder import thunder_version
+
+        torch = sys.modules.get("torch")
+        rank, world = process_rank()
+        return {
+            "type": "header", "schema": SCHEMA_VERSION, "time_ns": time.time_ns(),
+            "versions": {"python": platform.python_version(), "torch": getattr(torch, "__version__", None),
+                         "thunder": thunder_version(), "thunder_provenance": __version__},
+            "argv": sys.argv, "pid": os.getpid(), "host": socket.gethostname(),
+            "rank": rank, "world_size": world,
+        }
+
+    # -- interned records --------------------------------------------------------------------
+    def prov_id(self, record: Provenance | None) -> int | None:
+        """The id of `record`, emitting it (and what it references) the first time."""
+        if record is None:
+            return None
+        found = self._prov_ids.get(record)
+        if found is not None:
+            return found
+        with self._lock:
+            derived = self.prov_id(record.derived_from)
+            members = [self.prov_id(m) for m in record.members]
+            span = self._span_ref(record.span)
+            new_id = self._prov_ids.setdefault(record, len(self._prov_ids) + 1)
+            self.emit({
+                "type": "prov", "id": new_id, "kind": record.kind,
+                "source": [frame_json(f) for f in record.source],
+                "module": record.module, "module_type": record.module_type,
+                "transforms": list(record.transforms), "role": record.role, "span": span,
+                "derived_from": derived, "members": members,
+            })
+            return new_id
+
+    def _span_ref(self, span: Span | None) -> int | None:
+        if span is None:
+            return None
+        if span.id not in self._span_ids:
+            parent = self._span_ref(span.parent)
+            self._span_ids.add(span.id)
+            self.emit({"type": "span", "id": span.id, "name": span.name, "parent": parent,
+                       "attributes": {k: _jsonable(v) for k, v in span.attributes}, "role": span.role,
+                       "start_ns": span.start_ns})
+        return span.id
+
+    def span_ended(self, span: Span) -> None:
+        if self.active:
+            with self._lock:
+                self.emit({"type": "span_end", "id": self._span_ref(span), "end_ns": time.time_ns()})
+
+    # -- compiles ----------------------------------------------------------------------------
+    def track_compile(self, compile_stats: Any, fn_name: str, compile_id: int) -> int:
+        """Remember a jitted function's stats for the runtime summary; its compile's index."""
+        with self._lock:
+            for held, _, ids in self._compiles:
+                if _deref(held) is compile_stats:
+                    ids.append(compile_id)
+                    return len(ids) - 1
+            self._compiles.append((compile_stats, fn_name, [compile_id]))
+            if len(self._compiles) > MAX_TRACKED:
+                old, name, ids = self._compiles[-MAX_TRACKED - 1]
+                if not isinstance(old, weakref.ref):
+                    self._compiles[-MAX_TRACKED - 1] = (weakref.ref(old), name, ids)
+            return 0
+
+    def emit_call_summaries(self) -> None:
+        """Runtime calls per jitted function, read from Thunder's own counters (no per-call hook)."""
+        for held, fn_name, ids in self._compiles:
+            cs = _deref(held)
+            if cs is not None:
+                self.emit({"type": "calls", "fn": fn_name, "compiles": ids, "calls": cs.calls,
+                           "cache_hits": cs.cache_hits, "cache_misses": cs.cache_misses,
+                           "time_ns": time.time_ns()})
+
+
+MAX_TRACKED = 64
+
+
+def _deref(held: Any) -> Any:
+    return held() if isinstance(held, weakref.ref) else held
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return repr(value)
+
+
+SESSION = Session()
+atexit.register(SESSION.close)
+span_end_listeners.append(SESSION.span_ended)
+
+
+def frames_json(frames: Iterable[Frame]) -> list[list]:
+    return [frame_json(f) for f in frames]
