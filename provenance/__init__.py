@@ -23,22 +23,30 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Coverage", "Frame", "Kind", "Provenance", "Span", "annotate", "coverage", "current_span", "disable",
-    "enable", "enabled", "load", "of", "scope", "tracing",
+    "enable", "enabled", "load", "of", "scope", "tracing", "wait_counters",
 ]
 
 
-def enable(directory: str | os.PathLike[str] | None = None) -> bool:
+def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bool | None = None) -> bool:
     """Install the hooks into Thunder: every compile from now on records provenance.
 
     With `directory`, also log every compile there as JSONL (one file per process; what
     `THUNDER_TRACE=directory` does with no code change). A directory that cannot be created or
     written gets one warning, and the program runs on untraced: returns False.
+    When OpenTelemetry is configured (an application TracerProvider, or OTEL_EXPORTER_OTLP_*
+    endpoints; see exporters/otel.py), spans and metrics also go there.
+    `wait_counters` (default: THUNDER_TRACE_WAIT_COUNTERS=1) counts time blocked in collective
+    waits (`provenance.wait_counters()`, and OTel metrics); it wraps every wait Thunder generates.
     """
+    from exporters.otel import OtelExporter, from_environment
     from provenance import thunder as integration
+    from provenance.session import SESSION, process_rank
+    from provenance.waits import WAITS
 
+    if wait_counters is None:
+        wait_counters = os.environ.get("THUNDER_TRACE_WAIT_COUNTERS", "").strip().lower() in ("1", "true")
     if directory is not None:
         from exporters.jsonl import JsonlExporter, UnwritableDirectory
-        from provenance.session import SESSION, process_rank
 
         try:
             exporter = JsonlExporter(os.fspath(directory), rank=lambda: process_rank()[0])
@@ -47,7 +55,13 @@ def enable(directory: str | os.PathLike[str] | None = None) -> bool:
                           stacklevel=2)
             return False
         SESSION.add_exporter(exporter)
-    integration.install()
+    otel = next((e for e in SESSION.exporters if isinstance(e, OtelExporter)), None)
+    if otel is None and (otel := from_environment(rank=process_rank()[0])) is not None:
+        SESSION.add_exporter(otel)
+    integration.install(wait_counters=wait_counters)
+    if wait_counters and otel is not None and not getattr(otel, "observing_waits", False):
+        otel.observe_waits(WAITS.snapshot)
+        otel.observing_waits = True
     return True
 
 
@@ -69,13 +83,25 @@ def enabled() -> bool:
 @contextmanager
 def tracing(directory: str | os.PathLike[str] | None = None) -> Iterator[None]:
     """Enable provenance (and JSONL logs in `directory`) inside the block; restore after it."""
-    was_enabled = enabled()
+    from provenance.session import SESSION
+
+    was_enabled, before = enabled(), list(SESSION.exporters)
     enable(directory)
     try:
         yield
     finally:
         if not was_enabled:
             disable()
+        else:  # tracing was on already (THUNDER_TRACE): only close what this block added
+            for exporter in [e for e in SESSION.exporters if e not in before]:
+                SESSION.remove_exporter(exporter)
+
+
+def wait_counters() -> dict[tuple[str | None, str | None], tuple[float, int]]:
+    """{(role, module): (seconds blocked in collective waits, waits in progress)}; see provenance.waits."""
+    from provenance.waits import WAITS
+
+    return WAITS.snapshot()
 
 
 def load(path: str | os.PathLike[str]):  # noqa: ANN201 - see provenance.report.reader.Log

@@ -14,7 +14,7 @@ from typing import Any
 
 from provenance.record import Kind, Provenance, of
 
-__all__ = ["annotate", "group_header", "header", "layout", "tag"]
+__all__ = ["annotate", "find_block", "group_header", "header", "layout", "tag"]
 
 
 def _where(record: Provenance) -> str | None:
@@ -125,7 +125,7 @@ def layout(trace: Any, *, print_depth: int = 1) -> tuple[list[str], list[tuple[A
     with tracectx(trace):
         for bsym in trace.bound_symbols:
             plain = bsym.python(1, print_depth=print_depth)
-            start = _find(text, plain, pos) if plain else None
+            start = find_block(text, plain, pos) if plain else None
             if start is not None:
                 placed.append((bsym, start, len(plain)))
                 pos = start + len(plain)
@@ -174,7 +174,7 @@ def _tag_statement(lines: list[str], own: int, record: Provenance) -> None:
             return
 
 
-def _find(lines: list[str], block: list[str], start: int) -> int | None:
+def find_block(lines: list[str], block: list[str], start: int) -> int | None:
     first = block[0]
     for i in range(start, len(lines) - len(block) + 1):
         if lines[i] == first and lines[i : i + len(block)] == block:

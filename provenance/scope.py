@@ -16,7 +16,8 @@ from provenance.record import Span
 __all__ = ["scope", "current_span"]
 
 _current_span: ContextVar[Span | None] = ContextVar("provenance_span", default=None)
-# Observers of span ends (exporters); a span's end is an event, not part of the record.
+# Observers of span starts and ends (the session); a span's end is an event, not part of the record.
+span_start_listeners: list = []
 span_end_listeners: list = []
 
 
@@ -38,6 +39,8 @@ def scope(name: str, *, role: str | None = None, **attributes: Any) -> Iterator[
         role = parent.role
     span = Span(name=name, parent=parent, attributes=tuple(sorted(attributes.items())), role=role)
     token = _current_span.set(span)
+    for listener in span_start_listeners:
+        listener(span)
     try:
         yield span
     finally:

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from provenance.record import Frame, Provenance, Span
-from provenance.scope import span_end_listeners
+from provenance.scope import span_end_listeners, span_start_listeners
 
 SCHEMA_VERSION = "1.0"  # major.minor: readers refuse another major, accept a newer minor
 
@@ -57,6 +57,7 @@ class Session:
         self._header_sent = False
         self._prov_ids: dict[Provenance, int] = {}
         self._span_ids: set[int] = set()
+        self._interned: list[Event] = []  # prov and span events, replayed to a joining exporter
         # (CompileStats, fn name, compile ids) of jitted functions, for the exit summary. Held
         # strongly (a function that died before exit still gets its summary), the oldest
         # beyond MAX_TRACKED weakly, so a program that jits in a loop does not keep them all.
@@ -68,9 +69,25 @@ class Session:
     def active(self) -> bool:
         return bool(self.exporters)
 
+    @property
+    def wants_trace_text(self) -> bool:
+        """Whether any exporter keeps traces' Python text (printing them is the costly part)."""
+        return any(getattr(e, "needs_trace_text", True) for e in self.exporters)
+
     def add_exporter(self, exporter: Any) -> None:
+        """Add an exporter; joining a running session, it first gets the header and the records
+        and spans already interned, so the ids it will see referenced resolve."""
         with self._lock:
+            if self._header_sent:
+                for event in [self._header(), *self._interned]:
+                    exporter.emit(event)
             self.exporters.append(exporter)
+
+    def remove_exporter(self, exporter: Any) -> None:
+        with self._lock:
+            if exporter in self.exporters:
+                self.exporters.remove(exporter)
+                exporter.close()
 
     def close(self) -> None:
         """Summarize runtime calls, then close every exporter (at disable() or exit)."""
@@ -89,6 +106,7 @@ class Session:
             self._header_sent = False
             self._prov_ids.clear()
             self._span_ids.clear()
+            self._interned.clear()
 
     def emit(self, event: Event) -> None:
         with self._lock:
@@ -133,7 +151,7 @@ class Session:
             members = [self.prov_id(m) for m in record.members]
             span = self._span_ref(record.span)
             new_id = self._prov_ids.setdefault(record, len(self._prov_ids) + 1)
-            self.emit({
+            self._emit_interned({
                 "type": "prov", "id": new_id, "kind": record.kind,
                 "source": [frame_json(f) for f in record.source],
                 "module": record.module, "module_type": record.module_type,
@@ -148,10 +166,19 @@ class Session:
         if span.id not in self._span_ids:
             parent = self._span_ref(span.parent)
             self._span_ids.add(span.id)
-            self.emit({"type": "span", "id": span.id, "name": span.name, "parent": parent,
+            self._emit_interned({"type": "span", "id": span.id, "name": span.name, "parent": parent,
                        "attributes": {k: _jsonable(v) for k, v in span.attributes}, "role": span.role,
                        "start_ns": span.start_ns})
         return span.id
+
+    def _emit_interned(self, event: Event) -> None:
+        self._interned.append(event)
+        self.emit(event)
+
+    def span_started(self, span: Span) -> None:
+        if self.active:
+            with self._lock:
+                self._span_ref(span)
 
     def span_ended(self, span: Span) -> None:
         if self.active:
@@ -200,6 +227,7 @@ def _jsonable(value: Any) -> Any:
 
 SESSION = Session()
 atexit.register(SESSION.close)
+span_start_listeners.append(SESSION.span_started)
 span_end_listeners.append(SESSION.span_ended)
 
 

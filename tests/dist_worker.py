@@ -8,6 +8,8 @@ import copy
 import json
 import os
 import sys
+import threading
+import time
 import warnings
 
 import thunder
@@ -36,6 +38,50 @@ def describe(jm) -> dict:
             })
         out[title] = {"ops": ops, "grouped": provenance.annotate(trace, group=True, print_depth=1)}
     return out
+
+
+def held_back_waits(rank, device, toy, x, tensor_parallel) -> list:
+    """Rank 1 sleeps before its collectives; rank 0 blocks in the row-parallel all-reduce's wait.
+    Rank 0 samples the OTel wait counters meanwhile (an in-memory reader of the application's
+    MeterProvider, which the exporter uses)."""
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+
+    reader = InMemoryMetricReader()
+    trace.set_tracer_provider(TracerProvider())
+    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    provenance.disable()
+    provenance.enable(wait_counters=True)
+    model = tensor_parallel(copy.deepcopy(toy))
+    samples: list = []
+    stop = threading.Event()
+
+    def collect() -> None:
+        points = []
+        data = reader.get_metrics_data()
+        for rm in data.resource_metrics if data else ():
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    if metric.name in ("thunder.wait.time", "thunder.wait.active"):
+                        points += [[metric.name, dict(p.attributes), p.value] for p in metric.data.data_points]
+        samples.append([time.monotonic(), points])
+
+    def sample() -> None:
+        while not stop.is_set():
+            collect()
+            time.sleep(0.2)
+
+    if rank == 1:
+        time.sleep(6.0)  # hold rank 0 in its first collective wait
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    model(x).sum().backward()
+    stop.set()
+    sampler.join()
+    collect()  # after the call: nothing in progress any more
+    return samples
 
 
 def main() -> None:
@@ -88,6 +134,8 @@ def main() -> None:
     except RuntimeError as exc:
         result["fsdp_backward_error"] = str(exc)[:200]
     result["fsdp"] = describe(sharded)
+
+    result["waits"] = held_back_waits(rank, device, toy, x, tensor_parallel)
 
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(result, f)

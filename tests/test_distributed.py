@@ -106,3 +106,19 @@ def test_fault_in_distributed_hooks_warns_once_and_results_stay_correct(ranks):
         fault = rank["fault"]
         assert len(fault["warnings"]) == 1 and "'distributed'" in fault["warnings"][0]
         assert fault["same_output"] and fault["same_grad"]
+
+
+def test_wait_counter_grows_while_a_rank_is_held_back(ranks):
+    samples = ranks[0]["waits"]  # rank 0 waited for rank 1, which slept 4 s
+    key = {"thunder.role": "row_parallel.post", "thunder.module": "net2"}
+
+    def value(points, name):
+        return next((v for n, attrs, v in points if n == name and {k: attrs.get(k) for k in key} == key), None)
+
+    blocked = [(t, value(p, "thunder.wait.time")) for t, p in samples if value(p, "thunder.wait.active") == 1]
+    assert len(blocked) >= 3, samples[:5]  # observed several times while the wait was in progress
+    seconds = [s for _, s in blocked]
+    assert all(b > a for a, b in zip(seconds, seconds[1:]))  # growing while still blocked
+    assert seconds[-1] > 1.0
+    final = samples[-1][1]
+    assert value(final, "thunder.wait.active") == 0 and value(final, "thunder.wait.time") >= seconds[-1]

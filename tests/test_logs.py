@@ -203,3 +203,23 @@ def test_reader_tolerates_bad_lines_and_refuses_another_major(tmp_path):
     path.write_text(json.dumps({"type": "header", "schema": "2.0"}) + "\n")
     with pytest.raises(SchemaError, match="written with log schema 2.0"):
         list(Log(path))
+
+
+def test_a_log_opened_while_tracing_is_on_is_self_contained(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    provenance.enable(first)
+    try:
+        jf = thunder.jit(lambda x: torch.sin(x) + 1)
+        jf(torch.ones(3))
+        with provenance.tracing(second):  # joins the running session
+            jf2 = thunder.jit(lambda x: torch.sin(x) + 1)  # same line: records already interned
+            jf2(torch.ones(3))
+        assert provenance.enabled()
+    finally:
+        provenance.disable()
+    log = Log(second)
+    records = list(log)
+    assert records[0].type == "header" and log.bad == []
+    ops = [op for r in records if r.type == "trace" and "ops" in r.data for op in r["ops"]]
+    assert ops and all(log.files[0].provenance(op[4]) is not None for op in ops)
+    assert [r.type for r in records].count("compile_start") == 1  # only what ran inside the block

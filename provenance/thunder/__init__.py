@@ -42,23 +42,24 @@ _lock = threading.Lock()
 _patcher = None
 
 
-def install() -> None:
-    """Install every hook (idempotent)."""
+def install(*, wait_counters: bool = False) -> None:
+    """Install every hook (idempotent); `wait_counters` also counts collective waits."""
     global _patcher
     with _lock:
-        if _patcher:
-            return
         check_version()
-        from provenance.thunder import hooks
+        from provenance.thunder import hooks, waits
         from provenance.thunder.patching import Patcher
 
-        patcher = Patcher()
-        try:
-            hooks.install(patcher)
-        except BaseException:
-            patcher.undo()
-            raise
-        _patcher = patcher
+        if not _patcher:
+            patcher = Patcher()
+            try:
+                hooks.install(patcher)
+            except BaseException:
+                patcher.undo()
+                raise
+            _patcher = patcher
+        if wait_counters and not waits.active:
+            waits.install(_patcher)
 
 
 def uninstall() -> None:
@@ -67,6 +68,9 @@ def uninstall() -> None:
     with _lock:
         if _patcher:
             _patcher.undo()
+            from provenance.thunder import waits
+
+            waits.uninstalled()
         _patcher = None
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 import time
 import traceback
 import weakref
@@ -11,13 +10,13 @@ from typing import Any
 
 from thunder.core.proxies import Proxy
 
-from provenance.annotation import layout
+from provenance.annotation import find_block
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.session import SESSION, frames_json
 from provenance.stats import coverage
 from provenance.thunder.passes import pass_name
 from provenance.thunder.stack import python_stack
-from provenance.thunder.state import CompileState
+from provenance.thunder.state import LABELLED_AT, CompileState
 
 _TOOK = re.compile(r"\(took (\d+) milliseconds\)")
 
@@ -34,6 +33,7 @@ def _fn_name(fn: Any) -> str:
 
 
 def compile_started(state: CompileState, compile_data: Any, compile_stats: Any) -> None:
+    began = time.perf_counter_ns()
     fn = getattr(compile_data, "fn", None)
     state.fn_name = _fn_name(fn)
     state.index = SESSION.track_compile(compile_stats, state.fn_name, state.id) if compile_stats else 0
@@ -43,9 +43,11 @@ def compile_started(state: CompileState, compile_data: Any, compile_stats: Any) 
         "jit_stack": frames_json(jit_stacks.get(compile_data, ())),
         "call_stack": frames_json(python_stack()),
     })
+    state.log_ns += time.perf_counter_ns() - began
 
 
 def compile_finished(state: CompileState, entry: Any, compile_stats: Any) -> None:
+    began = time.perf_counter_ns()
     lists = (("prologue", entry.prologue_traces), ("computation", entry.computation_traces),
              ("epilogue", entry.epilogue_traces), ("backward", entry.backward_traces))
     for list_name, traces in lists:
@@ -61,9 +63,11 @@ def compile_finished(state: CompileState, entry: Any, compile_stats: Any) -> Non
                          entry.backward_traces[-1] if entry.backward_traces else None) if t is not None]
     covs = [coverage(t) for t in final]
     state.ended = True
+    now = time.perf_counter_ns()
     SESSION.emit({
         "type": "compile_end", "compile": state.id, "status": "ok", "time_ns": time.time_ns(),
-        "seconds": (time.perf_counter_ns() - state.start_ns) / 1e9,
+        "seconds": (now - state.start_ns) / 1e9,
+        "log_seconds": (state.log_ns + now - began) / 1e9,  # of which: writing this log
         "cache": {"hits": compile_stats.cache_hits, "misses": compile_stats.cache_misses,
                   "calls": compile_stats.calls} if compile_stats is not None else None,
         "final": {"ops": sum(c.total for c in covs), "with_provenance": sum(c.with_provenance for c in covs),
@@ -88,18 +92,36 @@ def trace_event(compile_id: int, list_name: str, index: int, trace: Any) -> dict
     label = trace.get_provenance()
     label_text = getattr(label, "pss", None)
     took = _TOOK.search(label_text or "")
-    text, placed = layout(trace)
-    ops = []
-    for bsym, start, length in placed:
-        outs = [o.name for o in bsym.flat_outs if isinstance(o, Proxy)]
-        ops.append([start, length, bsym.sym.name, outs, SESSION.prov_id(bsym.__dict__.get(ATTR))])
-    return {
+    event = {
         "type": "trace", "compile": compile_id, "list": list_name, "index": index,
         "pass": pass_name(label_text) if label_text else ("acquire_trace" if index == 0 else "unlabelled"),
         "label": label_text, "ms": int(took.group(1)) if took else None,
-        "python": "\n".join(text), "ops": ops,
+        "end_ns": trace.__dict__.get(LABELLED_AT),
     }
+    if SESSION.wants_trace_text:
+        text, placed = printed_layout(trace)
+        ops = []
+        for bsym, start, length in placed:
+            outs = [o.name for o in bsym.flat_outs if isinstance(o, Proxy)]
+            ops.append([start, length, bsym.sym.name, outs, SESSION.prov_id(bsym.__dict__.get(ATTR))])
+        event["python"], event["ops"] = "\n".join(text), ops
+    return event
 
 
-def is_active() -> bool:
-    return SESSION.active and "thunder" in sys.modules
+def printed_layout(trace: Any) -> tuple[list[str], list[tuple[Any, int, int]]]:
+    """annotation.layout, printing the trace once: the ops report their lines as Thunder prints."""
+    from provenance.thunder.hooks import printing
+
+    token = printing.set([])
+    try:
+        text = trace.python(print_depth=1).splitlines()
+        printed = printing.get()
+    finally:
+        printing.reset(token)
+    placed, pos = [], 0
+    for bsym, lines in printed:
+        start = find_block(text, lines, pos) if lines else None
+        if start is not None:
+            placed.append((bsym, start, len(lines)))
+            pos = start + len(lines)
+    return text, placed

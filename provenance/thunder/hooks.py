@@ -4,6 +4,7 @@ Where Thunder creates and rewrites bound symbols, and what each hook does there:
 - `BoundSymbol.__post_init__`: every new symbol is stamped from its context (the op being traced,
   or the op a pass is processing, plus the innermost user scope).
 - `BoundSymbol.from_bsym`: a copy keeps its original's record (Thunder copies fields explicitly).
+- `BoundSymbol.python`: when logging prints a trace, reports where each op lands in the text.
 - `TraceCtx.set_current_source_location`: the interpreter is at a new user op: read the stack.
 - `TraceSubstitutionProcessor.__call__`: passes built on it (autograd, executor claiming, ...)
   process one symbol at a time; what they create descends from that symbol. Autograd's symbols
@@ -17,7 +18,9 @@ Where Thunder creates and rewrites bound symbols, and what each hook does there:
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 import thunder
@@ -35,6 +38,7 @@ from provenance.thunder.stack import python_stack
 from provenance.thunder.patching import Patcher
 from provenance.thunder.state import (
     ATTR,
+    LABELLED_AT,
     TRACE_SOURCE_ATTR,
     Processing,
     active_compile,
@@ -48,7 +52,7 @@ from provenance.thunder.state import (
 )
 
 # Fault-injection names of the hooks; the first group runs in every compile with autograd.
-CORE_HOOKS = ("bind", "from_bsym", "source_location", "processor", "set_provenance", "pass", "compile")
+CORE_HOOKS = ("bind", "from_bsym", "source_location", "processor", "set_provenance", "pass", "compile", "jit")
 HOOKS = CORE_HOOKS + ("distributed", "rematerialize")
 
 _BACKWARD = BoundSymbolTag.BACKWARD
@@ -99,6 +103,25 @@ def _from_bsym(orig: Callable) -> Callable:
         return new
 
     return from_bsym
+
+
+# While set (by emit.trace_event), top-level BoundSymbol.python() calls report their lines, so a
+# trace is printed once and each op's place in the text is known.
+printing: ContextVar[list | None] = ContextVar("provenance_printing", default=None)
+
+
+def _python(orig: Callable) -> Callable:
+    def python(self: BoundSymbol, indent: int, commented: bool = False, print_depth: int = 1) -> list[str]:
+        lines = orig(self, indent, commented, print_depth)
+        try:
+            placed = printing.get()
+            if placed is not None and indent == 1 and not commented:
+                placed.append((self, lines))
+        except Exception as exc:
+            fail("printing", exc)
+        return lines
+
+    return python
 
 
 def _set_current_source_location(orig: Callable) -> Callable:
@@ -202,6 +225,8 @@ def _fix_up_labelled(trace: TraceCtx) -> None:
     try:
         check_fault("set_provenance")
         label = trace.get_provenance()
+        if label is not None:
+            trace.__dict__.setdefault(LABELLED_AT, time.time_ns())
         if label is not None and trace.bound_symbols and not current_compile().disabled:
             passes.fix_up(trace.bound_symbols, passes.pass_name(getattr(label, "pss", str(label))))
     except Exception as exc:
@@ -249,11 +274,11 @@ def _jit(orig: Callable) -> Callable:
     def jit(*args: Any, **kwargs: Any) -> Any:
         jfn = orig(*args, **kwargs)
         try:
-            check_fault("compile")
+            check_fault("jit")
             if SESSION.active:
                 emit.jit_stacks[thunder.compile_data(jfn)] = python_stack()
         except Exception as exc:
-            fail("compile", exc)
+            fail("jit", exc)
         return jfn
 
     return jit
@@ -290,8 +315,8 @@ def _compile_raised(exc: BaseException) -> None:
 def _general_jit(orig: Callable) -> Callable:
     def thunder_general_jit(*args: Any, **kwargs: Any) -> Any:
         try:
-            check_fault("compile")
             state = start_compile()
+            check_fault("compile")
             if state is not None and SESSION.active:
                 emit.compile_started(state, get_compile_data(), get_compile_stats())
         except Exception as exc:
@@ -328,6 +353,7 @@ def _cache_entry(orig: type) -> type:
                             passes.fix_up(trace.bound_symbols, passes.pass_name(label.pss) if label else "final")
                     if SESSION.active and state.id:
                         emit.compile_finished(state, entry, get_compile_stats())
+
             except Exception as exc:
                 fail("compile", exc)
             return entry
@@ -339,6 +365,7 @@ def _cache_entry(orig: type) -> type:
 def install(patcher: Patcher) -> None:
     patcher.wrap(BoundSymbol, "__post_init__", _post_init)
     patcher.wrap(BoundSymbol, "from_bsym", _from_bsym)
+    patcher.wrap(BoundSymbol, "python", _python)
     patcher.wrap(TraceCtx, "set_current_source_location", _set_current_source_location)
     patcher.wrap(TraceCtx, "set_provenance", _set_provenance)
     patcher.wrap_attribute(TraceCtx, "bound_symbols", _bound_symbols_property)

@@ -24,6 +24,11 @@ class Patcher:
         own = vars(owner)[name]
         self._replace(owner, name, own, factory(own))
 
+    def set_item(self, mapping: dict, key: str, value: Any) -> None:
+        """Replace one entry of a dict Thunder reads at run time."""
+        self._undo.append((mapping, key, mapping.get(key, _MISSING)))
+        mapping[key] = value
+
     def _replace(self, owner: Any, name: str, own: Any, replacement: Any) -> None:
         setattr(owner, name, replacement)
         self._undo.append((owner, name, own))
@@ -31,7 +36,12 @@ class Patcher:
     def undo(self) -> None:
         while self._undo:
             owner, name, own = self._undo.pop()
-            if own is _MISSING:
+            if isinstance(owner, dict):
+                if own is _MISSING:
+                    owner.pop(name, None)
+                else:
+                    owner[name] = own
+            elif own is _MISSING:
                 delattr(owner, name)
             else:
                 setattr(owner, name, own)

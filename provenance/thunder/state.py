@@ -20,6 +20,7 @@ from provenance.thunder.stack import StackReader
 
 TRACE_SOURCE_ATTR = "_provenance_source"  # on a TraceCtx being acquired: the current op's record
 COMPILE_ATTR = "_provenance_compile"  # on thunder's CompileStats: the CompileState
+LABELLED_AT = "_provenance_labelled_ns"  # on a TraceCtx: when its pass labelled it (its end)
 
 _compile_ids = itertools.count(1)
 
@@ -43,6 +44,7 @@ class CompileState:
     fn_name: str = "?"
     index: int = 0  # the how-manieth compile of this jitted function
     last_record: Provenance | None = None  # of the last symbol a pass processed (for failures)
+    log_ns: int = 0  # time spent building this compile's log events
     stack: StackReader = field(default_factory=StackReader)
     # Fusion records that know more than their members' own records (rematerialization's
     # recomputed ops), by the ids of the fusion's subsymbols; the tuple keeps them alive.
@@ -81,6 +83,8 @@ def start_compile() -> CompileState | None:
     state = CompileState()
     setattr(cs, COMPILE_ATTR, state)
     active_compile.set(state)
+    while _DETACHED_RESET:  # a failure outside a compile only skipped its own step
+        _DETACHED_RESET.pop().disabled = False
     return state
 
 
@@ -90,19 +94,27 @@ def check_fault(hook: str) -> None:
 
 
 def fail(hook: str, exc: BaseException) -> None:
-    """An internal error: stop capturing for this compile, warn once, let Thunder go on."""
+    """An internal error: stop capturing for this compile, warn once, let Thunder go on.
+
+    Outside a compile (e.g. at thunder.jit() time) only that step is skipped, with one warning.
+    """
     state = current_compile()
     if state.disabled:
         return
-    state.disabled = True
-    state.error = exc
     detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    warnings.warn(
-        f"thunder-provenance: internal error in hook {hook!r} ({detail}); provenance tracing is "
-        f"disabled for this compile, which otherwise runs unchanged.",
-        RuntimeWarning,
-        stacklevel=2,
-    )
+    if state is _DETACHED:
+        outcome = "that step was skipped; tracing goes on"
+        state.disabled = True  # warn once...
+        _DETACHED_RESET.append(state)  # ...and re-arm at the next compile
+    else:
+        outcome = "provenance tracing is disabled for this compile, which otherwise runs unchanged"
+        state.disabled = True
+        state.error = exc
+    warnings.warn(f"thunder-provenance: internal error in hook {hook!r} ({detail}); {outcome}.",
+                  RuntimeWarning, stacklevel=2)
+
+
+_DETACHED_RESET: list[CompileState] = []
 
 
 @dataclass(eq=False, slots=True)

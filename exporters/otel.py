@@ -1,0 +1,258 @@
+"""OpenTelemetry exporter: the session's events as spans and metrics.
+
+Spans: one per compile (root), one child per pass (with Thunder's measured duration), one per
+`provenance.scope` span; a compile that raised records the exception. Metrics: compile and pass
+durations, ops and fusions per compile, cache hits and misses, and (opt-in) wait counters.
+
+Configuration follows OpenTelemetry's conventions (`from_environment`): an application that
+configured a TracerProvider gets its spans there; otherwise, when OTEL_EXPORTER_OTLP_ENDPOINT
+(or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, this package configures the SDK itself with a
+batch processor and the OTLP/HTTP exporter; OTEL_SDK_DISABLED=true turns it all off. Nothing
+flushes on the compile path, exports time out after 1 s, and closing waits at most 1.5 s, so a
+collector that is down or slow never holds up compiles or the program's exit.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Status, StatusCode
+
+from exporters.base import Event
+
+EXPORT_TIMEOUT_S = 1.0
+CLOSE_DEADLINE_S = 1.5
+
+
+def _code_attributes(frames: list) -> dict[str, Any]:
+    """Semantic conventions for code: the innermost user frame of a [file, line, fn, text, user] stack."""
+    user = [f for f in frames if f[4]]
+    if not user:
+        return {}
+    file, line, function = user[-1][:3]
+    return {"code.file.path": file, "code.line.number": line, "code.function.name": function}
+
+
+class OtelExporter:
+    name = "otel"
+    needs_trace_text = False  # pass timings only: the session skips printing traces for us
+
+    def __init__(self, tracer_provider: Any, meter_provider: Any, *, owned: bool = False,
+                 rank: int | None = None) -> None:
+        from provenance import __version__
+
+        self._tracer = tracer_provider.get_tracer("thunder-provenance", __version__)
+        self._owned = (tracer_provider, meter_provider) if owned else None
+        self._common = {"thunder.rank": rank} if rank is not None else {}
+        self._compiles: dict[int, Any] = {}
+        self._scopes: dict[int, Any] = {}
+        self._reported_hits: dict[str, int] = {}
+        meter = meter_provider.get_meter("thunder-provenance", __version__)
+        self._compile_seconds = meter.create_histogram("thunder.compile.duration", unit="s",
+                                                       description="thunder.jit compile time")
+        self._pass_seconds = meter.create_histogram("thunder.pass.duration", unit="s",
+                                                    description="time of one Thunder pass")
+        self._ops = meter.create_histogram("thunder.compile.ops", unit="{op}",
+                                           description="bound symbols in the final forward+backward traces")
+        self._fusions = meter.create_histogram("thunder.compile.fusions", unit="{fusion}",
+                                               description="fusions in the final traces")
+        self._misses = meter.create_counter("thunder.cache.misses", unit="{compile}",
+                                            description="calls that compiled")
+        self._hits = meter.create_counter("thunder.cache.hits", unit="{call}",
+                                          description="calls served from the compile cache")
+        self._meter = meter
+
+    # -- events ------------------------------------------------------------------------------
+    def emit(self, event: Event) -> None:
+        handler = getattr(self, f"_on_{event['type']}", None)
+        if handler is not None:
+            handler(event)
+
+    def _on_header(self, event: Event) -> None:
+        if event.get("rank") is not None:
+            self._common["thunder.rank"] = event["rank"]
+
+    def _on_compile_start(self, event: Event) -> None:
+        attributes = {**self._common, "thunder.compile_id": event["compile"], "thunder.function": event["fn"],
+                      "thunder.compile_index": event["index"],
+                      **_code_attributes(event.get("call_stack") or event.get("jit_stack") or [])}
+        self._compiles[event["compile"]] = self._tracer.start_span(
+            f"thunder.compile {event['fn'].rsplit('.', 1)[-1]}", start_time=event["time_ns"],
+            attributes=attributes)
+        self._misses.add(1, {**self._common, "thunder.function": event["fn"]})
+
+    def _on_trace(self, event: Event) -> None:
+        root = self._compiles.get(event["compile"])
+        if root is None or event.get("ms") is None or event.get("end_ns") is None:
+            return
+        seconds = event["ms"] / 1e3
+        span = self._tracer.start_span(
+            f"thunder.pass {event['pass']}", context=trace.set_span_in_context(root),
+            start_time=event["end_ns"] - event["ms"] * 1_000_000,
+            attributes={**self._common, "thunder.compile_id": event["compile"], "thunder.pass": event["pass"],
+                        "thunder.trace_list": event["list"]})
+        span.end(end_time=event["end_ns"])
+        self._pass_seconds.record(seconds, {**self._common, "thunder.pass": event["pass"]})
+
+    def _on_compile_end(self, event: Event) -> None:
+        span = self._compiles.pop(event["compile"], None)
+        final = event.get("final") or {}
+        labels = dict(self._common)
+        self._compile_seconds.record(event["seconds"], labels)
+        self._ops.record(final.get("ops", 0), labels)
+        self._fusions.record(final.get("fusions", 0), labels)
+        if span is not None:
+            span.set_attributes({"thunder.ops": final.get("ops", 0), "thunder.fusions": final.get("fusions", 0),
+                                 "thunder.coverage.compute_with_user_source": final.get("compute_with_user_source", 0),
+                                 "thunder.coverage.compute": final.get("compute", 0)})
+            span.end(end_time=event["time_ns"])
+
+    def _on_compile_error(self, event: Event) -> None:
+        span = self._compiles.pop(event["compile"], None)
+        if span is None:
+            return
+        span.add_event("exception", {"exception.type": event["error_type"], "exception.message": event["message"],
+                                     "exception.stacktrace": event["traceback"]}, timestamp=event["time_ns"])
+        span.set_status(Status(StatusCode.ERROR, event["message"][:200]))
+        span.end(end_time=event["time_ns"])
+
+    def _on_span(self, event: Event) -> None:
+        parent = self._scopes.get(event.get("parent"))
+        attributes = {**self._common, **{f"thunder.scope.{k}": v for k, v in (event.get("attributes") or {}).items()
+                                         if isinstance(v, (str, bool, int, float))}}
+        if event.get("role"):
+            attributes["thunder.role"] = event["role"]
+        self._scopes[event["id"]] = self._tracer.start_span(
+            event["name"], context=trace.set_span_in_context(parent) if parent is not None else None,
+            start_time=event["start_ns"], attributes=attributes)
+
+    def _on_span_end(self, event: Event) -> None:
+        span = self._scopes.pop(event["id"], None)
+        if span is not None:
+            span.end(end_time=event["end_ns"])
+
+    def _on_calls(self, event: Event) -> None:
+        fn = event["fn"]
+        new_hits = event["cache_hits"] - self._reported_hits.get(fn, 0)
+        if new_hits > 0:
+            self._hits.add(new_hits, {**self._common, "thunder.function": fn})
+            self._reported_hits[fn] = event["cache_hits"]
+
+    # -- wait counters ---------------------------------------------------------------------------
+    def observe_waits(self, snapshot: Any) -> None:
+        """Observable instruments over `snapshot() -> {(role, module): (seconds, active)}`."""
+
+        def seconds(_options: Any) -> list:
+            return [metrics.Observation(s, self._labels(key)) for key, (s, _) in snapshot().items()]
+
+        def active(_options: Any) -> list:
+            return [metrics.Observation(n, self._labels(key)) for key, (_, n) in snapshot().items()]
+
+        self._meter.create_observable_counter(
+            "thunder.wait.time", callbacks=[seconds], unit="s",
+            description="seconds spent in collective waits, counting waits still blocked")
+        self._meter.create_observable_up_down_counter(
+            "thunder.wait.active", callbacks=[active], unit="{wait}", description="collective waits in progress")
+
+    def _labels(self, key: tuple[str | None, str | None]) -> dict[str, Any]:
+        role, module = key
+        return {**self._common, "thunder.role": role or "", "thunder.module": module or ""}
+
+    # -- shutdown ----------------------------------------------------------------------------
+    def close(self) -> None:
+        for span in [*self._compiles.values(), *self._scopes.values()]:
+            span.end()
+        self._compiles.clear()
+        self._scopes.clear()
+        if self._owned is None:
+            return  # the application's providers are the application's to flush
+        # Shut both providers down in parallel, in daemon threads: at most CLOSE_DEADLINE_S.
+        workers = [threading.Thread(target=provider.shutdown, daemon=True) for provider in self._owned]
+        for worker in workers:
+            worker.start()
+        deadline = time.monotonic() + CLOSE_DEADLINE_S
+        for worker in workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+
+    @property
+    def dropped_spans(self) -> int:
+        exporter = getattr(self, "span_exporter", None)
+        return exporter.dropped if exporter is not None else 0
+
+
+class CountingExporter:
+    """Wraps a span exporter: failed exports are counted (never raised)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.dropped = 0
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        try:
+            result = self.inner.export(spans)
+        except Exception:
+            result = SpanExportResult.FAILURE
+        if result is not SpanExportResult.SUCCESS:
+            self.dropped += len(spans)
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+def service_name() -> str:
+    name = os.environ.get("OTEL_SERVICE_NAME")
+    if name:
+        return name
+    script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") else "python"
+    return script.removesuffix(".py") or "python"
+
+
+def from_environment(rank: int | None = None) -> OtelExporter | None:
+    """The OTel exporter OTel's own configuration asks for, or None (see the module doc)."""
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, trace.ProxyTracerProvider):  # the application configured OTel
+        return OtelExporter(provider, metrics.get_meter_provider(), rank=rank)
+    if not (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")):
+        return None
+
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    attributes: dict[str, Any] = {"host.name": socket.gethostname()}
+    if not os.environ.get("OTEL_SERVICE_NAME"):
+        attributes["service.name"] = service_name()
+    if rank is not None:
+        attributes["thunder.rank"] = rank
+    resource = Resource.create(attributes)  # merges OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME
+    span_exporter = CountingExporter(OTLPSpanExporter(timeout=EXPORT_TIMEOUT_S))
+    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    tracer_provider.add_span_processor(BatchSpanProcessor(
+        span_exporter, schedule_delay_millis=500, export_timeout_millis=EXPORT_TIMEOUT_S * 1000))
+    metrics_endpoint = os.environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT")
+    readers = [PeriodicExportingMetricReader(OTLPMetricExporter(timeout=EXPORT_TIMEOUT_S),
+                                             export_interval_millis=5000,
+                                             export_timeout_millis=EXPORT_TIMEOUT_S * 1000)] if metrics_endpoint else []
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
+    exporter = OtelExporter(tracer_provider, meter_provider, owned=True, rank=rank)
+    exporter.span_exporter = span_exporter
+    return exporter

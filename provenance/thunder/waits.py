@@ -1,0 +1,90 @@
+"""Counting the collective waits Thunder's torch executor generates (opt-in; see provenance.waits).
+
+`torch_wait_prim_impl` reaches generated code through the call context its symbol gives every
+bound symbol (one shared dict). We put a counting wrapper there, so code generated from then on
+calls it. The wrapper finds its call site from the calling frame (the generated function's code
+object and line), which a table built at compile end maps to the wait's provenance.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from thunder.core.trace import TraceCtx
+
+from provenance.record import BSYM_ATTR as ATTR
+from provenance.thunder.patching import Patcher
+from provenance.thunder.state import fail
+from provenance.waits import WAITS
+
+WAIT_SYMBOL = "torch_wait_prim_impl"
+# (id(code), line) -> (role, module). Keyed by id: hashing a code object hashes its contents.
+_sites: dict[tuple[int, int], tuple[str | None, str | None]] = {}
+_codes: list = []  # keeps the mapped code objects alive, so their ids are not reused
+active = False  # set while the counting wrapper is installed
+_UNKNOWN = (None, None)
+
+
+def _call_ctx() -> dict[str, Callable]:
+    from thunder.executors.torchex import ex
+
+    postprocess = ex.opmap[WAIT_SYMBOL]._bind_postprocess
+    cell = postprocess.__closure__[postprocess.__code__.co_freevars.index("call_ctx")]
+    return cell.cell_contents
+
+
+def install(patcher: Patcher) -> None:
+    global active
+    ctx = _call_ctx()
+    original = ctx[WAIT_SYMBOL]
+
+    def torch_wait_prim_impl(a: Any, /) -> Any:
+        caller = sys._getframe(1)
+        token = WAITS.begin(_sites.get((id(caller.f_code), caller.f_lineno), _UNKNOWN))
+        try:
+            return original(a)
+        finally:
+            WAITS.end(token)
+
+    patcher.set_item(ctx, WAIT_SYMBOL, torch_wait_prim_impl)
+    patcher.wrap(TraceCtx, "python_callable", _python_callable)
+    active = True
+
+
+def _python_callable(orig: Callable) -> Callable:
+    """Every generated function: map its wait calls (exactly the text it was compiled from)."""
+
+    def python_callable(self: TraceCtx, **kwargs: Any) -> Callable:
+        fn = orig(self, **kwargs)
+        try:
+            if not kwargs:  # the default printing, which printed_layout reproduces
+                register_sites(fn, self)
+        except Exception as exc:
+            fail("waits", exc)
+        return fn
+
+    return python_callable
+
+
+def uninstalled() -> None:
+    global active
+    active = False
+
+
+def register_sites(fn: Any, trace: Any) -> None:
+    """Map the wait calls of `fn` (generated from `trace`) to their provenance."""
+    from provenance.thunder.emit import printed_layout
+
+    placed = [p for p in printed_layout(trace)[1] if p[0].sym.name == WAIT_SYMBOL]
+    if not placed:
+        return
+    code = inspect.unwrap(fn).__code__
+    _codes.append(code)
+    for bsym, start, length in placed:
+        record = bsym.__dict__.get(ATTR)
+        key = (record.role, record.module) if record is not None else (None, None)
+        for line in range(start + 1, start + length + 1):  # code lines are 1-based
+            _sites[(id(code), line)] = key
