@@ -8,6 +8,7 @@ import traceback
 import weakref
 from typing import Any
 
+import torch
 from thunder.core.proxies import Proxy
 
 from provenance.annotation import find_block
@@ -25,11 +26,11 @@ jit_stacks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _fn_name(fn: Any) -> str:
+    """`module.qualname` of the jitted function, or of the class of a jitted nn.Module."""
     if fn is None:
         return "?"
-    if hasattr(fn, "__qualname__") and not isinstance(fn, type) and callable(fn) and not hasattr(fn, "forward"):
-        return f"{getattr(fn, '__module__', '?')}.{fn.__qualname__}"
-    return f"{type(fn).__module__}.{type(fn).__qualname__}"
+    named = fn if hasattr(fn, "__qualname__") and not isinstance(fn, torch.nn.Module) else type(fn)
+    return f"{getattr(named, '__module__', '?')}.{named.__qualname__}"
 
 
 def compile_started(state: CompileState, compile_data: Any, compile_stats: Any) -> None:
@@ -39,7 +40,7 @@ def compile_started(state: CompileState, compile_data: Any, compile_stats: Any) 
     state.index = SESSION.track_compile(compile_stats, state.fn_name, state.id) if compile_stats else 0
     SESSION.emit({
         "type": "compile_start", "compile": state.id, "fn": state.fn_name, "index": state.index,
-        "is_module": hasattr(fn, "forward"), "time_ns": time.time_ns(),
+        "is_module": isinstance(fn, torch.nn.Module), "time_ns": time.time_ns(),
         "jit_stack": frames_json(jit_stacks.get(compile_data, ())),
         "call_stack": frames_json(python_stack()),
     })
