@@ -1,0 +1,189 @@
+"""`thunder-trace`: HTML reports from THUNDER_TRACE logs, in the spirit of tlparse.
+
+Exit status: 0 done; 1 `--strict` and the logs had bad, unknown or malformed records; 2 the
+report could not be made (no log, another schema major version, an output directory in the way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import webbrowser
+from collections.abc import Sequence
+from pathlib import Path
+
+from provenance.report.html import prepare_out
+from provenance.report.model import Report, build_report, peek_header
+from provenance.report.reader import SchemaError, log_files
+
+__all__ = ["main"]
+
+PROGRESS_MIN_BYTES = 16 << 20  # smaller inputs take a moment: no bar
+PARALLEL_MIN_BYTES = 32 << 20  # below, starting workers costs more than they save
+MAX_AUTO_JOBS = 3  # each worker is a Python process of ~40 MB: the tree stays under 200 MB
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="thunder-trace",
+        description="Tools for THUNDER_TRACE logs (the JSONL logs thunder-provenance writes for every "
+                    "thunder.jit compile; see docs/log-schema.md).",
+        epilog="Example: THUNDER_TRACE=thunder_trace python train.py && thunder-trace report thunder_trace")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    report = commands.add_parser(
+        "report", help="build an HTML report (static files, works offline) from a log file or directory",
+        description="Build an HTML report from THUNDER_TRACE logs: an index of every compile and where it "
+                    "was called from, per compile the pass pipeline with timings, every trace after every "
+                    "pass with each op's provenance and what each pass changed, a source view linking user "
+                    "lines to forward ops, backward ops and fusions, failures, a rank comparison, a Perfetto "
+                    "trace and compile_directory.json. Options follow tlparse where it has them.",
+        epilog="Exit status: 0 done; 1 with --strict, when the logs had bad, unknown or malformed lines (the "
+               "report is still written); 2 no report (no log, a log of another schema major version, OUT "
+               "in the way). Bad input never stops a report: it is counted, listed on index.html and on stderr.")
+    report.add_argument("path", metavar="PATH",
+                        help="a log file, or a THUNDER_TRACE directory (every rank's log in it)")
+    report.add_argument("-o", "--out", default="thunder_trace_report", metavar="OUT",
+                        help="output directory (default: %(default)s)")
+    report.add_argument("--overwrite", action="store_true",
+                        help="replace OUT if it exists and is not empty (only a directory this tool made)")
+    report.add_argument("--latest", action="store_true",
+                        help="only the newest log in the directory (by header time, else modification time)")
+    report.add_argument("--rank", type=int, metavar="N", help="only the log of rank N")
+    report.add_argument("--strict", action="store_true",
+                        help="exit with status 1 if any line was bad, of an unknown type or malformed")
+    report.add_argument("-j", "--jobs", type=int, metavar="N",
+                        help="worker processes building compile pages (default: one per CPU, at most "
+                             f"{MAX_AUTO_JOBS}, for inputs over {PARALLEL_MIN_BYTES >> 20} MB; 1: all in this process)")
+    report.add_argument("--no-browser", action="store_true",
+                        help="do not open index.html in a browser (never opened when not on a terminal or with CI set)")
+    return parser
+
+
+def _fail(message: str) -> int:
+    print(f"thunder-trace: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _select(path: str, latest: bool, rank: int | None) -> tuple[list[Path], list[dict | None]]:
+    files = log_files(path)
+    if not files:
+        raise FileNotFoundError(f"no *.jsonl log in {path!r}")
+    headers = [peek_header(f) for f in files]  # SchemaError for another major version
+    if rank is not None:
+        chosen = [(f, h) for f, h in zip(files, headers) if h is not None and type(h.get("rank")) is int
+                  and h["rank"] == rank]
+        if not chosen:
+            ranks = sorted({h.get("rank") for h in headers if h is not None and isinstance(h.get("rank"), int)})
+            known = ", ".join(map(str, ranks)) or "none"
+            raise FileNotFoundError(f"no log of rank {rank} in {path!r} (ranks: {known})")
+        files, headers = [f for f, _ in chosen], [h for _, h in chosen]
+    if latest and len(files) > 1:
+        def when(item: tuple[Path, dict | None]) -> float:
+            header = item[1]
+            if header is not None and isinstance(header.get("time_ns"), int):
+                return header["time_ns"] / 1e9
+            return item[0].stat().st_mtime
+        newest = max(zip(files, headers), key=when)
+        files, headers = [newest[0]], [newest[1]]
+    return files, headers
+
+
+class _Progress:
+    """A rich progress bar on stderr for large inputs, when stderr is a terminal."""
+
+    def __init__(self, total: int) -> None:
+        self.bar = None
+        if total >= PROGRESS_MIN_BYTES and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+            self.bar = Progress("reading logs", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                                TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+            self.task = self.bar.add_task("logs", total=total)
+            self.bar.start()
+
+    def __call__(self, done: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _open_browser(index: Path) -> None:
+    """Open the report if a graphical browser can be: never blocks, never fails."""
+    if os.environ.get("CI") or not (sys.stdout.isatty() and sys.stderr.isatty()):
+        return
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        return  # a console browser would take over the terminal
+
+    def run() -> None:
+        try:
+            webbrowser.open(index.resolve().as_uri())
+        except Exception:  # noqa: BLE001 - a browser is a convenience
+            pass
+
+    opener = threading.Thread(target=run, daemon=True)
+    opener.start()
+    opener.join(timeout=3)  # time to launch one (the process exits next), but never a hang
+
+
+def _report_problems(report: Report, out: Path) -> None:
+    problems = report.problems
+    if not problems.total:
+        return
+    counts = ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in sorted(problems.counts.items()))
+    print(f"thunder-trace: warning: {counts} (skipped; listed in {out / 'index.html'}#problems)", file=sys.stderr)
+    for entry in problems.entries[:10]:
+        where = f"{entry['file']}:{entry['line']}" if entry["line"] is not None else entry["file"]
+        print(f"  {where}: {entry['category']}: {entry['reason']}", file=sys.stderr)
+    if len(problems.entries) > 10 or problems.total > len(problems.entries):
+        print(f"  ... {problems.total - min(10, len(problems.entries))} more", file=sys.stderr)
+
+
+def report_command(args: argparse.Namespace) -> int:
+    try:
+        files, headers = _select(args.path, args.latest, args.rank)
+    except FileNotFoundError as exc:
+        return _fail(str(exc.args[0] if exc.args else exc))
+    except SchemaError as exc:
+        return _fail(str(exc))
+    out = Path(args.out)
+    reason = prepare_out(out, args.overwrite)
+    if reason is not None:
+        return _fail(reason)
+    total = sum(f.stat().st_size for f in files)
+    jobs = args.jobs if args.jobs is not None else (
+        min(os.cpu_count() or 1, MAX_AUTO_JOBS) if total >= PARALLEL_MIN_BYTES else 1)
+    progress = _Progress(total)
+    try:
+        report = build_report(files, out, headers, progress, jobs=max(jobs, 1))
+    except SchemaError as exc:  # a header of another major version further in a file
+        return _fail(str(exc))
+    finally:
+        progress.close()
+    index = out / "index.html"
+    print(f"thunder-trace: {report.compiles} compile{'s' if report.compiles != 1 else ''} "
+          f"({report.failed} failed) from {len(files)} log{'s' if len(files) != 1 else ''} "
+          f"-> {index}", file=sys.stderr)
+    _report_problems(report, out)
+    if not args.no_browser:
+        _open_browser(index)
+    if args.strict and report.problems.total:
+        print("thunder-trace: error: --strict: the logs had bad input (see above)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "report":
+        return report_command(args)
+    return 2  # pragma: no cover - argparse requires a command
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Syntax highlighting with pygments, one HTML string per source line.
+
+Thunder's generated traces are most of a log's bytes, and pygments' PythonLexer (a RegexLexer
+trying its rules one by one at every position) runs at well under 1 MB/s: `TraceLexer` is a
+pygments lexer for the small subset of Python that Thunder prints, matching one combined regex
+with C-speed `finditer`, and leaving names and punctuation as plain text runs so the formatter
+emits few spans. Consecutive passes repeat most lines, so `LineHighlighter` lexes each distinct
+line once (per compile) and the HTML formatter's per-line output is reused. User source files,
+real Python, are highlighted with PythonLexer, once per file per report.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections.abc import Iterator
+
+from markupsafe import escape
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexer import Lexer
+from pygments.lexers import PythonLexer
+from pygments.token import Comment, Keyword, Name, String, Text, _TokenType
+
+__all__ = ["LineHighlighter", "TraceLexer", "highlight_lines", "style_css"]
+
+# Only what gets a color is matched; the text between matches is one plain token, so the Python
+# loop runs a few times per line rather than once per name and comma. The leading lookahead lets
+# the regex engine skip most positions at once; keywords are a prefix trie (re has none).
+def _trie(words: list[str]) -> str:
+    heads: dict[str, list[str]] = {}
+    for word in words:
+        heads.setdefault(word[0], []).append(word[1:])
+    parts = []
+    for head, tails in sorted(heads.items()):
+        rest = [t for t in tails if t]
+        parts.append(re.escape(head) + (f"(?:{_trie(rest)})" + ("?" if "" in tails else "") if rest else ""))
+    return "|".join(parts)
+
+
+_TOKEN = re.compile(r"""(?=[\#"'@A-Za-z_])(?:
+  (?P<comment>\#[^\n]*)
+| (?P<string>(?<![\w.])[rbuf]{0,2}(?:"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
+| (?P<decorator>^@[\w.]+)
+| (?P<keyword>\b(?:%s)\b)
+| (?P<call>(?<![\w.])[A-Za-z_][\w.]*+(?=\())
+)""" % _trie(keyword.kwlist), re.X | re.M)
+
+_KINDS: dict[str, _TokenType] = {"comment": Comment.Single, "string": String, "decorator": Name.Decorator,
+                                 "keyword": Keyword, "call": Name.Function}
+
+
+class TraceLexer(Lexer):
+    """Thunder's printed traces: comments, strings, keywords, calls, decorators; the rest plain."""
+
+    name = "Thunder trace"
+    aliases = ["thunder-trace"]
+
+    def get_tokens_unprocessed(self, text: str) -> Iterator[tuple[int, _TokenType, str]]:
+        plain = 0  # where the current run of plain text started
+        for match in _TOKEN.finditer(text):
+            start = match.start()
+            if start > plain:
+                yield plain, Text, text[plain:start]
+            yield start, _KINDS[match.lastgroup], match.group()
+            plain = match.end()
+        if plain < len(text):
+            yield plain, Text, text[plain:]
+
+
+_FORMATTER = HtmlFormatter(nowrap=True)
+_TRACE_LEXER = TraceLexer(stripnl=False, ensurenl=True)
+_PYTHON_LEXER = PythonLexer(stripnl=False, ensurenl=True)
+
+
+def highlight_lines(lines: list[str], lexer: Lexer = _TRACE_LEXER) -> list[str]:
+    """Each line as HTML (pygments spans, closed on every line). Lexed together, so multi-line
+    constructs stay right; if pygments would change the line count (a stray carriage return),
+    the lines are only escaped."""
+    if not lines:
+        return []
+    out = highlight("\n".join(lines), lexer, _FORMATTER).split("\n")
+    if out and out[-1] == "":
+        out.pop()
+    if len(out) != len(lines):
+        return [str(escape(line)) for line in lines]
+    return out
+
+
+# Lines are looked up by their template: the line's bytes with every digit turned into this
+# letter (to the lexer a digit and a letter are both word characters: the tokens stay the same).
+_HOLE = b"Z"
+_TO_HOLES = bytes.maketrans(b"0123456789", _HOLE * 10)
+_NOT_DIGITS = bytes(b for b in range(256) if not 48 <= b <= 57)
+MAX_TEMPLATES = 50_000
+
+
+def _format(html: str) -> tuple[str, int]:
+    """A template's HTML as a %-format taking its digits, and how many it takes."""
+    hole = _HOLE.decode()
+    return html.replace("%", "%%").replace(hole, "%s"), html.count(hole)
+
+
+class LineHighlighter:
+    """Highlights trace lines, lexing few of them.
+
+    Traces repeat lines across passes, and lines repeat up to their numbers (`t1301 = torch.mul(
+    t1300, t1300)  # t1301: "cpu f32[2, 16]"`): each line is looked up by itself (one compile's
+    lines, until `clear()`), then by its template (digits replaced by a letter): a template is
+    lexed once and its HTML filled in with each line's digits. A line that contains the letter
+    itself shows it by a count mismatch and is highlighted on its own. Templates are few and
+    kept across compiles, up to MAX_TEMPLATES.
+    """
+
+    def __init__(self) -> None:
+        self._lines: dict[str, str] = {"": ""}
+        self._templates: dict[bytes, tuple[str, int]] = {}
+
+    def lines(self, lines: list[str]) -> list[str]:
+        cache, templates = self._lines, self._templates
+        new = [line for line in dict.fromkeys(lines) if line not in cache]
+        if new:
+            encoded = [line.encode("utf-8", "surrogatepass") for line in new]
+            keys = [b.translate(_TO_HOLES) for b in encoded]
+            todo = [k for k in dict.fromkeys(keys) if k not in templates]
+            if todo:
+                if len(templates) + len(todo) > MAX_TEMPLATES:
+                    templates.clear()
+                texts = [k.decode("utf-8", "surrogatepass") for k in todo]
+                templates.update(zip(todo, map(_format, highlight_lines(texts))))
+            exact = []
+            for line, raw, key in zip(new, encoded, keys):
+                template, holes = templates[key]
+                digits = raw.translate(None, _NOT_DIGITS)
+                if holes == len(digits):
+                    cache[line] = template % tuple(digits.decode()) if holes else template
+                else:
+                    exact.append(line)
+            if exact:
+                cache.update(zip(exact, highlight_lines(exact)))
+        return [cache[line] for line in lines]
+
+    def clear(self) -> None:
+        self._lines = {"": ""}
+
+
+def python_lines(lines: list[str]) -> list[str]:
+    """User source (real Python) as HTML lines, with pygments' PythonLexer."""
+    return highlight_lines(lines, _PYTHON_LEXER)
+
+
+def style_css(selector: str = ".code") -> str:
+    return HtmlFormatter(style="default").get_style_defs(selector)

@@ -1,0 +1,169 @@
+"""Compiles rendered by worker processes, for large logs on machines with CPUs to spare.
+
+The main process still reads every log once, in order; it hands each compile's records, once
+complete, with the provenance records they reference, to a pool of spawned workers, which build
+and write that compile's pages exactly as the main process does in-process (the same
+CompileBuilder and CompileWriter) and send back its small summary. At most two compiles per
+worker are in flight, so memory stays bounded; results are taken in submission order, so the
+report does not depend on which worker was faster.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from provenance.report.compiles import CompileBuilder, CompileSummary
+from provenance.report.highlight import LineHighlighter
+from provenance.report.html import ReportWriter
+from provenance.report.provinfo import ProvTable
+from provenance.report.reader import LogFile
+from provenance.report.sources import SourceCache
+
+__all__ = ["CompileResult", "LocalCompile", "Pool", "RemoteCompile"]
+
+RECOVERABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)  # a record the report cannot use
+
+
+@dataclass
+class CompileResult:
+    summary: CompileSummary | None  # None if the compile's records could not be used at all
+    roles: list[dict[str, Any]] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    malformed: list[str] = field(default_factory=list)
+
+
+def _result(builder: CompileBuilder, summary: CompileSummary | None, malformed: list[str]) -> CompileResult:
+    return CompileResult(summary, builder.page_roles, builder.error, malformed)
+
+
+class LocalCompile:
+    """A compile built in this process, trace by trace as its records are read."""
+
+    def __init__(self, builder: CompileBuilder, deliver: Callable[[CompileResult], None]) -> None:
+        self.builder, self.deliver = builder, deliver
+
+    def add(self, data: dict) -> None:
+        self.builder.add_trace(data)
+
+    def finish(self, end: dict | None, error: dict | None) -> None:
+        self.deliver(_result(self.builder, self.builder.finish(end, error), []))
+
+
+@dataclass
+class Job:
+    """What a worker needs to build one compile: its records and the records they reference."""
+
+    builder: dict[str, Any]  # CompileBuilder's keyword arguments that can travel
+    path: str
+    records: list[dict]
+    provs: dict[int, dict]
+    spans: dict[int, dict]
+
+
+class RemoteCompile:
+    """A compile whose records are collected here and built by a worker once complete."""
+
+    def __init__(self, pool: Pool, builder: dict[str, Any], log_file: LogFile,
+                 deliver: Callable[[CompileResult], None]) -> None:
+        self.pool, self.builder, self.log_file, self.deliver = pool, builder, log_file, deliver
+        self.records: list[dict] = []
+
+    def add(self, data: dict) -> None:
+        self.records.append(data)
+
+    def finish(self, end: dict | None, error: dict | None) -> None:
+        self.records.append({"type": "compile_error", **error} if error is not None else
+                            {"type": "compile_end", **end} if end is not None else {"type": "(incomplete)"})
+        provs, spans = _referenced(self.log_file, self.records)
+        self.pool.submit(Job(self.builder, self.log_file.path, self.records, provs, spans), self.deliver)
+
+
+def _referenced(log_file: LogFile, records: list[dict]) -> tuple[dict[int, dict], dict[int, dict]]:
+    """The provenance and span records (raw) that a compile's records reference, transitively."""
+    todo = [r.get("last_prov") for r in records]
+    for record in records:
+        for op in record.get("ops") or ():
+            if isinstance(op, list) and len(op) == 5:
+                todo.append(op[4])
+    provs: dict[int, dict] = {}
+    spans: dict[int, dict] = {}
+    while todo:
+        prov_id = todo.pop()
+        if not isinstance(prov_id, int) or prov_id in provs or prov_id not in log_file._prov:
+            continue
+        raw = provs[prov_id] = log_file._prov[prov_id]
+        todo.extend(raw.get("members") or ())
+        todo.append(raw.get("derived_from"))
+        span = raw.get("span")
+        while isinstance(span, int) and span not in spans and span in log_file._spans:
+            spans[span] = log_file._spans[span]
+            span = spans[span].get("parent")
+    return provs, spans
+
+
+# -- the worker side -----------------------------------------------------------------------------
+_worker: tuple[ReportWriter, LineHighlighter, SourceCache] | None = None
+
+
+def _start(out: str) -> None:
+    global _worker
+    _worker = (ReportWriter(Path(out)), LineHighlighter(), SourceCache())
+
+
+def build(job: Job) -> CompileResult:
+    """Build and write one compile's pages (in a worker)."""
+    writer, highlighter, sources = _worker
+    log_file = LogFile(job.path)  # not read: a table of the records this compile references
+    log_file._prov.update(job.provs)
+    log_file._spans.update(job.spans)
+    provs = ProvTable(log_file)
+    malformed: list[str] = []
+    start, *rest = job.records
+    builder = CompileBuilder(**job.builder, start=start, provs=provs, highlighter=highlighter, sources=sources,
+                             sink=writer.begin_compile(job.builder["pages"], provs), malformed=malformed.append)
+    summary = None
+    for record in rest:
+        kind = record.get("type")
+        try:
+            if kind == "trace":
+                builder.add_trace(record)
+            else:
+                summary = builder.finish(record if kind == "compile_end" else None,
+                                         record if kind == "compile_error" else None)
+        except RECOVERABLE as exc:
+            malformed.append(f"{kind} record: {type(exc).__name__}: {exc}")
+    if provs.malformed:
+        malformed.append(f"{provs.malformed} provenance record(s) could not be rebuilt")
+    return _result(builder, summary, malformed)
+
+
+class Pool:
+    """Worker processes (spawned: the parent may run threads), two compiles in flight each."""
+
+    def __init__(self, jobs: int, out: Path) -> None:
+        self._executor = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_start, initargs=(str(out),))
+        self._inflight: deque[tuple[Future, Callable[[CompileResult], None]]] = deque()
+        self._limit = 2 * jobs
+
+    def submit(self, job: Job, deliver: Callable[[CompileResult], None]) -> None:
+        self._inflight.append((self._executor.submit(build, job), deliver))
+        while len(self._inflight) > self._limit:
+            self._take()
+
+    def _take(self) -> None:
+        future, deliver = self._inflight.popleft()
+        deliver(future.result())
+
+    def drain(self) -> None:
+        while self._inflight:
+            self._take()
+
+    def close(self) -> None:
+        self._executor.shutdown(cancel_futures=True)

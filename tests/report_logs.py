@@ -1,0 +1,105 @@
+"""Small THUNDER_TRACE logs written by hand (docs/log-schema.md), for the report's tests: one
+compile of `y = x * 2 + x` with a forward and a backward trace, whose pieces a test can replace
+(source text, names, ...) or corrupt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+MODEL = "/nonexistent/report_model.py"  # not on disk: the source view rebuilds it from the log
+
+FORWARD = """\
+# Constructed by Delete Last Used (took 3 milliseconds)
+import torch
+from thunder.executors.torchex import no_autocast
+
+@torch.no_grad()
+@no_autocast
+def computation(x):
+  # x: "cpu f32[2]"
+  t0 = torch.mul(x, 2.0)  # t0: "cpu f32[2]"
+  t1 = torch.add(t0, x)  # t1: "cpu f32[2]"
+  del t0
+  return {'output': t1, 'flat_args': [x]}"""
+
+FORWARD_FIRST = FORWARD.replace("Delete Last Used (took 3 milliseconds)", "Dead Code Elimination").replace(
+    "  del t0\n", "")
+
+BACKWARD = """\
+# Constructed by Delete Last Used (took 2 milliseconds)
+import torch
+
+@torch.no_grad()
+def backward_fn(saved_for_backward, cotangents):
+  t2, = cotangents
+  t3 = torch.mul(t2, 2.0)  # t3: "cpu f32[2]"
+  t4 = torch.add(t3, t2)  # t4: "cpu f32[2]"
+  del t3
+  return (t4,)"""
+
+
+def frame(line: int, text: str, file: str = MODEL, fn: str = "Model.forward") -> list:
+    return [file, line, fn, text, True]
+
+
+def records(*, text_mul: str = "y = x * 2", text_add: str = "return y + x", fn: str = "report_model.Model",
+            module: str = "", compile_id: Any = 1, file: str = MODEL, argv: list[str] | None = None,
+            error: dict | None = None, schema: str = "1.0", rank: int | None = None,
+            time_ns: int = 1_796_000_000_000_000_000, role: str | None = None) -> list[dict]:
+    """One process's records, in the order the writer emits them."""
+    t = time_ns
+    out: list[dict] = [
+        {"type": "header", "schema": schema, "time_ns": t, "versions": {"python": "3.11.7", "thunder": "0.2.6"},
+         "argv": argv or ["train.py"], "pid": 4242, "host": "vm", "rank": rank,
+         "world_size": None if rank is None else 2},
+        {"type": "compile_start", "compile": compile_id, "fn": fn, "index": 0, "is_module": True, "time_ns": t + 1000,
+         "jit_stack": [frame(3, "jm = thunder.jit(model)", "/nonexistent/train.py", "<module>")],
+         "call_stack": [frame(4, "jm(x).sum().backward()", "/nonexistent/train.py", "<module>")]},
+        {"type": "prov", "id": 1, "kind": "bookkeeping", "source": [], "module": None, "module_type": None,
+         "transforms": ["del_last_used"], "role": None, "span": None, "derived_from": None, "members": []},
+        {"type": "prov", "id": 2, "kind": "op", "source": [frame(10, text_mul, file)], "module": module,
+         "module_type": "Model", "transforms": [], "role": role, "span": None, "derived_from": None, "members": []},
+        {"type": "prov", "id": 3, "kind": "op", "source": [frame(11, text_add, file)], "module": module,
+         "module_type": "Model", "transforms": [], "role": None, "span": None, "derived_from": None, "members": []},
+        {"type": "prov", "id": 4, "kind": "backward", "source": [frame(10, text_mul, file)], "module": module,
+         "module_type": "Model", "transforms": ["grad"], "role": role, "span": None, "derived_from": 2, "members": []},
+        {"type": "prov", "id": 5, "kind": "backward", "source": [frame(11, text_add, file)], "module": module,
+         "module_type": "Model", "transforms": ["grad"], "role": None, "span": None, "derived_from": 3, "members": []},
+        {"type": "trace", "compile": compile_id, "list": "computation", "index": 0, "pass": "dce",
+         "label": "Dead Code Elimination", "ms": None, "python": FORWARD_FIRST,
+         "ops": [[8, 1, "mul", ["t0"], 2], [9, 1, "add", ["t1"], 3], [10, 1, "python_return", [], 1]]},
+        {"type": "trace", "compile": compile_id, "list": "computation", "index": 1, "pass": "del_last_used",
+         "label": "Delete Last Used (took 3 milliseconds)", "ms": 3, "python": FORWARD,
+         "ops": [[8, 1, "mul", ["t0"], 2], [9, 1, "add", ["t1"], 3], [10, 1, "python_del", [], 1],
+                 [11, 1, "python_return", [], 1]]},
+        {"type": "trace", "compile": compile_id, "list": "computation", "index": 2, "same_as": 1},
+        {"type": "trace", "compile": compile_id, "list": "backward", "index": 0, "pass": "del_last_used",
+         "label": "Delete Last Used (took 2 milliseconds)", "ms": 2, "python": BACKWARD,
+         "ops": [[6, 1, "mul", ["t3"], 4], [7, 1, "add", ["t4"], 5], [8, 1, "python_del", [], 1],
+                 [9, 1, "python_return", [], 1]]},
+    ]
+    if error is None:
+        out.append({"type": "compile_end", "compile": compile_id, "status": "ok", "time_ns": t + 5_000_000,
+                    "seconds": 0.005, "cache": {"hits": 0, "misses": 1, "calls": 1},
+                    "final": {"ops": 8, "with_provenance": 8, "compute": 4, "compute_with_user_source": 4,
+                              "fusions": 0}})
+    else:
+        out.append({"type": "compile_error", "compile": compile_id, "time_ns": t + 5_000_000, "seconds": 0.005,
+                    "error_type": "builtins.RuntimeError", "message": "boom",
+                    "traceback": "Traceback ...\nRuntimeError: boom",
+                    "last_prov": 3, **error})
+    out.append({"type": "calls", "fn": fn, "compiles": [compile_id], "calls": 3, "cache_hits": 2, "cache_misses": 1,
+                "time_ns": t + 9_000_000})
+    return out
+
+
+def write(path: Path, items: list[dict | bytes]) -> Path:
+    """Records as JSON lines; bytes are written as they are (garbage, a truncated tail)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        for item in items:
+            f.write(item if isinstance(item, bytes) else orjson.dumps(item) + b"\n")
+    return path

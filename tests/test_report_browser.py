@@ -1,0 +1,209 @@
+"""End to end: THUNDER_TRACE runs -> `thunder-trace report` -> the pages in headless Chromium.
+
+Real runs (nanoGPT forward+backward in one process; the 2-rank tensor-parallel example under
+torchrun), the real CLI in a subprocess, Debian's Chromium driven by playwright: no console
+errors on any page, source lines highlight their forward and backward ops (and ops their line),
+tensor-parallel ops show their role, and log text cannot run script. Screenshots go to
+test-artifacts/report/.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import report_logs
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts" / "report"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+sync_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("THUNDER_TRACE", "CI")}
+    env.update(extra)
+    return env
+
+
+def _run(command: list[str], **kw) -> subprocess.CompletedProcess:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT, **kw)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def _report(logs: Path, out: Path) -> Path:
+    done = _run([sys.executable, "-m", "provenance.report", "report", str(logs), "-o", str(out), "--no-browser"],
+                env=_env())
+    assert "warning" not in done.stderr, done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def nanogpt_report(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("nanogpt")
+    _run([sys.executable, "examples/train_nanogpt.py", "--layers", "1", "--steps", "1"],
+         env=_env(THUNDER_TRACE=str(work / "logs")))
+    return _report(work / "logs", work / "report")
+
+
+@pytest.fixture(scope="module")
+def tp_report(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("tp")
+    _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+          "examples/tensor_parallel.py"], env=_env(THUNDER_TRACE=str(work / "logs")))
+    assert len(list((work / "logs").glob("*.jsonl"))) == 2
+    return _report(work / "logs", work / "report")
+
+
+class Browser:
+    """One Chromium for the module; every page's console errors and dialogs are collected."""
+
+    def __init__(self, browser) -> None:
+        self.browser = browser
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+
+    def open(self, path: Path, fragment: str = ""):
+        page = self.browser.new_page(viewport={"width": 1500, "height": 1000})
+        page.on("console", lambda m: self.errors.append(f"{path.name}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(f"{path.name}: {e}"))
+        page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        page.goto(path.resolve().as_uri() + fragment)
+        page.wait_for_load_state("load")
+        return page
+
+    def shot(self, page, name: str) -> None:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield Browser(chromium)
+        finally:
+            chromium.close()
+
+
+def _pages(report: Path) -> dict[str, Path]:
+    import orjson
+
+    directory = orjson.loads((report / "compile_directory.json").read_bytes())
+    return {"directory": directory, "compiles": [
+        {k: report / v for k, v in c["pages"].items()} for c in directory["compiles"]]}
+
+
+def test_nanogpt_report_links_source_lines_to_forward_and_backward_ops(nanogpt_report, browser):
+    pages = _pages(nanogpt_report)
+    (compile_pages,) = pages["compiles"]
+
+    index = browser.open(nanogpt_report / "index.html")
+    assert "thunder.tests.nanogpt_model.GPT" in index.inner_text("table.compiles")
+    assert index.locator(".trie .cref.s-ok").count() == 1
+    browser.shot(index, "nanogpt-index")
+    index.close()
+
+    page = browser.open(compile_pages["compile"])
+    assert page.locator(".timeline .seg").count() >= 3  # timed passes, to scale
+    final = page.locator("details.trace[open] .op.qb").first  # the final backward trace is open
+    final.click()
+    panel = page.inner_text("#panel")
+    assert "grad(op)" in panel and "derived from" in panel and "nanogpt_model.py" in panel
+    browser.shot(page, "nanogpt-compile")
+    page.close()
+
+    page = browser.open(compile_pages["source"])
+    line = page.locator(".sl", has_text="x = self.c_fc(x)").first
+    line.click()
+    forward = page.locator('pre.pane[data-pane="forward"] .op.hl')
+    backward = page.locator('pre.pane[data-pane="backward"] .op.hl')
+    assert forward.count() >= 1 and backward.count() >= 1
+    assert "forward ops" in page.inner_text("#status")
+    browser.shot(page, "nanogpt-source-line")
+    backward.first.click()  # an op finds its line again
+    assert page.locator(".sl.sel").first.inner_text().find("x = self.c_fc(x)") >= 0
+    assert "grad" in page.inner_text("#panel")
+    browser.shot(page, "nanogpt-source-op")
+    page.close()
+
+    for name in ("failures.html", "distributed.html"):
+        browser.open(nanogpt_report / name).close()
+    assert browser.errors == [] and browser.dialogs == []
+
+
+def test_tensor_parallel_report_shows_roles_and_ranks(tp_report, browser):
+    pages = _pages(tp_report)
+    assert sorted(c["rank_label"] for c in pages["directory"]["compiles"]) == ["rank 0", "rank 1"]
+
+    page = browser.open(tp_report / "distributed.html")
+    text = page.inner_text("main")
+    assert "2 ranks" in text and "in sync" in text and "row_parallel.post" in text
+    browser.shot(page, "tp-distributed")
+    page.close()
+
+    page = browser.open(pages["compiles"][0]["compile"])
+    op = page.locator("details.trace[open] .op.role3").first  # row_parallel.post's color
+    op.hover()
+    assert "row_parallel.post" in page.inner_text("#tip")
+    op.click()
+    assert "row_parallel.post" in page.inner_text("#panel")
+    browser.shot(page, "tp-compile-roles")
+    page.close()
+
+    page = browser.open(pages["compiles"][1]["source"])
+    page.locator(".sl", has_text="return self.net2(new_gelu(self.net1(x)))").first.click()
+    assert page.locator('pre.pane[data-pane="forward"] .op.hl[class*=role]').count() >= 2
+    assert page.locator('pre.pane[data-pane="backward"] .op.hl').count() >= 1
+    browser.shot(page, "tp-source")
+    page.close()
+    browser.open(tp_report / "index.html").close()
+    assert browser.errors == [] and browser.dialogs == []
+
+
+XSS = "</script><img src=x onerror=alert(1)>"
+XSS_FLAG = '<img src=x onerror="window.__xss=1">'
+
+
+def test_log_text_never_runs_as_script(tmp_path, browser):
+    records = report_logs.records(text_mul=XSS, text_add=XSS_FLAG + "<!--", fn=XSS, module=XSS_FLAG, argv=[XSS],
+                                  error={"message": XSS, "traceback": XSS_FLAG, "error_type": XSS})
+    records[0]["host"] = XSS_FLAG
+    records[7]["label"] = XSS
+    records[7]["python"] = records[7]["python"].replace("import torch", "import torch  # " + XSS)
+    records.insert(3, {"type": XSS, "x": XSS})  # an unknown record type, listed on the index
+    log = report_logs.write(tmp_path / "logs" / "a.jsonl", [*records, XSS.encode() + b"\n"])
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "provenance.report", "report", str(log), "-o", str(out),
+                           "--no-browser"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=_env())
+    assert done.returncode == 0, done.stderr
+    pages = _pages(out)
+    targets = [out / "index.html", out / "failures.html", out / "distributed.html", pages["compiles"][0]["source"],
+               pages["compiles"][0]["compile"]]
+    errors_before = len(browser.errors)
+    for path in targets:
+        page = browser.open(path)
+        visible_ops = page.locator(".op[data-p]:visible")
+        if visible_ops.count():
+            visible_ops.first.click()
+        page.wait_for_timeout(100)  # let an injected <img> fail to load and fire onerror
+        assert page.evaluate("window.__xss") is None
+        assert page.locator("main img").count() == 0
+        if path.name in ("index.html", "failures.html") or path == targets[3]:
+            assert XSS in page.inner_text("main")  # shown as text
+        if path == targets[-1]:
+            assert XSS in page.inner_text("#panel") or XSS in page.inner_text("main")
+            browser.shot(page, "xss-compile")
+        page.close()
+    assert browser.dialogs == []
+    assert browser.errors[errors_before:] == []
