@@ -84,3 +84,43 @@ def test_otel_sdk_disabled_turns_it_off(tmp_path):
     on, _ = _run([sys.executable, "-c", code], OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9")
     off, _ = _run([sys.executable, "-c", code], OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9", OTEL_SDK_DISABLED="true")
     assert on.stdout.strip() == "['otel']" and off.stdout.strip() == "[]"
+
+
+_APP_PROVIDER = """
+import json, torch, thunder, provenance
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+spans = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(spans))
+trace.set_tracer_provider(provider)  # the application configured OTel: provenance uses it
+provenance.enable()
+with provenance.scope("step", role="training", step=1):
+    thunder.jit(lambda x: torch.sin(x) * 2)(torch.ones(3))
+try:
+    thunder.jit(lambda x: torch.nn.functional.conv2d(x, x, stride=(1, 2, 3)))(torch.ones(1, 1, 3, 3))
+except Exception as exc:
+    raised = type(exc).__name__
+provenance.disable()
+print(json.dumps({"raised": raised, "spans": [
+    {"name": s.name, "status": s.status.status_code.name, "events": [e.name for e in s.events],
+     "attributes": dict(s.attributes), "parent": s.parent.span_id if s.parent else None, "id": s.context.span_id}
+    for s in spans.get_finished_spans()]}))
+"""
+
+
+def test_application_provider_scope_spans_and_failed_compiles():
+    import json
+
+    done, _ = _run([sys.executable, "-c", _APP_PROVIDER])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    spans = result["spans"]
+    failed = [s for s in spans if s["name"].startswith("thunder.compile") and s["status"] == "ERROR"]
+    assert len(failed) == 1 and failed[0]["events"] == ["exception"]
+    step = next(s for s in spans if s["name"] == "step")
+    assert step["attributes"] == {"thunder.role": "training", "thunder.scope.step": 1}
+    ok = [s for s in spans if s["name"].startswith("thunder.compile") and s["status"] != "ERROR"]
+    assert len(ok) == 1 and any(s["parent"] == ok[0]["id"] for s in spans)  # with its pass spans
