@@ -14,7 +14,7 @@ from typing import Any
 
 from provenance.record import Kind, Provenance, of
 
-__all__ = ["annotate", "find_block", "group_header", "header", "layout", "tag"]
+__all__ = ["annotate", "group_header", "header", "tag"]
 
 
 def _where(record: Provenance) -> str | None:
@@ -114,24 +114,6 @@ def _bsym_lines(bsym: Any, indent: int, commented: bool, depth: int) -> Iterator
 _THUNDER_SOURCE_COMMENT = re.compile(r"^\s*# .+:\d+: \t")
 
 
-def layout(trace: Any, *, print_depth: int = 1) -> tuple[list[str], list[tuple[Any, int, int]]]:
-    """`trace.python()` as lines, and where each top-level symbol is printed: (bsym, first line,
-    number of lines). Symbols printed elsewhere (the signature's unpacks) are left out."""
-    from thunder.core.trace import tracectx  # printing a symbol reads names from its trace
-
-    text = trace.python(print_depth=print_depth).splitlines()
-    placed: list[tuple[Any, int, int]] = []
-    pos = 0
-    with tracectx(trace):
-        for bsym in trace.bound_symbols:
-            plain = bsym.python(1, print_depth=print_depth)
-            start = find_block(text, plain, pos) if plain else None
-            if start is not None:
-                placed.append((bsym, start, len(plain)))
-                pos = start + len(plain)
-    return text, placed
-
-
 def annotate(trace: Any, *, print_depth: int = -1, group: bool = False) -> str:
     """`trace`'s Python source (as `print(trace)` shows it) with provenance comments.
 
@@ -141,13 +123,13 @@ def annotate(trace: Any, *, print_depth: int = -1, group: bool = False) -> str:
     as one step. Bookkeeping statements (del, return, unpack) get a short trailing tag instead
     of a header, so they never interrupt the op headers.
     """
-    from thunder.core.trace import tracectx
+    from provenance.thunder.printing import layout, tracing_context
 
     text, placed = layout(trace, print_depth=print_depth)
     out: list[str] = []
     pos = 0
     previous = None  # the last header printed: unchanged headers are not repeated
-    with tracectx(trace):
+    with tracing_context(trace):
         for bsym, start, length in placed:
             out.extend(line for line in text[pos:start] if line and not _THUNDER_SOURCE_COMMENT.match(line))
             record = of(bsym)
@@ -172,11 +154,3 @@ def _tag_statement(lines: list[str], own: int, record: Provenance) -> None:
             if not stripped.endswith("\\") and "#" not in stripped:
                 lines[i] = f"{lines[i]}  # {tag(record)}"
             return
-
-
-def find_block(lines: list[str], block: list[str], start: int) -> int | None:
-    first = block[0]
-    for i in range(start, len(lines) - len(block) + 1):
-        if lines[i] == first and lines[i : i + len(block)] == block:
-            return i
-    return None

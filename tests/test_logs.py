@@ -166,7 +166,7 @@ def test_round_trip_every_final_op_resolves_to_its_record(tmp_path):
         logged = traces[name]
         assert logged["python"] == trace.python()
         by_line = {op[0]: op for op in logged["ops"]}
-        from provenance.annotation import layout
+        from provenance.thunder.printing import layout
 
         _, placed = layout(trace)
         for bsym, start, _ in placed:

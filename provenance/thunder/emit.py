@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from thunder.core.proxies import Proxy
 
-from provenance.annotation import find_block
+from provenance.thunder.printing import printed_layout
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.session import SESSION, frames_json
 from provenance.stats import coverage
@@ -107,22 +107,3 @@ def trace_event(compile_id: int, list_name: str, index: int, trace: Any) -> dict
             ops.append([start, length, bsym.sym.name, outs, SESSION.prov_id(bsym.__dict__.get(ATTR))])
         event["python"], event["ops"] = "\n".join(text), ops
     return event
-
-
-def printed_layout(trace: Any) -> tuple[list[str], list[tuple[Any, int, int]]]:
-    """annotation.layout, printing the trace once: the ops report their lines as Thunder prints."""
-    from provenance.thunder.hooks import printing
-
-    token = printing.set([])
-    try:
-        text = trace.python(print_depth=1).splitlines()
-        printed = printing.get()
-    finally:
-        printing.reset(token)
-    placed, pos = [], 0
-    for bsym, lines in printed:
-        start = find_block(text, lines, pos) if lines else None
-        if start is not None:
-            placed.append((bsym, start, len(lines)))
-            pos = start + len(lines)
-    return text, placed

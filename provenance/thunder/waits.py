@@ -76,7 +76,7 @@ def uninstalled() -> None:
 
 def register_sites(fn: Any, trace: Any) -> None:
     """Map the wait calls of `fn` (generated from `trace`) to their provenance."""
-    from provenance.thunder.emit import printed_layout
+    from provenance.thunder.printing import printed_layout
 
     placed = [p for p in printed_layout(trace)[1] if p[0].sym.name == WAIT_SYMBOL]
     if not placed:
