@@ -31,7 +31,7 @@ from thunder.distributed.transforms.ddp_v2 import DDPTransform
 from thunder.distributed.transforms.fsdp_v2 import FSDPTransform
 
 from provenance.record import BSYM_ATTR as ATTR
-from provenance.record import Kind, Provenance
+from provenance.record import Kind, Provenance, of
 from provenance.thunder import passes
 from provenance.thunder.patching import Patcher
 from provenance.thunder.state import Processing, check_fault, current_compile, fail, processing
@@ -142,10 +142,7 @@ def _attribute_to_consumers(bsyms: list, created: list, transform: str, role: st
         if id(bsym) not in inserted:
             continue
         served = next((consumers[o.name] for o in bsym.flat_proxy_outs if o.name in consumers), None)
-        record = with_role(served, transform, role)
-        bsym.__dict__[ATTR] = record
-        if bsym.subsymbols:
-            passes._fill_subsymbols(bsym.subsymbols, record)
+        passes.stamp(bsym, with_role(served, transform, role))
         for arg in bsym.flat_args:
             if isinstance(arg, Proxy) and served is not None:
                 consumers.setdefault(arg.name, served)
@@ -160,7 +157,7 @@ def _rematerialize_for_consumer(orig: Callable) -> Callable:
             if new is not consumer and not state.disabled:
                 moved = {id(b) for b in producer.subsymbols}
                 record = passes.fusion_of(
-                    passes.derived(passes.record_of(b), "recompute") if id(b) in moved else passes.record_of(b)
+                    passes.derived(of(b), "recompute") if id(b) in moved else of(b)
                     for b in new.subsymbols
                 )
                 new.__dict__[ATTR] = record

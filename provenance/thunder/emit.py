@@ -11,11 +11,11 @@ from typing import Any
 import torch
 from thunder.core.proxies import Proxy
 
-from provenance.thunder.printing import printed_layout
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.session import SESSION, frames_json
 from provenance.stats import coverage
 from provenance.thunder.passes import pass_name
+from provenance.thunder.printing import printed_layout
 from provenance.thunder.stack import python_stack
 from provenance.thunder.state import LABELLED_AT, CompileState
 

@@ -30,7 +30,7 @@ from thunder.core.symbol import BoundSymbol, BoundSymbolTag
 from thunder.core.trace import TraceCtx
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
-from provenance.record import Kind
+from provenance.record import Kind, of
 from provenance.scope import current_span
 from provenance.session import SESSION
 from provenance.thunder import distributed, emit, passes
@@ -69,14 +69,11 @@ def _post_init(orig: Callable) -> Callable:
             if state.disabled:
                 return
             if self.sym.is_fusion:  # built from its region's symbols, which keep their records
-                record = state.fusion_record(self.subsymbols) or passes.fusion_of(
-                    map(passes.record_of, self.subsymbols))
+                record = state.fusion_record(self.subsymbols) or passes.fusion_of(map(of, self.subsymbols))
             else:
                 record = ambient_record(passes.is_bookkeeping(self.sym))
             if record is not None:
-                self.__dict__[ATTR] = record
-                if self.subsymbols:
-                    passes._fill_subsymbols(self.subsymbols, record)
+                passes.stamp(self, record)
             proc = processing.get()
             if proc is not None and proc.created is not None:
                 proc.created.append(self)
@@ -214,9 +211,7 @@ class _ProcessorHooks:
         record = passes.derived(proc.record, self.mode)
         for new in proc.created:
             if _BACKWARD in new.tags:
-                new.__dict__[ATTR] = record
-                if new.subsymbols:
-                    passes._fill_subsymbols(new.subsymbols, record)
+                passes.stamp(new, record)
 
 
 def _fix_up_labelled(trace: TraceCtx) -> None:
@@ -353,7 +348,6 @@ def _cache_entry(orig: type) -> type:
                             passes.fix_up(trace.bound_symbols, passes.pass_name(label.pss) if label else "final")
                     if SESSION.active and state.id:
                         emit.compile_finished(state, entry, get_compile_stats())
-
             except Exception as exc:
                 fail("compile", exc)
             return entry

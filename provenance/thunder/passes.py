@@ -57,10 +57,6 @@ def is_bookkeeping(sym: Any) -> bool:
     return sym.id in _BOOKKEEPING_IDS or sym.name in _BOOKKEEPING_NAMES or sym.name.startswith(_BOOKKEEPING_PREFIXES)
 
 
-def record_of(bsym: Any) -> Provenance | None:
-    return bsym.__dict__.get(ATTR)
-
-
 # Data-parallel syncs do different work in the backward; tensor-parallel roles stay as they are.
 _GRAD_ROLES = {"fsdp.unshard": "fsdp.reduce_scatter", "ddp.sync_param": "ddp.grad_all_reduce"}
 
@@ -117,7 +113,7 @@ def fix_up(bsyms: list, pass_: str) -> None:
                 ) or made_by(pass_, Kind.PASS)
             set_record(bsym, record)
         if bsym.subsymbols:
-            _fill_subsymbols(bsym.subsymbols, record)
+            fill_subsymbols(bsym.subsymbols, record)
         if producers is not None:
             _note_outputs(producers, bsym, record)
 
@@ -129,7 +125,14 @@ def _note_outputs(producers: dict[str, Provenance], bsym: Any, record: Provenanc
                 producers[out.name] = record
 
 
-def _fill_subsymbols(subsymbols: Iterable[Any], record: Provenance) -> None:
+def stamp(bsym: Any, record: Provenance) -> None:
+    """Give `bsym` `record` (replacing any); its subsymbols without one inherit it."""
+    set_record(bsym, record)
+    if bsym.subsymbols:
+        fill_subsymbols(bsym.subsymbols, record)
+
+
+def fill_subsymbols(subsymbols: Iterable[Any], record: Provenance) -> None:
     """Subsymbols inherit their parent's record (decomposition)."""
     for sub in subsymbols:
         own = sub.__dict__.get(ATTR)
@@ -137,7 +140,7 @@ def _fill_subsymbols(subsymbols: Iterable[Any], record: Provenance) -> None:
             set_record(sub, record)
             own = record
         if sub.subsymbols:
-            _fill_subsymbols(sub.subsymbols, own)
+            fill_subsymbols(sub.subsymbols, own)
 
 
 _fusions: dict[tuple[Provenance, ...], Provenance] = {}

@@ -83,8 +83,7 @@ def start_compile() -> CompileState | None:
     state = CompileState()
     setattr(cs, COMPILE_ATTR, state)
     active_compile.set(state)
-    while _DETACHED_RESET:  # a failure outside a compile only skipped its own step
-        _DETACHED_RESET.pop().disabled = False
+    _DETACHED.disabled = False  # a failure outside a compile only skipped its own step
     return state
 
 
@@ -102,19 +101,15 @@ def fail(hook: str, exc: BaseException) -> None:
     if state.disabled:
         return
     detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    state.disabled = True  # outside a compile: warns once, re-armed at the next compile
     if state is _DETACHED:
         outcome = "that step was skipped; tracing goes on"
-        state.disabled = True  # warn once...
-        _DETACHED_RESET.append(state)  # ...and re-arm at the next compile
     else:
         outcome = "provenance tracing is disabled for this compile, which otherwise runs unchanged"
-        state.disabled = True
         state.error = exc
     warnings.warn(f"thunder-provenance: internal error in hook {hook!r} ({detail}); {outcome}.",
                   RuntimeWarning, stacklevel=2)
 
-
-_DETACHED_RESET: list[CompileState] = []
 
 
 @dataclass(eq=False, slots=True)
