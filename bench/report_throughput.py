@@ -127,7 +127,8 @@ def replicate_torch(base: Path, target: Path, size: int) -> int:
         while written < size:
             for line in lines:
                 if copy and not line.startswith(b"\t"):  # the glog line's metadata, not the payload
-                    line = _FRAME.sub(lambda m: b'"frame_id": %d' % (int(m.group(1)) + copy * frames), line)
+                    shift = copy * frames
+                    line = _FRAME.sub(lambda m, shift=shift: b'"frame_id": %d' % (int(m.group(1)) + shift), line)
                 f.write(line)
                 written += len(line)
             copy += 1

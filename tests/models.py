@@ -4,10 +4,9 @@ marker comments (`# <-- name`), so editing this file does not silently break the
 from __future__ import annotations
 
 import torch
-from torch import nn
-
 from thunder.tests.llama2_model import ModelArgs, Transformer
 from thunder.tests.nanogpt_model import GPT, GPTConfig
+from torch import nn
 
 
 def scaled_gelu(x: torch.Tensor) -> torch.Tensor:

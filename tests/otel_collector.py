@@ -117,9 +117,10 @@ class Collector:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
                 break
-            except OSError:
+            except OSError as exc:
                 if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"rotel-agent did not start: {self.log.read_text() if self.log.exists() else ''}")
+                    log = self.log.read_text() if self.log.exists() else ""
+                    raise RuntimeError(f"rotel-agent did not start: {log}") from exc
                 time.sleep(0.1)
 
     @property

@@ -7,12 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import models
 import thunder
 import torch
 
 import provenance
-
-import models
 
 HEADER = re.compile(r"^\s*# ── ")
 

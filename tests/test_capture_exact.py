@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 
+import models
 import thunder
 import torch
 
 import provenance
 from provenance import Kind
-
-import models
 
 
 def _ops(trace, name):
@@ -56,7 +55,8 @@ def test_exact_lines_and_module_paths_forward_and_backward(traced):
     assert {r.module for r in muls} == {"blocks.0.mlp", "blocks.1.mlp"}
 
     tanh = [provenance.of(b) for b in _ops(fw, "tanh")]
-    assert [(r.module, r.module_type, _where(r)) for r in tanh] == [("", "Net", ("models.py", models.line_of("root tanh")))]
+    expected = [("", "Net", ("models.py", models.line_of("root tanh")))]
+    assert [(r.module, r.module_type, _where(r)) for r in tanh] == expected
 
     # backward: the grad of blocks.1.mlp.fc2's linear points at the same line and module
     grads = {(r.module, _where(r)) for r in map(provenance.of, bw.bound_symbols) if r.kind == Kind.BACKWARD}

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import models
 import pytest
 import thunder
 
 import provenance
 from provenance import Kind
-
-import models
 
 
 @pytest.mark.parametrize("build", [models.nanogpt, models.llama2], ids=["nanogpt", "llama2"])

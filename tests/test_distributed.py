@@ -63,9 +63,9 @@ def test_grouped_annotation_reads_as_the_rfc_asked(ranks):
         if line.lstrip().startswith("# ──") or line.lstrip().startswith("return"):
             break
         block.append(line)
-    code = [l.strip() for l in block if not l.strip().startswith("del ")]
+    code = [line.strip() for line in block if not line.strip().startswith("del ")]
     assert code[0].startswith("ft") and "torch_all_reduce_prim_impl" in code[0]
-    assert any("torch_wait_prim_impl" in l for l in code) and "torch.add(" in code[-1]
+    assert any("torch_wait_prim_impl" in line for line in code) and "torch.add(" in code[-1]
     assert "# ── column_parallel.pre · net1 (Linear) · toy_model.py:29" in text
 
 

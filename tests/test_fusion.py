@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 
+import models
 import pytest
 import thunder
 import torch
 
 import provenance
 from provenance import Kind
-
-import models
 
 
 def _fusions(trace):
@@ -42,8 +41,8 @@ def _check_fusions(trace, *, expect_backward: bool) -> None:
         if expect_backward:
             assert any(m.kind == Kind.BACKWARD for m in record.members)
     # each fused line is tagged with its own provenance
-    fused_lines = [l for l in text.splitlines() if l.startswith("    # ") and " = " in l]
-    assert fused_lines and all(l.endswith("]") for l in fused_lines)
+    fused_lines = [line for line in text.splitlines() if line.startswith("    # ") and " = " in line]
+    assert fused_lines and all(line.endswith("]") for line in fused_lines)
 
 
 def test_torch_compile_fusion_on_cpu(traced):

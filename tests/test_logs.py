@@ -11,14 +11,13 @@ import time
 import warnings
 from pathlib import Path
 
+import models
 import pytest
 import thunder
 import torch
 
 import provenance
 from provenance.report.reader import Log, SchemaError
-
-import models
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,11 +34,12 @@ def _types(path) -> list[str]:
 
 def test_thunder_trace_env_logs_an_unmodified_program(tmp_path):
     logs = tmp_path / "logs"
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "train_nanogpt.py"), "--layers", "1", "--steps", "2"],
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "train_nanogpt.py"), "--layers", "1",
+                           "--steps", "2"],
                           env=_env(THUNDER_TRACE=str(logs)), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     files = list(logs.glob("*.jsonl"))
-    assert len(files) == 1 and f"pid" in files[0].name and "norank" in files[0].name
+    assert len(files) == 1 and "pid" in files[0].name and "norank" in files[0].name
     log = Log(logs)
     records = list(log)
     assert log.bad == [] and not log.files[0].truncated
@@ -58,7 +58,7 @@ def test_thunder_trace_env_logs_an_unmodified_program(tmp_path):
     assert any(t["pass"] == "grad" and t["ms"] is not None for t in traces)
     for trace in traces:  # every op points at a provenance record emitted before it
         lines = trace["python"].splitlines()
-        for start_line, length, sym, outs, prov in trace["ops"]:
+        for start_line, length, _sym, _outs, prov in trace["ops"]:
             assert log.files[0].provenance(prov) is not None
             assert 0 <= start_line < start_line + length <= len(lines)
 
@@ -78,7 +78,8 @@ def test_without_the_variable_nothing_is_written_or_installed(tmp_path):
 def test_unwritable_directory_warns_once_and_the_program_runs_untraced(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "train_nanogpt.py"), "--layers", "1", "--steps", "1"],
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "train_nanogpt.py"), "--layers", "1",
+                           "--steps", "1"],
                           env=_env(THUNDER_TRACE=str(blocker / "logs")), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     untraced = subprocess.run([sys.executable, str(ROOT / "examples" / "train_nanogpt.py"), "--layers", "1",

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from otel_collector import Collector, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +81,8 @@ def test_otel_sdk_disabled_turns_it_off(tmp_path):
     code = ("import os, provenance; provenance.enable(); from provenance.session import SESSION; "
             "print(sorted(e.name for e in SESSION.exporters))")
     on, _ = _run([sys.executable, "-c", code], OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9")
-    off, _ = _run([sys.executable, "-c", code], OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9", OTEL_SDK_DISABLED="true")
+    off, _ = _run([sys.executable, "-c", code], OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
+                  OTEL_SDK_DISABLED="true")
     assert on.stdout.strip() == "['otel']" and off.stdout.strip() == "[]"
 
 

@@ -29,7 +29,7 @@ def test_recomputed_ops_say_so(traced):
     recomputed = [(b.sym.name, provenance.of(b)) for b in bw.bound_symbols
                   if provenance.of(b).kind == Kind.RECOMPUTE]
     assert recomputed, "activation checkpointing recomputes the forward in the backward"
-    for name, record in recomputed:
+    for _name, record in recomputed:
         assert record.transforms[-1] == "recompute" and record.lineage.endswith("recompute(op)")
         assert record.derived_from is not None and record.derived_from.kind != Kind.RECOMPUTE
         assert record.module == "fc" and record.user_frame.function == "Checkpointed.inner"

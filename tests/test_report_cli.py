@@ -14,8 +14,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 import report_logs
+
 from provenance.report.cli import main
 from provenance.report.highlight import LineHighlighter, highlight_lines
 

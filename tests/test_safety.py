@@ -8,6 +8,7 @@ import sys
 import textwrap
 import warnings
 
+import models
 import pytest
 import thunder
 import torch
@@ -17,8 +18,6 @@ from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
 import provenance
 from provenance.thunder import UnsupportedThunderVersion, check_version, hooks, state
-
-import models
 
 _PRINT_CODE = textwrap.dedent("""
     import re, sys, torch, thunder
@@ -103,7 +102,8 @@ _TARGETS = [
     (BoundSymbol, "__post_init__"), (BoundSymbol, "from_bsym"), (BoundSymbol, "python"),
     (TraceCtx, "set_current_source_location"),
     (TraceCtx, "set_provenance"), (TraceSubstitutionProcessor, "__call__"), (thunder, "thunder_general_jit"),
-    (thunder, "CacheEntry"), (__import__("thunder.transforms.autodiff", fromlist=["_"]), "split_into_forward_and_backward"),
+    (thunder, "CacheEntry"),
+    (__import__("thunder.transforms.autodiff", fromlist=["_"]), "split_into_forward_and_backward"),
 ]
 
 

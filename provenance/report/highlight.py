@@ -38,13 +38,13 @@ def _trie(words: list[str]) -> str:
     return "|".join(parts)
 
 
-_TOKEN = re.compile(r"""(?=[\#"'@A-Za-z_])(?:
+_TOKEN = re.compile(rf"""(?=[\#"'@A-Za-z_])(?:
   (?P<comment>\#[^\n]*)
-| (?P<string>(?<![\w.])[rbuf]{0,2}(?:"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
+| (?P<string>(?<![\w.])[rbuf]{{0,2}}(?:"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
 | (?P<decorator>^@[\w.]+)
-| (?P<keyword>\b(?:%s)\b)
+| (?P<keyword>\b(?:{_trie(keyword.kwlist)})\b)
 | (?P<call>(?<![\w.])[A-Za-z_][\w.]*+(?=\())
-)""" % _trie(keyword.kwlist), re.X | re.M)
+)""", re.X | re.M)
 
 _KINDS: dict[str, _TokenType] = {"comment": Comment.Single, "string": String, "decorator": Name.Decorator,
                                  "keyword": Keyword, "call": Name.Function}

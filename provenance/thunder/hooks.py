@@ -34,8 +34,8 @@ from provenance.record import Kind, of
 from provenance.scope import current_span
 from provenance.session import SESSION
 from provenance.thunder import distributed, emit, passes
-from provenance.thunder.stack import python_stack
 from provenance.thunder.patching import Patcher
+from provenance.thunder.stack import python_stack
 from provenance.thunder.state import (
     ATTR,
     LABELLED_AT,

@@ -8,8 +8,8 @@ whole chain, including each module's `self`, so an `nn.Linear` op can point at t
 from __future__ import annotations
 
 import linecache
-import sys
 import os
+import sys
 from functools import lru_cache
 from typing import Any
 
