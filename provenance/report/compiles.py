@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from provenance.record import Kind
+from provenance.report.coerce import as_float, as_int
 from provenance.report.highlight import LineHighlighter
 from provenance.report.provinfo import LINE, PATH, TEXT, ProvTable
 from provenance.report.sources import SourceCache
@@ -102,12 +103,6 @@ class CompileSummary:
         return self.index > 0
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def site_of(stack: list[dict[str, Any]]) -> str | None:
@@ -115,7 +110,7 @@ def site_of(stack: list[dict[str, Any]]) -> str | None:
 
 
 def _cache(value: Any) -> dict[str, int | None] | None:
-    return {k: _int(value.get(k)) for k in ("hits", "misses", "calls")} if isinstance(value, dict) else None
+    return {k: as_int(value.get(k)) for k in ("hits", "misses", "calls")} if isinstance(value, dict) else None
 
 
 def _frames(value: Any) -> list[dict[str, Any]]:
@@ -124,7 +119,7 @@ def _frames(value: Any) -> list[dict[str, Any]]:
     for frame in value if isinstance(value, list) else ():
         if isinstance(frame, list) and len(frame) >= 2:
             out.append({"file": str(frame[0]), "name": str(frame[0]).rsplit("/", 1)[-1],
-                        "line": _int(frame[1]) or 0, "fn": str(frame[2]) if len(frame) > 2 else "",
+                        "line": as_int(frame[1]) or 0, "fn": str(frame[2]) if len(frame) > 2 else "",
                         "text": str(frame[3]) if len(frame) > 3 and frame[3] is not None else "",
                         "user": bool(frame[4]) if len(frame) > 4 else True})
     return out
@@ -217,8 +212,8 @@ class CompileBuilder:
         self.start = start
         self.compile = start.get("compile")
         self.fn = str(start.get("fn") or "?")
-        self.index = _int(start.get("index")) or 0
-        self.start_ns = _int(start.get("time_ns"))
+        self.index = as_int(start.get("index")) or 0
+        self.start_ns = as_int(start.get("time_ns"))
         self.provs, self.sink, self.highlighter, self.sources = provs, sink, highlighter, sources
         self.pages = pages
         self.malformed = malformed
@@ -232,10 +227,10 @@ class CompileBuilder:
     # -- traces ----------------------------------------------------------------------------
     def add_trace(self, data: dict) -> None:
         list_name = str(data.get("list") or "?")
-        index = _int(data.get("index"))
+        index = as_int(data.get("index"))
         index = index if index is not None else len([p for p in self.passes if p.list == list_name])
         anchor = f"{list_name}-{index}" if list_name in LISTS else f"other-{len(self.passes)}"
-        same_as = _int(data.get("same_as"))
+        same_as = as_int(data.get("same_as"))
         if same_as is not None:
             view = TraceView(list_name, index, "(repeat)", None, None, anchor, same_as=same_as)
             self.passes.append(view)
@@ -251,7 +246,7 @@ class CompileBuilder:
             self.malformed(f"{bad_ops} malformed op entr{'y' if bad_ops == 1 else 'ies'} in trace {anchor}")
         label = data.get("label")
         view = TraceView(list_name, index, str(data.get("pass") or "?"), label if isinstance(label, str) else None,
-                         _num(data.get("ms")), anchor, lines=lines, html=self.highlighter.lines(lines), ops=ops,
+                         as_float(data.get("ms")), anchor, lines=lines, html=self.highlighter.lines(lines), ops=ops,
                          n_ops=len(ops))
         previous = self.latest.get(list_name)
         if previous is not None:
@@ -270,8 +265,8 @@ class CompileBuilder:
         end = end or {}
         status = "failed" if error is not None else "incomplete" if not end else str(end.get("status") or "ok")
         closing = error if error is not None else end
-        end_ns = _int(closing.get("time_ns")) if closing else None
-        seconds = _num(closing.get("seconds")) if closing else None
+        end_ns = as_int(closing.get("time_ns")) if closing else None
+        seconds = as_float(closing.get("seconds")) if closing else None
         if seconds is None and end_ns is not None and self.start_ns is not None:
             seconds = (end_ns - self.start_ns) / 1e9
         final_views = [self.latest[name] for name in ("computation", "backward") if name in self.latest]
@@ -297,7 +292,7 @@ class CompileBuilder:
         provs = self.provs.closure(self.prov_ids | ({error_model["last_prov"]} if error_model and
                                                     error_model["last_prov"] is not None else set()))
         page = self._page(summary, provs, error_model)
-        page["log_seconds"] = _num(end.get("log_seconds"))
+        page["log_seconds"] = as_float(end.get("log_seconds"))
         self.page_roles, self.error = page["roles"], error_model
         source = self._source(final_views) if final_views else None
         self.sink.finish(page, source)
@@ -314,7 +309,7 @@ class CompileBuilder:
         return out
 
     def _error(self, error: dict) -> dict[str, Any]:
-        last = _int(error.get("last_prov"))
+        last = as_int(error.get("last_prov"))
         info = self.provs.info(last)
         return {"type": str(error.get("error_type") or "?"), "message": str(error.get("message") or ""),
                 "traceback": str(error.get("traceback") or ""), "last_prov": last, "last_info": info,

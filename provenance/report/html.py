@@ -12,7 +12,6 @@ and encoded at memcpy speed, and pages are most of the work.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
 from importlib import resources
@@ -23,13 +22,13 @@ import jinja2
 import orjson
 from markupsafe import Markup, escape
 
+from provenance.annotation import THUNDER_SOURCE_COMMENT
 from provenance.report.compiles import TraceView
 from provenance.report.highlight import style_css
 from provenance.report.provinfo import ProvTable
 
 __all__ = ["CompileWriter", "ReportWriter", "json_script"]
 
-_THUNDER_SOURCE_COMMENT = re.compile(r"^\s*# .+:\d+: \t")  # as provenance.annotation strips them
 _TRACES_MARK = "<!--@@thunder-trace-report:traces@@-->"
 MARKER_FILE = ".thunder_trace_report"  # marks a directory this tool made (what --overwrite may delete)
 
@@ -78,7 +77,7 @@ def code_html(view: TraceView, provs: ProvTable) -> Markup:
 
     def between(start: int, stop: int) -> None:
         for i in range(start, stop):
-            if ": \t" in lines[i] and _THUNDER_SOURCE_COMMENT.match(lines[i]):
+            if ": \t" in lines[i] and THUNDER_SOURCE_COMMENT.match(lines[i]):
                 append(f'<span class="tsc">{html[i]}</span>')
             else:
                 append(html[i])

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from provenance.report.coerce import as_int, hashable
 from provenance.report.compiles import CompileBuilder, CompileSummary, coverage, site_of
 from provenance.report.highlight import LineHighlighter
 from provenance.report.html import ReportWriter
@@ -205,7 +206,7 @@ class RunBuilder:
         if kind in ("prov", "span", "header"):
             return  # the reader keeps records by id; headers were read up front
         if kind == "compile_start":
-            cid = _hashable(data.get("compile"))
+            cid = hashable(data.get("compile"))
             if cid in open_compiles:
                 self._malformed(source, record.line,
                                 f"compile {cid!r} started twice; the first is closed as incomplete")
@@ -215,11 +216,11 @@ class RunBuilder:
             self._compile(source, log_file, provs, record, open_compiles).add(data)
         elif kind in ("compile_end", "compile_error"):
             compile_ = self._compile(source, log_file, provs, record, open_compiles)
-            open_compiles.pop(_hashable(data.get("compile")), None)
+            open_compiles.pop(hashable(data.get("compile")), None)
             compile_.finish(data if kind == "compile_end" else None, data if kind == "compile_error" else None)
         elif kind == "calls":
-            self.calls.append({"file": source.index, "fn": str(data.get("fn")), "calls": _int(data.get("calls")),
-                               "hits": _int(data.get("cache_hits")), "misses": _int(data.get("cache_misses")),
+            self.calls.append({"file": source.index, "fn": str(data.get("fn")), "calls": as_int(data.get("calls")),
+                               "hits": as_int(data.get("cache_hits")), "misses": as_int(data.get("cache_misses")),
                                "compiles": [c for c in data.get("compiles") or [] if isinstance(c, int)]})
         elif kind == "span_end":
             span = log_file._spans.get(data.get("id"))
@@ -229,7 +230,7 @@ class RunBuilder:
 
     def _compile(self, source: Source, log_file: LogFile, provs: ProvTable, record: LogRecord,
                  open_compiles: dict) -> LocalCompile | RemoteCompile:
-        cid = _hashable(record.data.get("compile"))
+        cid = hashable(record.data.get("compile"))
         found = open_compiles.get(cid)
         if found is None:
             self._malformed(source, record.line, f"{record.type} of compile {cid!r} without its compile_start")
@@ -238,7 +239,7 @@ class RunBuilder:
 
     def _begin(self, source: Source, log_file: LogFile, provs: ProvTable, start: dict) -> LocalCompile | RemoteCompile:
         cid = start.get("compile")
-        numbered = _int(cid) is not None and cid >= 0
+        numbered = as_int(cid) is not None and cid >= 0
         base = f"{source.prefix}-c{cid}" if numbered else f"{source.prefix}-x{len(self._pages)}"
         key, n = base, 1
         while key in self._pages:  # a compile id seen twice in one file
@@ -310,7 +311,7 @@ class RunBuilder:
         }
 
     def _attach_calls(self) -> None:
-        by_id = {(s.file, s.compile): s for s in self.summaries if _int(s.compile) is not None}
+        by_id = {(s.file, s.compile): s for s in self.summaries if as_int(s.compile) is not None}
         for calls in self.calls:
             for cid in calls["compiles"]:
                 summary = by_id.get((calls["file"], cid))
@@ -374,23 +375,13 @@ def _header_view(header: dict | None) -> dict[str, Any] | None:
         return None
     versions = header.get("versions")
     argv = header.get("argv")
-    return {"schema": str(header.get("schema", "")), "time_ns": _int(header.get("time_ns")),
-            "rank": _int(header.get("rank")), "world_size": _int(header.get("world_size")),
-            "host": str(header.get("host", "")), "pid": _int(header.get("pid")),
+    return {"schema": str(header.get("schema", "")), "time_ns": as_int(header.get("time_ns")),
+            "rank": as_int(header.get("rank")), "world_size": as_int(header.get("world_size")),
+            "host": str(header.get("host", "")), "pid": as_int(header.get("pid")),
             "argv": [str(a) for a in argv] if isinstance(argv, list) else [],
             "versions": {str(k): str(v) for k, v in versions.items()} if isinstance(versions, dict) else {}}
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _hashable(value: Any) -> Any:
-    try:
-        hash(value)
-        return value
-    except TypeError:
-        return repr(value)
 
 
 def label_sources(paths: Iterable[Path], headers: list[dict | None]) -> list[Source]:
@@ -402,7 +393,7 @@ def label_sources(paths: Iterable[Path], headers: list[dict | None]) -> list[Sou
         s.prefix = f"r{s.rank}" if unique and s.rank >= 0 else f"log{s.index}"
         pid = (s.header or {}).get("pid")
         s.label = (f"rank {s.rank}" if unique else f"rank {s.rank} (log {s.index})" if s.rank is not None
-                   else f"process {pid}" if _int(pid) is not None else f"log {s.index}")
+                   else f"process {pid}" if as_int(pid) is not None else f"log {s.index}")
     return sources
 
 
