@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from provenance.report.html import prepare_out
-from provenance.report.model import Report, build_report, peek_header
+from provenance.report.logs import peek_header
+from provenance.report.model import Report, build_report
 from provenance.report.reader import SchemaError, log_files
 
 __all__ = ["main"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from provenance.report.coerce import as_int, hashable
 from provenance.report.compiles import CompileBuilder, CompileSummary, coverage, site_of
 from provenance.report.highlight import LineHighlighter
 from provenance.report.html import ReportWriter
+from provenance.report.logs import RunLog, header_view, label_logs, peek_header
 from provenance.report.perfetto import PerfettoWriter
 from provenance.report.provinfo import ProvTable
 from provenance.report.ranks import compare_ranks
@@ -30,21 +31,13 @@ from provenance.report.reader import LogFile, LogRecord
 from provenance.report.sources import SourceCache
 from provenance.report.workers import RECOVERABLE, CompileResult, LocalCompile, Pool, RemoteCompile
 
-__all__ = ["Problems", "Report", "build_report", "peek_header"]
+__all__ = ["Problems", "Report", "build_report"]
 
 MAX_PROBLEMS_LISTED = 200
 MAX_FAILURES_DETAILED = 200
 _DEBUG = bool(os.environ.get("THUNDER_TRACE_REPORT_DEBUG"))  # raise on a record the report cannot use
 PERFETTO_FILE = "perfetto_trace.json"
 DIRECTORY_FILE = "compile_directory.json"
-
-
-def peek_header(path: str | os.PathLike[str]) -> dict | None:
-    """The header of a log (its first line), or None; SchemaError for another major version."""
-    log_file = LogFile(str(path))
-    for record in log_file:
-        return record.data if record.type == "header" else None
-    return None
 
 
 @dataclass
@@ -63,26 +56,6 @@ class Problems:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
-
-
-@dataclass
-class Source:
-    """One log file of the run."""
-
-    index: int
-    path: str
-    header: dict | None
-    label: str = ""
-    prefix: str = ""
-
-    @property
-    def name(self) -> str:
-        return os.path.basename(self.path)
-
-    @property
-    def rank(self) -> int | None:
-        rank = (self.header or {}).get("rank")
-        return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
 
 
 @dataclass
@@ -124,7 +97,7 @@ class RunBuilder:
     """Consumes the records of every log file; each compile's pages are written when it ends,
     here or (with a pool) by a worker process."""
 
-    def __init__(self, writer: ReportWriter, sources: list[Source],
+    def __init__(self, writer: ReportWriter, sources: list[RunLog],
                  progress: Callable[[int], None] | None = None, pool: Pool | None = None) -> None:
         self.writer = writer
         self.sources = sources
@@ -155,7 +128,7 @@ class RunBuilder:
             self.pool.drain()
         self.perfetto.close()
 
-    def _file(self, source: Source) -> None:
+    def _file(self, source: RunLog) -> None:
         log_file = LogFile(source.path)
         provs = ProvTable(log_file)
         self.perfetto.process(source.index, f"{source.label} \u00b7 {source.name}")
@@ -200,7 +173,7 @@ class RunBuilder:
         self.file_stats.append({"file": source.name, "lines": log_file.lines, "bytes": log_file.bytes,
                                 "truncated": log_file.truncated, "newer_minor": log_file.newer_minor})
 
-    def _record(self, source: Source, log_file: LogFile, provs: ProvTable, record: LogRecord,
+    def _record(self, source: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
                 open_compiles: dict[Any, LocalCompile | RemoteCompile]) -> None:
         kind, data = record.type, record.data
         if kind in ("prov", "span", "header"):
@@ -228,7 +201,7 @@ class RunBuilder:
             if span and isinstance(span.get("start_ns"), int) and isinstance(end, int):
                 self.perfetto.scope(source.index, str(span.get("name")), span["start_ns"], end, span.get("role"))
 
-    def _compile(self, source: Source, log_file: LogFile, provs: ProvTable, record: LogRecord,
+    def _compile(self, source: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
                  open_compiles: dict) -> LocalCompile | RemoteCompile:
         cid = hashable(record.data.get("compile"))
         found = open_compiles.get(cid)
@@ -237,7 +210,7 @@ class RunBuilder:
             found = open_compiles[cid] = self._begin(source, log_file, provs, {"compile": record.data.get("compile")})
         return found
 
-    def _begin(self, source: Source, log_file: LogFile, provs: ProvTable, start: dict) -> LocalCompile | RemoteCompile:
+    def _begin(self, source: RunLog, log_file: LogFile, provs: ProvTable, start: dict) -> LocalCompile | RemoteCompile:
         cid = start.get("compile")
         numbered = as_int(cid) is not None and cid >= 0
         base = f"{source.prefix}-c{cid}" if numbered else f"{source.prefix}-x{len(self._pages)}"
@@ -262,7 +235,7 @@ class RunBuilder:
                                  malformed=lambda reason: self._malformed(source, None, reason))
         return LocalCompile(builder, deliver)
 
-    def _finished(self, source: Source, result: CompileResult) -> None:
+    def _finished(self, source: RunLog, result: CompileResult) -> None:
         for reason in result.malformed:
             self._malformed(source, None, reason)
         summary = result.summary
@@ -287,7 +260,7 @@ class RunBuilder:
         if self.progress is not None:
             self.progress(self.bytes_read)
 
-    def _malformed(self, source: Source, line: int | None, reason: str) -> None:
+    def _malformed(self, source: RunLog, line: int | None, reason: str) -> None:
         self.problems.add("malformed record", source.name, line, reason)
 
     # -- the model ------------------------------------------------------------------------------------
@@ -298,7 +271,7 @@ class RunBuilder:
         ranks = sorted({s.label for s in self.sources})
         return {
             "logs": [{"index": s.index, "file": s.name, "label": s.label, "rank": s.rank,
-                      "header": _header_view(s.header),
+                      "header": header_view(s.header),
                       **(self.file_stats[i] if i < len(self.file_stats) else {})} for i, s in enumerate(self.sources)],
             "ranks": ranks, "totals": totals, "compiles": compiles, "trie": self.trie.model(),
             "failures": self.failures, "failed_total": totals["failed"],
@@ -368,35 +341,6 @@ class RunBuilder:
                 **coverage(final), "bytes": self.bytes_read, "logs": len(self.sources)}
 
 
-def _header_view(header: dict | None) -> dict[str, Any] | None:
-    """A log's header with every field the pages show, of the type they expect (a header is
-    from the log: any field may be missing or odd)."""
-    if header is None:
-        return None
-    versions = header.get("versions")
-    argv = header.get("argv")
-    return {"schema": str(header.get("schema", "")), "time_ns": as_int(header.get("time_ns")),
-            "rank": as_int(header.get("rank")), "world_size": as_int(header.get("world_size")),
-            "host": str(header.get("host", "")), "pid": as_int(header.get("pid")),
-            "argv": [str(a) for a in argv] if isinstance(argv, list) else [],
-            "versions": {str(k): str(v) for k, v in versions.items()} if isinstance(versions, dict) else {}}
-
-
-
-
-def label_sources(paths: Iterable[Path], headers: list[dict | None]) -> list[Source]:
-    """Each log's label (rank N / process P) and page-name prefix (made from integers only)."""
-    sources = [Source(i, str(p), h) for i, (p, h) in enumerate(zip(paths, headers))]
-    ranks = Counter(s.rank for s in sources if s.rank is not None)
-    for s in sources:
-        unique = s.rank is not None and ranks[s.rank] == 1
-        s.prefix = f"r{s.rank}" if unique and s.rank >= 0 else f"log{s.index}"
-        pid = (s.header or {}).get("pid")
-        s.label = (f"rank {s.rank}" if unique else f"rank {s.rank} (log {s.index})" if s.rank is not None
-                   else f"process {pid}" if as_int(pid) is not None else f"log {s.index}")
-    return sources
-
-
 def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None = None,
                  progress: Callable[[int], None] | None = None, jobs: int = 1) -> Report:
     """Read `paths` once and write the report into `out` (which must exist and be empty);
@@ -406,7 +350,7 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
     writer.write_assets()
     pool = Pool(jobs, out) if jobs > 1 else None
     try:
-        builder = RunBuilder(writer, label_sources(paths, headers), progress, pool)
+        builder = RunBuilder(writer, label_logs(paths, headers), progress, pool)
         builder.run()
     finally:
         if pool is not None:

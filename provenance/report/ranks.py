@@ -6,12 +6,10 @@ from __future__ import annotations
 import difflib
 import zlib
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from provenance.report.compiles import CompileSummary
-
-if TYPE_CHECKING:
-    from provenance.report.model import Source
+from provenance.report.logs import RunLog
 
 __all__ = ["compare_ranks"]
 
@@ -19,10 +17,10 @@ MAX_DESYNC_DETAILS = 50
 MAX_ROWS = 2000
 
 
-def compare_ranks(sources: list[Source], summaries: list[CompileSummary]) -> dict[str, Any]:
+def compare_ranks(logs: list[RunLog], summaries: list[CompileSummary]) -> dict[str, Any]:
     """Per-rank compile times, and the compiles of each rank matched up (same function, same
     recompile index, same occurrence) and compared by their final traces' op sequences."""
-    labels = [s.label for s in sources]
+    labels = [log.label for log in logs]
     groups: dict[tuple, dict[int, CompileSummary]] = {}
     seen: Counter = Counter()
     for s in summaries:
@@ -30,7 +28,7 @@ def compare_ranks(sources: list[Source], summaries: list[CompileSummary]) -> dic
         groups.setdefault((s.fn, s.index, seen[(s.file, s.fn, s.index)]), {})[s.file] = s
     rows, desync = [], 0
     for (fn, index, occurrence), by_file in groups.items():
-        cells = [by_file.get(src.index) for src in sources]
+        cells = [by_file.get(log.index) for log in logs]
         differences = _compare(cells, labels) if len(by_file) > 1 else []
         desync += bool(differences)
         if len(rows) < MAX_ROWS:
@@ -39,14 +37,14 @@ def compare_ranks(sources: list[Source], summaries: list[CompileSummary]) -> dic
                          "cells": [None if c is None else {"key": c.key, "page": c.pages["compile"],
                                                            "seconds": c.seconds, "status": c.status} for c in cells]})
     per_rank = []
-    for src in sources:
-        mine = [s for s in summaries if s.file == src.index]
-        per_rank.append({"label": src.label, "compiles": len(mine), "seconds": sum(s.seconds or 0 for s in mine),
+    for log in logs:
+        mine = [s for s in summaries if s.file == log.index]
+        per_rank.append({"label": log.label, "compiles": len(mine), "seconds": sum(s.seconds or 0 for s in mine),
                          "failed": sum(s.status == "failed" for s in mine)})
     slowest = max((r["seconds"] for r in per_rank), default=0) or 1.0
     for r in per_rank:
         r["pct"] = 100.0 * r["seconds"] / slowest
-    return {"multi": len(sources) > 1, "ranks": per_rank, "rows": rows, "desync": desync, "labels": labels}
+    return {"multi": len(logs) > 1, "ranks": per_rank, "rows": rows, "desync": desync, "labels": labels}
 
 
 def _compare(cells: list[CompileSummary | None], labels: list[str]) -> list[dict[str, Any]]:
