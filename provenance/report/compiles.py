@@ -1,66 +1,29 @@
 """One compile's records -> the models of its pages, streamed.
 
 Each trace is turned into its page fragment as soon as its record is read (highlighted, its ops
-annotated, diffed against the previous trace of the same list) and handed to the page writer;
-only the previous trace of each list is kept, which at the end of the compile is the final one
-the source view needs. So memory follows the largest trace, not the log.
+annotated, diffed against the previous trace of the same list: diffs.py) and handed to the page
+writer; only the previous trace of each list is kept, which at the end of the compile is the
+final one the source view (source_view.py) needs. So memory follows the largest trace, not the log.
 """
 
 from __future__ import annotations
 
-import functools
 import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from provenance.record import Kind
 from provenance.report.coerce import as_float, as_int
+from provenance.report.diffs import diff
 from provenance.report.highlight import LineHighlighter
-from provenance.report.provinfo import LINE, PATH, TEXT, ProvTable
-from provenance.report.sources import SourceCache
+from provenance.report.provinfo import ProvTable
+from provenance.report.source_files import SourceCache
+from provenance.report.source_view import source_view
+from provenance.report.traces import LISTS, Op, TraceView, parse_ops
 
-__all__ = ["CompileBuilder", "CompileSummary", "Op", "TraceView"]
-
-LISTS = ("prologue", "computation", "epilogue", "backward")
-MAX_DIFF_ITEMS = 60  # per category and trace; the counts are always complete
-
-
-class Op(NamedTuple):
-    line: int  # first line in the trace's python (0-based)
-    n: int
-    sym: str
-    outs: tuple[str, ...]
-    prov: int | None
-
-
-_new_op = functools.partial(tuple.__new__, Op)  # without NamedTuple's Python-level __new__: many ops
-
-
-@dataclass
-class TraceView:
-    """One trace after one pass, ready to render."""
-
-    list: str
-    index: int
-    pass_name: str
-    label: str | None
-    ms: float | None
-    anchor: str
-    same_as: int | None = None
-    lines: list[str] = field(default_factory=list)  # the python, as lines
-    html: list[str] = field(default_factory=list)  # the same lines highlighted
-    ops: list[Op] = field(default_factory=list)
-    diff: dict[str, Any] | None = None
-    final: bool = False
-    n_ops: int = 0  # kept when the text is dropped
-    code: str | None = None  # the rendered code, kept for the source view of a final trace
-    keyed: dict | None = None  # its ops by identity, once diffed (the next pass diffs against it)
-
-    @property
-    def counts(self) -> dict[str, int]:
-        return {k: self.diff[k] for k in ("added", "removed", "rewritten")} if self.diff else {}
+__all__ = ["CompileBuilder", "CompileSummary"]
 
 
 class PageSink(Protocol):
@@ -123,82 +86,6 @@ def _frames(value: Any) -> list[dict[str, Any]]:
                         "text": str(frame[3]) if len(frame) > 3 and frame[3] is not None else "",
                         "user": bool(frame[4]) if len(frame) > 4 else True})
     return out
-
-
-def parse_ops(raw: Any, n_lines: int) -> tuple[list[Op], int]:
-    """The valid ops of a trace record, in order, and how many entries were not."""
-    ops: list[Op] = []
-    bad = 0
-    end = 0
-    for entry in raw if isinstance(raw, list) else ():
-        try:
-            line, n, sym, outs, prov = entry
-            # ints, in order, inside the text
-            if not (type(line) is int and type(n) is int and 0 < n and end <= line and line + n <= n_lines):
-                raise ValueError
-            outs = tuple(map(str, outs))
-        except (TypeError, ValueError):
-            bad += 1
-            continue
-        ops.append(_new_op((line, n, sym if type(sym) is str else str(sym), outs, prov if type(prov) is int else None)))
-        end = line + n
-    return ops, bad
-
-
-def _op_text(lines: list[str], op: Op) -> str:
-    if op.n == 1:
-        return lines[op.line].strip()
-    return "\n".join(line.strip() for line in lines[op.line: op.line + op.n])
-
-
-def _keyed(view: TraceView) -> dict[tuple, tuple[Op, str]]:
-    """Ops by identity: their outputs (names are unique in a trace), else symbol and text."""
-    if view.keyed is not None:
-        return view.keyed
-    out: dict[tuple, tuple[Op, str]] = {}
-    seen: Counter = Counter()
-    for op in view.ops:
-        text = _op_text(view.lines, op)
-        if op.outs:
-            key: tuple = ("o", *op.outs)
-        else:
-            base = ("t", op.sym, text)
-            seen[base] += 1
-            key = (*base, seen[base])
-        out[key] = (op, text)
-    view.keyed = out
-    return out
-
-
-def _item(op: Op, text: str) -> dict[str, Any]:
-    return {"sym": op.sym, "outs": list(op.outs), "text": text[:300], "p": op.prov}
-
-
-def diff(old: TraceView, new: TraceView) -> dict[str, Any]:
-    """What the pass that made `new` did to `old`: ops added, removed, rewritten (same outputs,
-    different symbol or code), and how many kept their provenance record."""
-    before, after = _keyed(old), _keyed(new)
-    result: dict[str, Any] = {"added": 0, "removed": 0, "rewritten": 0, "reattributed": 0,
-                              "items": {"added": [], "removed": [], "rewritten": []}, "from": old.anchor}
-    items = result["items"]
-    for key, (op, text) in after.items():
-        prior = before.get(key)
-        if prior is None:
-            result["added"] += 1
-            if len(items["added"]) < MAX_DIFF_ITEMS:
-                items["added"].append(_item(op, text))
-        elif prior[1] != text or prior[0].sym != op.sym:
-            result["rewritten"] += 1
-            if len(items["rewritten"]) < MAX_DIFF_ITEMS:
-                items["rewritten"].append({**_item(op, text), "old": prior[1][:300], "old_sym": prior[0].sym})
-        elif prior[0].prov != op.prov:
-            result["reattributed"] += 1
-    for key, (op, text) in before.items():
-        if key not in after:
-            result["removed"] += 1
-            if len(items["removed"]) < MAX_DIFF_ITEMS:
-                items["removed"].append(_item(op, text))
-    return result
 
 
 class CompileBuilder:
@@ -294,7 +181,9 @@ class CompileBuilder:
         page = self._page(summary, provs, error_model)
         page["log_seconds"] = as_float(end.get("log_seconds"))
         self.page_roles, self.error = page["roles"], error_model
-        source = self._source(final_views) if final_views else None
+        source = source_view(final_views, self.provs, self.sources, {
+            "key": self.key, "compile": self.compile, "fn": self.fn, "rank_label": self.rank_label,
+            "pages": self.pages}) if final_views else None
         self.sink.finish(page, source)
         self.latest.clear()
         self.highlighter.clear()
@@ -364,61 +253,6 @@ class CompileBuilder:
         return {"sym": op.sym, "outs": list(op.outs), "trace": view.list, "anchor": view.anchor, "p": op.prov,
                 "members": [{"id": m["id"], "h": m["h"], "k": m["k"]} for m in members],
                 "lines": [{**v, "kinds": sorted(v["kinds"])} for v in lines.values()]}
-
-    # -- source view ---------------------------------------------------------------------------
-    def _source(self, finals: list[TraceView]) -> dict[str, Any]:
-        """The user files behind the final traces, each line with what it produced."""
-        provs = self.provs.closure({op.prov for view in finals for op in view.ops if op.prov is not None})
-        files: dict[str, int] = {}
-        quoted: dict[str, dict[int, str]] = {}
-        wanted: dict[str, set[int]] = {}
-        keys: dict[int, list[list[int]]] = {}  # prov id -> [[file index, line], ...], direct first
-
-        paths = self.provs.paths
-
-        def key_of(frame: list) -> list[int]:
-            path = paths[frame[PATH]]
-            if path not in files:
-                files[path] = len(files)
-                quoted[path], wanted[path] = {}, set()
-            quoted[path].setdefault(frame[LINE], frame[TEXT])
-            return [files[path], frame[LINE]]
-
-        for prov_id, info in provs.items():
-            frames = self.provs.user_frames(info)
-            if frames:
-                keys[prov_id] = [key_of(f) for f in frames]
-                wanted[paths[frames[0][PATH]]].add(frames[0][LINE])
-        counts: dict[tuple[int, int], list[int]] = {}
-        panes = []
-        for view in finals:
-            slot = 0 if view.list == "computation" else 1
-            for op in view.ops:
-                info = provs.get(op.prov) if op.prov is not None else None
-                if info is None or info["k"] == Kind.BOOKKEEPING:
-                    continue
-                if info["k"] == Kind.FUSION:
-                    direct = {tuple(keys[m][0]) for m in info["mem"] if m in keys}
-                    column = 2
-                else:
-                    direct = {tuple(keys[op.prov][0])} if op.prov in keys else set()
-                    column = slot
-                for key in direct:
-                    counts.setdefault(key, [0, 0, 0])[column] += 1
-            panes.append({"name": "forward" if slot == 0 else "backward", "view": view})
-        order = sorted(files, key=lambda p: -sum(c[0] + c[1] + c[2] for k, c in counts.items() if k[0] == files[p]))
-        shown = []
-        for path in order:
-            source = self.sources.get(path, quoted[path], wanted[path])
-            index = files[path]
-            rows = [None if row is None else
-                    {"n": row[0], "html": row[1], "c": counts.get((index, row[0]))} for row in source.rows]
-            shown.append({"index": index, "path": path, "name": path.rsplit("/", 1)[-1],
-                          "from_disk": source.from_disk, "rows": rows})
-        return {"key": self.key, "compile": self.compile, "fn": self.fn, "rank_label": self.rank_label,
-                "files": shown, "panes": panes, "provs": provs, "paths": self.provs.paths_of(provs), "linekeys": keys,
-                "pages": self.pages}
-
 
 def coverage(final: dict | None) -> dict[str, Any] | None:
     if not final:

@@ -23,9 +23,9 @@ import orjson
 from markupsafe import Markup, escape
 
 from provenance.annotation import THUNDER_SOURCE_COMMENT
-from provenance.report.compiles import TraceView
 from provenance.report.highlight import style_css
 from provenance.report.provinfo import ProvTable
+from provenance.report.traces import TraceView
 
 __all__ = ["CompileWriter", "ReportWriter", "json_script"]
 

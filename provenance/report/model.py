@@ -28,7 +28,7 @@ from provenance.report.perfetto import PerfettoWriter
 from provenance.report.provinfo import ProvTable
 from provenance.report.ranks import compare_ranks
 from provenance.report.reader import LogFile, LogRecord
-from provenance.report.sources import SourceCache
+from provenance.report.source_files import SourceCache
 from provenance.report.workers import RECOVERABLE, CompileResult, LocalCompile, Pool, RemoteCompile
 
 __all__ = ["Problems", "Report", "build_report"]

@@ -23,7 +23,7 @@ from provenance.report.highlight import LineHighlighter
 from provenance.report.html import ReportWriter
 from provenance.report.provinfo import ProvTable
 from provenance.report.reader import LogFile
-from provenance.report.sources import SourceCache
+from provenance.report.source_files import SourceCache
 
 __all__ = ["CompileResult", "LocalCompile", "Pool", "RemoteCompile"]
 

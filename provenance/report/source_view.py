@@ -1,0 +1,67 @@
+"""The source view of a compile: the user files behind its final traces, each line with the
+forward ops, backward ops and fusions it made, and the keys that link ops to lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provenance.record import Kind
+from provenance.report.provinfo import LINE, PATH, TEXT, ProvTable
+from provenance.report.source_files import SourceCache
+from provenance.report.traces import TraceView
+
+__all__ = ["source_view"]
+
+
+def source_view(finals: list[TraceView], table: ProvTable, sources: SourceCache,
+                head: dict[str, Any]) -> dict[str, Any]:
+    """The user files behind the final traces, each line with what it produced."""
+    provs = table.closure({op.prov for view in finals for op in view.ops if op.prov is not None})
+    files: dict[str, int] = {}
+    quoted: dict[str, dict[int, str]] = {}
+    wanted: dict[str, set[int]] = {}
+    keys: dict[int, list[list[int]]] = {}  # prov id -> [[file index, line], ...], direct first
+
+    paths = table.paths
+
+    def key_of(frame: list) -> list[int]:
+        path = paths[frame[PATH]]
+        if path not in files:
+            files[path] = len(files)
+            quoted[path], wanted[path] = {}, set()
+        quoted[path].setdefault(frame[LINE], frame[TEXT])
+        return [files[path], frame[LINE]]
+
+    for prov_id, info in provs.items():
+        frames = table.user_frames(info)
+        if frames:
+            keys[prov_id] = [key_of(f) for f in frames]
+            wanted[paths[frames[0][PATH]]].add(frames[0][LINE])
+    counts: dict[tuple[int, int], list[int]] = {}
+    panes = []
+    for view in finals:
+        slot = 0 if view.list == "computation" else 1
+        for op in view.ops:
+            info = provs.get(op.prov) if op.prov is not None else None
+            if info is None or info["k"] == Kind.BOOKKEEPING:
+                continue
+            if info["k"] == Kind.FUSION:
+                direct = {tuple(keys[m][0]) for m in info["mem"] if m in keys}
+                column = 2
+            else:
+                direct = {tuple(keys[op.prov][0])} if op.prov in keys else set()
+                column = slot
+            for key in direct:
+                counts.setdefault(key, [0, 0, 0])[column] += 1
+        panes.append({"name": "forward" if slot == 0 else "backward", "view": view})
+    order = sorted(files, key=lambda p: -sum(c[0] + c[1] + c[2] for k, c in counts.items() if k[0] == files[p]))
+    shown = []
+    for path in order:
+        source = sources.get(path, quoted[path], wanted[path])
+        index = files[path]
+        rows = [None if row is None else
+                {"n": row[0], "html": row[1], "c": counts.get((index, row[0]))} for row in source.rows]
+        shown.append({"index": index, "path": path, "name": path.rsplit("/", 1)[-1],
+                      "from_disk": source.from_disk, "rows": rows})
+    return {**head, "files": shown, "panes": panes, "provs": provs, "paths": table.paths_of(provs),
+            "linekeys": keys}
