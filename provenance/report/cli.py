@@ -14,9 +14,9 @@ import webbrowser
 from collections.abc import Sequence
 from pathlib import Path
 
-from provenance.report.html import prepare_out
+from provenance.report.build import Report, build_report
 from provenance.report.logs import peek_header
-from provenance.report.model import Report, build_report
+from provenance.report.output import prepare_out
 from provenance.report.reader import SchemaError, log_files
 
 __all__ = ["main"]

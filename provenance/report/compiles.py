@@ -27,7 +27,7 @@ __all__ = ["CompileBuilder", "CompileSummary"]
 
 
 class PageSink(Protocol):
-    """Where a compile's pages go (html.CompileWriter)."""
+    """Where a compile's pages go (output.CompileWriter)."""
 
     def trace(self, view: TraceView, provs: ProvTable) -> None: ...
 

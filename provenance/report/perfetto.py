@@ -14,8 +14,9 @@ import orjson
 
 from provenance.report.compiles import CompileSummary
 
-__all__ = ["PerfettoWriter"]
+__all__ = ["PERFETTO_FILE", "PerfettoWriter"]
 
+PERFETTO_FILE = "perfetto_trace.json"
 COMPILES, PASSES, SCOPES = 1, 2, 3
 
 

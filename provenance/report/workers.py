@@ -20,7 +20,7 @@ from typing import Any
 
 from provenance.report.compiles import CompileBuilder, CompileSummary
 from provenance.report.highlight import LineHighlighter
-from provenance.report.html import ReportWriter
+from provenance.report.output import ReportWriter
 from provenance.report.provinfo import ProvTable
 from provenance.report.reader import LogFile
 from provenance.report.source_files import SourceCache

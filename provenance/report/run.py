@@ -1,4 +1,5 @@
-"""One streaming pass over THUNDER_TRACE logs -> the report's render model.
+"""The run: one streaming pass over THUNDER_TRACE logs, records dispatched to their compiles,
+-> the report's render model.
 
 Files are read one after the other, records one at a time. A compile's pages are written as soon
 as its compile_end / compile_error arrives (compiles.py); the run keeps only a small summary per
@@ -10,34 +11,29 @@ and listed.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-import orjson
 
 from provenance.report.coerce import as_int, hashable
 from provenance.report.compiles import CompileBuilder, CompileSummary, coverage, site_of
+from provenance.report.directory import DIRECTORY_FILE, DirectoryWriter
 from provenance.report.highlight import LineHighlighter
-from provenance.report.html import ReportWriter
-from provenance.report.logs import RunLog, header_view, label_logs, peek_header
-from provenance.report.perfetto import PerfettoWriter
+from provenance.report.logs import RunLog, header_view
+from provenance.report.output import ReportWriter
+from provenance.report.perfetto import PERFETTO_FILE, PerfettoWriter
 from provenance.report.provinfo import ProvTable
 from provenance.report.ranks import compare_ranks
 from provenance.report.reader import LogFile, LogRecord
 from provenance.report.source_files import SourceCache
 from provenance.report.workers import RECOVERABLE, CompileResult, LocalCompile, Pool, RemoteCompile
 
-__all__ = ["Problems", "Report", "build_report"]
+__all__ = ["Problems", "RunBuilder"]
 
 MAX_PROBLEMS_LISTED = 200
 MAX_FAILURES_DETAILED = 200
 _DEBUG = bool(os.environ.get("THUNDER_TRACE_REPORT_DEBUG"))  # raise on a record the report cannot use
-PERFETTO_FILE = "perfetto_trace.json"
-DIRECTORY_FILE = "compile_directory.json"
 
 
 @dataclass
@@ -56,18 +52,6 @@ class Problems:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
-
-
-@dataclass
-class Report:
-    """What a build returns: the render model and the figures the CLI prints."""
-
-    out: Path
-    model: dict[str, Any]
-    problems: Problems
-    compiles: int
-    failed: int
-    bytes_read: int
 
 
 class _Trie:
@@ -97,10 +81,10 @@ class RunBuilder:
     """Consumes the records of every log file; each compile's pages are written when it ends,
     here or (with a pool) by a worker process."""
 
-    def __init__(self, writer: ReportWriter, sources: list[RunLog],
+    def __init__(self, writer: ReportWriter, logs: list[RunLog],
                  progress: Callable[[int], None] | None = None, pool: Pool | None = None) -> None:
         self.writer = writer
-        self.sources = sources
+        self.logs = logs
         self.progress = progress
         self.pool = pool
         self.problems = Problems()
@@ -115,33 +99,32 @@ class RunBuilder:
         self._entries: dict[str, dict[str, Any]] = {}  # the trie's leaves, by compile key
         self.bytes_read = 0
         self.file_stats: list[dict[str, Any]] = []
-        times = [s.header.get("time_ns") for s in sources if s.header and isinstance(s.header.get("time_ns"), int)]
+        times = [log.header.get("time_ns") for log in logs if log.header and isinstance(log.header.get("time_ns"), int)]
         self.perfetto = PerfettoWriter(str(writer.out / PERFETTO_FILE), min(times) if times else None)
-        # compile_directory.json's entries, one JSON line per compile as it ends (unlinked at once)
-        self._directory = tempfile.TemporaryFile(dir=writer.out)
+        self.directory = DirectoryWriter(writer.out)  # compile_directory.json's entries, as compiles end
 
     # -- the pass ---------------------------------------------------------------------------------
     def run(self) -> None:
-        for source in self.sources:
-            self._file(source)
+        for log in self.logs:
+            self._file(log)
         if self.pool is not None:
             self.pool.drain()
         self.perfetto.close()
 
-    def _file(self, source: RunLog) -> None:
-        log_file = LogFile(source.path)
+    def _file(self, log: RunLog) -> None:
+        log_file = LogFile(log.path)
         provs = ProvTable(log_file)
-        self.perfetto.process(source.index, f"{source.label} \u00b7 {source.name}")
+        self.perfetto.process(log.index, f"{log.label} \u00b7 {log.name}")
         open_compiles: dict[Any, LocalCompile | RemoteCompile] = {}
         dropped_bad = 0
         done_before = self.bytes_read
         for n, record in enumerate(log_file):
             try:
-                self._record(source, log_file, provs, record, open_compiles)
+                self._record(log, log_file, provs, record, open_compiles)
             except RECOVERABLE as exc:
                 if _DEBUG:
                     raise
-                self._malformed(source, record.line, f"{record.type} record: {type(exc).__name__}: {exc}")
+                self._malformed(log, record.line, f"{record.type} record: {type(exc).__name__}: {exc}")
             if len(log_file.bad) > MAX_PROBLEMS_LISTED:  # a file of garbage keeps its count, not its lines
                 dropped_bad += len(log_file.bad) - MAX_PROBLEMS_LISTED
                 del log_file.bad[MAX_PROBLEMS_LISTED:]
@@ -153,27 +136,27 @@ class RunBuilder:
             except RECOVERABLE as exc:
                 if _DEBUG:
                     raise
-                self._malformed(source, None, f"incomplete compile: {type(exc).__name__}: {exc}")
+                self._malformed(log, None, f"incomplete compile: {type(exc).__name__}: {exc}")
         self.bytes_read = done_before + log_file.bytes
         if self.progress is not None:
             self.progress(self.bytes_read)
         for bad in log_file.bad:
-            self.problems.add("bad line", source.name, bad.line, bad.reason, bad.text)
+            self.problems.add("bad line", log.name, bad.line, bad.reason, bad.text)
         if dropped_bad:
-            self.problems.add("bad line", source.name, None, f"{dropped_bad} more bad lines not listed",
+            self.problems.add("bad line", log.name, None, f"{dropped_bad} more bad lines not listed",
                               count=dropped_bad)
         for kind, count in log_file.unknown.items():
-            self.problems.add("unknown record type", source.name, None,
+            self.problems.add("unknown record type", log.name, None,
                               f"{count} record{'s' if count > 1 else ''} of unknown type {kind!r}", count=count)
         if provs.malformed:
-            self.problems.add("malformed record", source.name, None,
+            self.problems.add("malformed record", log.name, None,
                               f"{provs.malformed} provenance record(s) could not be rebuilt", count=provs.malformed)
-        if log_file.header is not None and source.header is None:
-            source.header = log_file.header
-        self.file_stats.append({"file": source.name, "lines": log_file.lines, "bytes": log_file.bytes,
+        if log_file.header is not None and log.header is None:
+            log.header = log_file.header
+        self.file_stats.append({"file": log.name, "lines": log_file.lines, "bytes": log_file.bytes,
                                 "truncated": log_file.truncated, "newer_minor": log_file.newer_minor})
 
-    def _record(self, source: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
+    def _record(self, log: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
                 open_compiles: dict[Any, LocalCompile | RemoteCompile]) -> None:
         kind, data = record.type, record.data
         if kind in ("prov", "span", "header"):
@@ -181,50 +164,50 @@ class RunBuilder:
         if kind == "compile_start":
             cid = hashable(data.get("compile"))
             if cid in open_compiles:
-                self._malformed(source, record.line,
+                self._malformed(log, record.line,
                                 f"compile {cid!r} started twice; the first is closed as incomplete")
                 open_compiles.pop(cid).finish(None, None)
-            open_compiles[cid] = self._begin(source, log_file, provs, data)
+            open_compiles[cid] = self._begin(log, log_file, provs, data)
         elif kind == "trace":
-            self._compile(source, log_file, provs, record, open_compiles).add(data)
+            self._compile(log, log_file, provs, record, open_compiles).add(data)
         elif kind in ("compile_end", "compile_error"):
-            compile_ = self._compile(source, log_file, provs, record, open_compiles)
+            compile_ = self._compile(log, log_file, provs, record, open_compiles)
             open_compiles.pop(hashable(data.get("compile")), None)
             compile_.finish(data if kind == "compile_end" else None, data if kind == "compile_error" else None)
         elif kind == "calls":
-            self.calls.append({"file": source.index, "fn": str(data.get("fn")), "calls": as_int(data.get("calls")),
+            self.calls.append({"file": log.index, "fn": str(data.get("fn")), "calls": as_int(data.get("calls")),
                                "hits": as_int(data.get("cache_hits")), "misses": as_int(data.get("cache_misses")),
                                "compiles": [c for c in data.get("compiles") or [] if isinstance(c, int)]})
         elif kind == "span_end":
             span = log_file._spans.get(data.get("id"))
             end = data.get("end_ns")
             if span and isinstance(span.get("start_ns"), int) and isinstance(end, int):
-                self.perfetto.scope(source.index, str(span.get("name")), span["start_ns"], end, span.get("role"))
+                self.perfetto.scope(log.index, str(span.get("name")), span["start_ns"], end, span.get("role"))
 
-    def _compile(self, source: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
+    def _compile(self, log: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
                  open_compiles: dict) -> LocalCompile | RemoteCompile:
         cid = hashable(record.data.get("compile"))
         found = open_compiles.get(cid)
         if found is None:
-            self._malformed(source, record.line, f"{record.type} of compile {cid!r} without its compile_start")
-            found = open_compiles[cid] = self._begin(source, log_file, provs, {"compile": record.data.get("compile")})
+            self._malformed(log, record.line, f"{record.type} of compile {cid!r} without its compile_start")
+            found = open_compiles[cid] = self._begin(log, log_file, provs, {"compile": record.data.get("compile")})
         return found
 
-    def _begin(self, source: RunLog, log_file: LogFile, provs: ProvTable, start: dict) -> LocalCompile | RemoteCompile:
+    def _begin(self, log: RunLog, log_file: LogFile, provs: ProvTable, start: dict) -> LocalCompile | RemoteCompile:
         cid = start.get("compile")
         numbered = as_int(cid) is not None and cid >= 0
-        base = f"{source.prefix}-c{cid}" if numbered else f"{source.prefix}-x{len(self._pages)}"
+        base = f"{log.prefix}-c{cid}" if numbered else f"{log.prefix}-x{len(self._pages)}"
         key, n = base, 1
         while key in self._pages:  # a compile id seen twice in one file
             n += 1
             key = f"{base}-{n}"
         self._pages.add(key)
         pages = {"compile": f"compiles/{key}.html", "source": f"compiles/{key}-source.html"}
-        args = {"key": key, "file": source.index, "rank": source.rank, "rank_label": source.label, "pages": pages,
-                "compare": len(self.sources) > 1}
+        args = {"key": key, "file": log.index, "rank": log.rank, "rank_label": log.label, "pages": pages,
+                "compare": len(self.logs) > 1}
 
         def deliver(result: CompileResult) -> None:
-            self._finished(source, result)
+            self._finished(log, result)
 
         if self.pool is not None:
             compile_ = RemoteCompile(self.pool, args, log_file, deliver)
@@ -232,12 +215,12 @@ class RunBuilder:
             return compile_
         builder = CompileBuilder(**args, start=start, provs=provs, sink=self.writer.begin_compile(pages, provs),
                                  highlighter=self.highlighter, sources=self.source_cache,
-                                 malformed=lambda reason: self._malformed(source, None, reason))
+                                 malformed=lambda reason: self._malformed(log, None, reason))
         return LocalCompile(builder, deliver)
 
-    def _finished(self, source: RunLog, result: CompileResult) -> None:
+    def _finished(self, log: RunLog, result: CompileResult) -> None:
         for reason in result.malformed:
-            self._malformed(source, None, reason)
+            self._malformed(log, None, reason)
         summary = result.summary
         if summary is None:
             return
@@ -253,30 +236,34 @@ class RunBuilder:
             self.failures.append({**result.error, "key": summary.key, "compile": summary.compile, "fn": summary.fn,
                                   "rank_label": summary.rank_label, "page": summary.pages["compile"],
                                   "seconds": summary.seconds, "call_stack": summary.call_stack})
-        self.perfetto.compile(source.index, summary)
-        self._directory.write(orjson.dumps(self._entry(summary), option=orjson.OPT_NON_STR_KEYS) + b"\n")
+        self.perfetto.compile(log.index, summary)
+        self.directory.add(self._entry(summary))
         # What stays is what the index and the rank comparison need: a few hundred bytes.
         summary.passes, summary.call_stack, summary.jit_stack = [], [], []
         if self.progress is not None:
             self.progress(self.bytes_read)
 
-    def _malformed(self, source: RunLog, line: int | None, reason: str) -> None:
-        self.problems.add("malformed record", source.name, line, reason)
+    def _malformed(self, log: RunLog, line: int | None, reason: str) -> None:
+        self.problems.add("malformed record", log.name, line, reason)
+
+    def directory_calls(self) -> dict[str, tuple[int, int]]:
+        """Each compile's calls and cache hits (the calls records at the end of each log)."""
+        return {s.key: (s.calls, s.cache_hits) for s in self.summaries}
 
     # -- the model ------------------------------------------------------------------------------------
     def model(self) -> dict[str, Any]:
         self._attach_calls()
         compiles = [self._index_entry(s) for s in self.summaries]
         totals = self._totals()
-        ranks = sorted({s.label for s in self.sources})
+        ranks = sorted({log.label for log in self.logs})
         return {
             "logs": [{"index": s.index, "file": s.name, "label": s.label, "rank": s.rank,
                       "header": header_view(s.header),
-                      **(self.file_stats[i] if i < len(self.file_stats) else {})} for i, s in enumerate(self.sources)],
+                      **(self.file_stats[i] if i < len(self.file_stats) else {})} for i, s in enumerate(self.logs)],
             "ranks": ranks, "totals": totals, "compiles": compiles, "trie": self.trie.model(),
             "failures": self.failures, "failed_total": totals["failed"],
             "roles": [{"role": r, "color": c, "count": n} for (r, c), n in self.roles.most_common()],
-            "distributed": compare_ranks(self.sources, self.summaries),
+            "distributed": compare_ranks(self.logs, self.summaries),
             "problems": {"counts": dict(self.problems.counts), "entries": self.problems.entries,
                          "total": self.problems.total},
             "files": {"perfetto": PERFETTO_FILE, "directory": DIRECTORY_FILE, "failures": "failures.html",
@@ -291,20 +278,6 @@ class RunBuilder:
                 if summary is not None:
                     summary.calls, summary.cache_hits = calls["calls"] or 0, calls["hits"] or 0
                     self._entries[summary.key]["cache_hits"] = summary.cache_hits
-
-    def write_directory(self, path: Path, head: dict[str, Any]) -> None:
-        """compile_directory.json: `head`, then the streamed compile entries with the cache
-        figures the calls records (at the end of each log) gave them; one entry in memory at a time."""
-        calls = {s.key: (s.calls, s.cache_hits) for s in self.summaries}
-        self._directory.seek(0)
-        with open(path, "wb") as f:
-            f.write(orjson.dumps(head, option=orjson.OPT_NON_STR_KEYS)[:-1] + b', "compiles": [')
-            for n, line in enumerate(self._directory):
-                entry = orjson.loads(line)
-                entry["calls"], entry["cache_hits"] = calls.get(entry["key"], (0, 0))
-                f.write((b",\n  " if n else b"\n  ") + orjson.dumps(entry, option=orjson.OPT_NON_STR_KEYS))
-            f.write(b"\n]}\n")
-        self._directory.close()
 
     @staticmethod
     def _index_entry(s: CompileSummary) -> dict[str, Any]:
@@ -338,26 +311,4 @@ class RunBuilder:
                 "seconds": sum(s.seconds or 0.0 for s in self.summaries),
                 "cache_hits": sum(c["hits"] or 0 for c in self.calls),
                 "calls": sum(c["calls"] or 0 for c in self.calls),
-                **coverage(final), "bytes": self.bytes_read, "logs": len(self.sources)}
-
-
-def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None = None,
-                 progress: Callable[[int], None] | None = None, jobs: int = 1) -> Report:
-    """Read `paths` once and write the report into `out` (which must exist and be empty);
-    `jobs` > 1: compiles are built by that many worker processes."""
-    headers = headers if headers is not None else [peek_header(p) for p in paths]
-    writer = ReportWriter(out)
-    writer.write_assets()
-    pool = Pool(jobs, out) if jobs > 1 else None
-    try:
-        builder = RunBuilder(writer, label_logs(paths, headers), progress, pool)
-        builder.run()
-    finally:
-        if pool is not None:
-            pool.close()
-    model = builder.model()
-    builder.write_directory(out / DIRECTORY_FILE, {"generator": "thunder-trace report", "schema": 1, **{
-        k: model[k] for k in ("logs", "ranks", "totals", "problems", "files")}})
-    for page in ("index.html", "failures.html", "distributed.html"):  # they list every compile: streamed
-        writer.write(page, page, stream=True, root="", m=model)
-    return Report(out, model, builder.problems, len(builder.summaries), model["totals"]["failed"], builder.bytes_read)
+                **coverage(final), "bytes": self.bytes_read, "logs": len(self.logs)}

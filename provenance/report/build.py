@@ -1,0 +1,55 @@
+"""`build_report`: the whole pipeline, read -> model -> render.
+
+The logs are read once (run.py, with reader.py), each compile's pages written as it ends
+(compiles.py, output.py); then the run's pages and compile_directory.json are written from the
+model the pass made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from provenance.report.directory import DIRECTORY_FILE
+from provenance.report.logs import label_logs, peek_header
+from provenance.report.output import ReportWriter
+from provenance.report.run import Problems, RunBuilder
+from provenance.report.workers import Pool
+
+__all__ = ["Report", "build_report"]
+
+
+@dataclass
+class Report:
+    """What a build returns: the render model and the figures the CLI prints."""
+
+    out: Path
+    model: dict[str, Any]
+    problems: Problems
+    compiles: int
+    failed: int
+    bytes_read: int
+
+
+def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None = None,
+                 progress: Callable[[int], None] | None = None, jobs: int = 1) -> Report:
+    """Read `paths` once and write the report into `out` (which must exist and be empty);
+    `jobs` > 1: compiles are built by that many worker processes."""
+    headers = headers if headers is not None else [peek_header(p) for p in paths]
+    writer = ReportWriter(out)
+    writer.write_assets()
+    pool = Pool(jobs, out) if jobs > 1 else None
+    try:
+        builder = RunBuilder(writer, label_logs(paths, headers), progress, pool)
+        builder.run()
+    finally:
+        if pool is not None:
+            pool.close()
+    model = builder.model()
+    builder.directory.write(out / DIRECTORY_FILE, {"generator": "thunder-trace report", "schema": 1, **{
+        k: model[k] for k in ("logs", "ranks", "totals", "problems", "files")}}, builder.directory_calls())
+    for page in ("index.html", "failures.html", "distributed.html"):  # they list every compile: streamed
+        writer.write(page, page, stream=True, root="", m=model)
+    return Report(out, model, builder.problems, len(builder.summaries), model["totals"]["failed"], builder.bytes_read)
