@@ -18,6 +18,7 @@ from provenance.record import Kind
 from provenance.report.coerce import as_float, as_int
 from provenance.report.diffs import diff
 from provenance.report.highlight import LineHighlighter
+from provenance.report.model import ProvInfo, StackFrame, script_data, site_of
 from provenance.report.provinfo import ProvTable
 from provenance.report.source_files import SourceCache
 from provenance.report.source_view import source_view
@@ -68,23 +69,19 @@ class CompileSummary:
 
 
 
-def site_of(stack: list[dict[str, Any]]) -> str | None:
-    return f"{stack[-1]['name']}:{stack[-1]['line']}" if stack else None
-
-
 def _cache(value: Any) -> dict[str, int | None] | None:
     return {k: as_int(value.get(k)) for k in ("hits", "misses", "calls")} if isinstance(value, dict) else None
 
 
-def _frames(value: Any) -> list[dict[str, Any]]:
+def _frames(value: Any) -> list[StackFrame]:
     """A stack from the log ([file, line, function, text, user] lists), tolerating junk."""
     out = []
     for frame in value if isinstance(value, list) else ():
         if isinstance(frame, list) and len(frame) >= 2:
-            out.append({"file": str(frame[0]), "name": str(frame[0]).rsplit("/", 1)[-1],
-                        "line": as_int(frame[1]) or 0, "fn": str(frame[2]) if len(frame) > 2 else "",
-                        "text": str(frame[3]) if len(frame) > 3 and frame[3] is not None else "",
-                        "user": bool(frame[4]) if len(frame) > 4 else True})
+            out.append(StackFrame(file=str(frame[0]), name=str(frame[0]).rsplit("/", 1)[-1],
+                                  line=as_int(frame[1]) or 0, fn=str(frame[2]) if len(frame) > 2 else "",
+                                  text=str(frame[3]) if len(frame) > 3 and frame[3] is not None else "",
+                                  user=bool(frame[4]) if len(frame) > 4 else True))
     return out
 
 
@@ -194,7 +191,7 @@ class CompileBuilder:
         out = []
         for op in view.ops:
             info = self.provs.info(op.prov)
-            out.append(f"{op.sym}|{info['r'] if info and info.get('r') else ''}")
+            out.append(f"{op.sym}|{info.role if info is not None and info.role else ''}")
         return out
 
     def _error(self, error: dict) -> dict[str, Any]:
@@ -202,9 +199,9 @@ class CompileBuilder:
         info = self.provs.info(last)
         return {"type": str(error.get("error_type") or "?"), "message": str(error.get("message") or ""),
                 "traceback": str(error.get("traceback") or ""), "last_prov": last, "last_info": info,
-                "last_stack": [self.provs.frame_dict(f) for f in info["st"]] if info else []}
+                "last_stack": [self.provs.stack_frame(f) for f in info.stack] if info else []}
 
-    def _page(self, summary: CompileSummary, provs: dict[int, dict], error: dict | None) -> dict[str, Any]:
+    def _page(self, summary: CompileSummary, provs: dict[int, ProvInfo], error: dict | None) -> dict[str, Any]:
         timed = [p for p in self.passes if p.ms]
         total_ms = sum(p.ms for p in timed) or 0.0
         lists = []
@@ -219,9 +216,9 @@ class CompileBuilder:
                 info = provs.get(op.prov) if op.prov is not None else None
                 if info is None:
                     continue
-                if info.get("r"):
-                    roles[(info["r"], info.get("rc"))] += 1
-                if info["k"] == Kind.FUSION and view.final:
+                if info.role:
+                    roles[(info.role, info.role_color)] += 1
+                if info.kind == Kind.FUSION and view.final:
                     fusions.append(self._fusion(view, op, info, provs))
         return {
             "key": self.key, "compile": self.compile, "fn": self.fn, "index": self.index, "rank": self.rank,
@@ -232,7 +229,7 @@ class CompileBuilder:
             "timeline": [{"list": p.list, "pass": p.pass_name, "ms": p.ms, "anchor": p.anchor,
                           "pct": 100.0 * p.ms / total_ms if total_ms else 0} for p in timed],
             "fusions": fusions, "roles": [{"role": r, "color": c, "count": n} for (r, c), n in roles.most_common()],
-            "provs": provs, "paths": self.provs.paths_of(provs), "pages": self.pages,
+            "script": script_data(provs, self.provs.paths_of(provs)), "pages": self.pages,
         }
 
     @staticmethod
@@ -241,18 +238,17 @@ class CompileBuilder:
                 "ms": view.ms, "anchor": view.anchor, "ops": view.n_ops, "same_as": view.same_as,
                 "counts": view.counts, "final": view.final}
 
-    def _fusion(self, view: TraceView, op: Op, info: dict, provs: dict[int, dict]) -> dict[str, Any]:
-        members = [provs[m] for m in info["mem"] if m in provs]
+    def _fusion(self, view: TraceView, op: Op, info: ProvInfo, provs: dict[int, ProvInfo]) -> dict[str, Any]:
+        members = [provs[m] for m in info.members if m in provs]
         lines: dict[str, dict] = {}
         for member in members:
-            if member.get("f"):
-                frame = self.provs.frame_dict(member["f"])
-                where = f"{frame['name']}:{frame['line']}"
-                line = lines.setdefault(where, {"where": where, "text": frame["text"], "kinds": set()})
-                line["kinds"].add(member["k"])
+            if member.user_frame:
+                frame = self.provs.stack_frame(member.user_frame)
+                where = f"{frame.name}:{frame.line}"
+                line = lines.setdefault(where, {"where": where, "text": frame.text, "kinds": set()})
+                line["kinds"].add(member.kind)
         return {"sym": op.sym, "outs": list(op.outs), "trace": view.list, "anchor": view.anchor, "p": op.prov,
-                "members": [{"id": m["id"], "h": m["h"], "k": m["k"]} for m in members],
-                "lines": [{**v, "kinds": sorted(v["kinds"])} for v in lines.values()]}
+                "members": members, "lines": [{**v, "kinds": sorted(v["kinds"])} for v in lines.values()]}
 
 def coverage(final: dict | None) -> dict[str, Any] | None:
     if not final:

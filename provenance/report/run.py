@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provenance.report.coerce import as_int, hashable
-from provenance.report.compiles import CompileBuilder, CompileSummary, coverage, site_of
+from provenance.report.compiles import CompileBuilder, CompileSummary, coverage
 from provenance.report.directory import DIRECTORY_FILE, DirectoryWriter
 from provenance.report.highlight import LineHighlighter
 from provenance.report.logs import RunLog, header_view
+from provenance.report.model import site_of
 from provenance.report.output import ReportWriter
 from provenance.report.perfetto import PERFETTO_FILE, PerfettoWriter
 from provenance.report.provinfo import ProvTable
@@ -63,7 +64,7 @@ class _Trie:
     def add(self, stack: list[dict], entry: dict) -> None:
         node = self.root
         for frame in stack:
-            key = (frame["file"], frame["line"], frame["fn"], frame["text"])
+            key = (frame.file, frame.line, frame.fn, frame.text)
             node = node["children"].setdefault(key, {"frame": frame, "children": {}, "compiles": []})
         node["compiles"].append(entry)
 

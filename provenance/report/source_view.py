@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from provenance.record import Kind
-from provenance.report.provinfo import LINE, PATH, TEXT, ProvTable
+from provenance.report.model import FrameRef, script_data
+from provenance.report.provinfo import ProvTable
 from provenance.report.source_files import SourceCache
 from provenance.report.traces import TraceView
 
@@ -24,29 +25,29 @@ def source_view(finals: list[TraceView], table: ProvTable, sources: SourceCache,
 
     paths = table.paths
 
-    def key_of(frame: list) -> list[int]:
-        path = paths[frame[PATH]]
+    def key_of(frame: FrameRef) -> list[int]:
+        path = paths[frame.path]
         if path not in files:
             files[path] = len(files)
             quoted[path], wanted[path] = {}, set()
-        quoted[path].setdefault(frame[LINE], frame[TEXT])
-        return [files[path], frame[LINE]]
+        quoted[path].setdefault(frame.line, frame.text)
+        return [files[path], frame.line]
 
     for prov_id, info in provs.items():
         frames = table.user_frames(info)
         if frames:
             keys[prov_id] = [key_of(f) for f in frames]
-            wanted[paths[frames[0][PATH]]].add(frames[0][LINE])
+            wanted[paths[frames[0].path]].add(frames[0].line)
     counts: dict[tuple[int, int], list[int]] = {}
     panes = []
     for view in finals:
         slot = 0 if view.list == "computation" else 1
         for op in view.ops:
             info = provs.get(op.prov) if op.prov is not None else None
-            if info is None or info["k"] == Kind.BOOKKEEPING:
+            if info is None or info.kind == Kind.BOOKKEEPING:
                 continue
-            if info["k"] == Kind.FUSION:
-                direct = {tuple(keys[m][0]) for m in info["mem"] if m in keys}
+            if info.kind == Kind.FUSION:
+                direct = {tuple(keys[m][0]) for m in info.members if m in keys}
                 column = 2
             else:
                 direct = {tuple(keys[op.prov][0])} if op.prov in keys else set()
@@ -63,5 +64,5 @@ def source_view(finals: list[TraceView], table: ProvTable, sources: SourceCache,
                 {"n": row[0], "html": row[1], "c": counts.get((index, row[0]))} for row in source.rows]
         shown.append({"index": index, "path": path, "name": path.rsplit("/", 1)[-1],
                       "from_disk": source.from_disk, "rows": rows})
-    return {**head, "files": shown, "panes": panes, "provs": provs, "paths": table.paths_of(provs),
+    return {**head, "files": shown, "panes": panes, "script": script_data(provs, table.paths_of(provs)),
             "linekeys": keys}
