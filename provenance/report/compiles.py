@@ -11,14 +11,24 @@ from __future__ import annotations
 import zlib
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from provenance.record import Kind
 from provenance.report.coerce import as_float, as_int
 from provenance.report.diffs import diff
 from provenance.report.highlight import LineHighlighter
-from provenance.report.model import ProvInfo, StackFrame, script_data, site_of
+from provenance.report.model import (
+    CacheCounts,
+    CompilePages,
+    CompileSummary,
+    ErrorSummary,
+    PassSummary,
+    ProvInfo,
+    StackFrame,
+    coverage,
+    script_data,
+    site_of,
+)
 from provenance.report.provinfo import ProvTable
 from provenance.report.source_files import SourceCache
 from provenance.report.source_view import source_view
@@ -35,42 +45,10 @@ class PageSink(Protocol):
     def finish(self, page: dict[str, Any], source: dict[str, Any] | None) -> None: ...
 
 
-@dataclass(slots=True)
-class CompileSummary:
-    """What the index, the rank comparison, Perfetto and compile_directory.json keep of a compile."""
-
-    key: str
-    file: int
-    rank: int | None
-    rank_label: str
-    compile: Any
-    fn: str
-    index: int
-    status: str  # ok | failed | incomplete
-    start_ns: int | None
-    end_ns: int | None
-    seconds: float | None
-    cache: dict | None
-    final: dict | None
-    passes: list[tuple[str, int, str, float | None, int, dict]]  # list, index, pass, ms, ops, diff counts
-    pages: dict[str, str]
-    call_stack: list
-    jit_stack: list
-    error: dict | None = None
-    signature: dict[str, bytes] = field(default_factory=dict)  # final traces' ops, zlib'd, for desync
-    cache_hits: int = 0
-    calls: int = 0
-    call_site: str | None = None  # `file:line` of the user call that compiled (stacks are dropped)
-
-    @property
-    def recompiled(self) -> bool:
-        return self.index > 0
-
-
-
-
-def _cache(value: Any) -> dict[str, int | None] | None:
-    return {k: as_int(value.get(k)) for k in ("hits", "misses", "calls")} if isinstance(value, dict) else None
+def _cache(value: Any) -> CacheCounts | None:
+    if not isinstance(value, dict):
+        return None
+    return CacheCounts(as_int(value.get("hits")), as_int(value.get("misses")), as_int(value.get("calls")))
 
 
 def _frames(value: Any) -> list[StackFrame]:
@@ -88,11 +66,11 @@ def _frames(value: Any) -> list[StackFrame]:
 class CompileBuilder:
     """Accumulates one compile's records (compile_start, traces, end or error)."""
 
-    def __init__(self, *, key: str, file: int, rank: int | None, rank_label: str, start: dict | None,
+    def __init__(self, *, key: str, log: int, rank: int | None, rank_label: str, start: dict | None,
                  provs: ProvTable, sink: PageSink, highlighter: LineHighlighter, sources: SourceCache,
-                 pages: dict[str, str], malformed: Callable[[str], None], compare: bool = True) -> None:
+                 pages: CompilePages, malformed: Callable[[str], None], compare: bool = True) -> None:
         start = start or {}
-        self.key, self.file, self.rank, self.rank_label = key, file, rank, rank_label
+        self.key, self.log, self.rank, self.rank_label = key, log, rank, rank_label
         self.start = start
         self.compile = start.get("compile")
         self.fn = str(start.get("fn") or "?")
@@ -155,21 +133,21 @@ class CompileBuilder:
             seconds = (end_ns - self.start_ns) / 1e9
         final_views = [self.latest[name] for name in ("computation", "backward") if name in self.latest]
         if not final_views:  # no trace reached the log (a failed compile): no source view
-            self.pages = {k: v for k, v in self.pages.items() if k != "source"}
+            self.pages = CompilePages(self.pages.compile, None)
         for view in final_views:
             view.final = True
         error_model = self._error(error) if error is not None else None
         final = end.get("final") if isinstance(end.get("final"), dict) else None
         summary = CompileSummary(
-            key=self.key, file=self.file, rank=self.rank, rank_label=self.rank_label, compile=self.compile,
+            key=self.key, log=self.log, rank=self.rank, rank_label=self.rank_label, compile=self.compile,
             fn=self.fn, index=self.index, status=status, start_ns=self.start_ns, end_ns=end_ns, seconds=seconds,
-            cache=_cache(end.get("cache")), final=final,
-            passes=[(v.list, v.index, v.pass_name, v.ms, v.n_ops if v.same_as is None else -1, v.counts)
+            cache=_cache(end.get("cache")), final=final, coverage=coverage(final),
+            passes=[PassSummary(v.list, v.index, v.pass_name, v.ms, v.n_ops if v.same_as is None else None, v.counts)
                     for v in self.passes],
             pages=self.pages, call_stack=_frames(self.start.get("call_stack")),
             jit_stack=_frames(self.start.get("jit_stack")),
             call_site=site_of(_frames(self.start.get("call_stack")) or _frames(self.start.get("jit_stack"))),
-            error={"type": error_model["type"], "message": error_model["message"][:500]} if error_model else None,
+            error=ErrorSummary(error_model["type"], error_model["message"][:500]) if error_model else None,
             signature={v.list: zlib.compress("\n".join(self._signature(v)).encode()) for v in final_views}
             if self.compare else {},
         )
@@ -224,7 +202,7 @@ class CompileBuilder:
             "key": self.key, "compile": self.compile, "fn": self.fn, "index": self.index, "rank": self.rank,
             "rank_label": self.rank_label, "status": summary.status, "recompiled": summary.recompiled,
             "seconds": summary.seconds, "start_ns": self.start_ns, "cache": summary.cache, "final": summary.final,
-            "coverage": coverage(summary.final), "jit_stack": summary.jit_stack, "call_stack": summary.call_stack,
+            "coverage": summary.coverage, "jit_stack": summary.jit_stack, "call_stack": summary.call_stack,
             "error": error, "lists": lists, "total_ms": total_ms,
             "timeline": [{"list": p.list, "pass": p.pass_name, "ms": p.ms, "anchor": p.anchor,
                           "pct": 100.0 * p.ms / total_ms if total_ms else 0} for p in timed],
@@ -249,16 +227,3 @@ class CompileBuilder:
                 line["kinds"].add(member.kind)
         return {"sym": op.sym, "outs": list(op.outs), "trace": view.list, "anchor": view.anchor, "p": op.prov,
                 "members": members, "lines": [{**v, "kinds": sorted(v["kinds"])} for v in lines.values()]}
-
-def coverage(final: dict | None) -> dict[str, Any] | None:
-    if not final:
-        return None
-    try:
-        ops, with_prov = int(final.get("ops", 0)), int(final.get("with_provenance", 0))
-        compute, user = int(final.get("compute", 0)), int(final.get("compute_with_user_source", 0))
-    except (TypeError, ValueError):
-        return None
-    return {"ops": ops, "with_provenance": with_prov, "compute": compute, "compute_with_user_source": user,
-            "fusions": final.get("fusions") if isinstance(final.get("fusions"), int) else 0,
-            "pct": 100.0 * with_prov / ops if ops else 100.0,
-            "user_pct": 100.0 * user / compute if compute else 100.0}

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-__all__ = ["FrameRef", "ProvInfo", "StackFrame", "site_of"]
+__all__ = ["CacheCounts", "CompilePages", "CompileSummary", "Coverage", "ErrorSummary", "FrameRef", "PassSummary",
+           "ProvInfo", "StackFrame", "coverage", "script_data", "site_of"]
 
 
 class FrameRef(NamedTuple):
@@ -76,3 +77,122 @@ class ProvInfo:
 def script_data(provs: dict[int, ProvInfo], paths: dict[int, str]) -> dict[str, Any]:
     """The records a page's script looks up by id, and the paths their frames index."""
     return {"provs": {prov_id: info.compact() for prov_id, info in provs.items()}, "paths": paths}
+
+
+# -- a compile ------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Coverage:
+    """How many ops of a compile's final traces have a provenance record, and a user line
+    (from compile_end.final)."""
+
+    ops: int
+    with_provenance: int
+    compute: int
+    compute_with_user_source: int
+    fusions: int
+    pct: float  # with_provenance / ops
+    user_pct: float  # compute_with_user_source / compute
+
+
+def coverage(final: dict | None) -> Coverage | None:
+    """compile_end's `final` counts (from the log: any field may be missing or odd) as Coverage."""
+    if not final:
+        return None
+    try:
+        ops, with_prov = int(final.get("ops", 0)), int(final.get("with_provenance", 0))
+        compute, user = int(final.get("compute", 0)), int(final.get("compute_with_user_source", 0))
+    except (TypeError, ValueError):
+        return None
+    return Coverage(ops=ops, with_provenance=with_prov, compute=compute, compute_with_user_source=user,
+                    fusions=final.get("fusions") if isinstance(final.get("fusions"), int) else 0,
+                    pct=100.0 * with_prov / ops if ops else 100.0,
+                    user_pct=100.0 * user / compute if compute else 100.0)
+
+
+@dataclass(slots=True)
+class CacheCounts:
+    """The jitted function's cache figures when the compile ended."""
+
+    hits: int | None
+    misses: int | None
+    calls: int | None
+
+
+class PassSummary(NamedTuple):
+    """A trace after a pass, as the run keeps it (no text)."""
+
+    list: str
+    index: int
+    pass_name: str
+    ms: float | None
+    ops: int | None  # None for a repeat of an earlier trace
+    counts: dict[str, int]  # what the pass changed: added, removed, rewritten (empty for a list's first)
+
+
+@dataclass(slots=True)
+class ErrorSummary:
+    type: str
+    message: str  # the first 500 characters
+
+
+@dataclass(slots=True)
+class CompilePages:
+    """A compile's pages, relative to the report's directory."""
+
+    compile: str
+    source: str | None  # None when no trace reached the log
+
+    def json(self) -> dict[str, str]:
+        return {"compile": self.compile} if self.source is None else {"compile": self.compile, "source": self.source}
+
+
+@dataclass(slots=True)
+class CompileSummary:
+    """A compile, for every page that lists it (index, call sites, failures, the rank
+    comparison), the Perfetto trace and compile_directory.json. The run keeps one per compile:
+    `passes` and the stacks are dropped once the compile's entries are written."""
+
+    key: str  # unique in the report: its pages' names
+    log: int  # RunLog.index
+    rank: int | None
+    rank_label: str
+    compile: Any  # the compile id, as the log has it
+    fn: str
+    index: int  # recompile index
+    status: str  # ok | failed | incomplete
+    start_ns: int | None
+    end_ns: int | None
+    seconds: float | None
+    cache: CacheCounts | None
+    final: dict | None  # compile_end.final, as logged
+    coverage: Coverage | None
+    passes: list[PassSummary]
+    pages: CompilePages
+    call_stack: list[StackFrame]  # the user's call that compiled
+    jit_stack: list[StackFrame]  # where thunder.jit was called
+    call_site: str | None = None  # `file:line` of the call (or of thunder.jit): kept when the stacks are dropped
+    error: ErrorSummary | None = None
+    signature: dict[str, bytes] = field(default_factory=dict)  # final traces' ops, zlib'd, for desync
+    cache_hits: int = 0  # from the calls records, at the end of the log
+    calls: int = 0
+
+    @property
+    def recompiled(self) -> bool:
+        return self.index > 0
+
+    @property
+    def page(self) -> str:
+        return self.pages.compile
+
+    def directory_entry(self) -> dict[str, Any]:
+        """The compile in compile_directory.json (made when the compile ends: every pass)."""
+        return {
+            "key": self.key, "log": self.log, "rank": self.rank, "rank_label": self.rank_label,
+            "compile": self.compile, "fn": self.fn, "index": self.index, "status": self.status,
+            "recompiled": self.recompiled, "start_ns": self.start_ns, "end_ns": self.end_ns, "seconds": self.seconds,
+            "cache": self.cache, "calls": self.calls, "cache_hits": self.cache_hits, "final": self.final,
+            "coverage": self.coverage, "error": self.error, "pages": self.pages.json(),
+            "passes": [{"list": p.list, "index": p.index, "pass": p.pass_name, "ms": p.ms, "ops": p.ops, **p.counts}
+                       for p in self.passes],
+            "call_site": self.call_site, "jit_site": site_of(self.jit_stack),
+        }

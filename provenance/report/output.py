@@ -15,6 +15,7 @@ from markupsafe import Markup
 
 from provenance.report.highlight import style_css
 from provenance.report.html import code_html, diff_items, environment, source_rows
+from provenance.report.model import CompilePages
 from provenance.report.provinfo import ProvTable
 from provenance.report.traces import TraceView
 
@@ -28,7 +29,7 @@ class CompileWriter:
     """One compile's page: trace fragments are rendered as they come and spooled (to disk when
     large), then framed by the page's head (which needs every pass) when the compile ends."""
 
-    def __init__(self, report: ReportWriter, pages: dict[str, str], provs: ProvTable) -> None:
+    def __init__(self, report: ReportWriter, pages: CompilePages, provs: ProvTable) -> None:
         self.report = report
         self.pages = pages
         self.provs = provs
@@ -46,7 +47,7 @@ class CompileWriter:
         html = report.render("compile.html", root="../", p=page, traces_mark=Markup(_TRACES_MARK))
         head, found, tail = html.partition(_TRACES_MARK)
         assert found, "compile.html lost its traces marker"
-        with open(report.out / self.pages["compile"], "w", encoding="utf-8") as f:
+        with open(report.out / self.pages.compile, "w", encoding="utf-8") as f:
             f.write(head)
             self._spool.seek(0)
             shutil.copyfileobj(self._spool, f)
@@ -57,7 +58,7 @@ class CompileWriter:
                 pane["code"] = code_html(pane["view"], self.provs)
             for file in source["files"]:
                 file["rows_html"] = source_rows(file)
-            report.write("source.html", self.pages["source"], root="../", s=source)
+            report.write("source.html", self.pages.source, root="../", s=source)
 
 
 class ReportWriter:
@@ -79,7 +80,7 @@ class ReportWriter:
         (self.out / "static" / "report.js").write_text((templates / "report.js").read_text(encoding="utf-8"),
                                                       encoding="utf-8")
 
-    def begin_compile(self, pages: dict[str, str], provs: ProvTable) -> CompileWriter:
+    def begin_compile(self, pages: CompilePages, provs: ProvTable) -> CompileWriter:
         return CompileWriter(self, pages, provs)
 
     def render(self, template: str, **context: Any) -> str:

@@ -12,7 +12,7 @@ from typing import IO, Any
 
 import orjson
 
-from provenance.report.compiles import CompileSummary
+from provenance.report.model import CompileSummary
 
 __all__ = ["PERFETTO_FILE", "PerfettoWriter"]
 
@@ -54,7 +54,7 @@ class PerfettoWriter:
         name = f"{c.fn.rsplit('.', 1)[-1]} compile {c.compile}" + (f" (recompile {c.index})" if c.index else "")
         self._emit({"ph": "X", "name": name, "cat": "compile", "pid": pid, "tid": COMPILES, "ts": ts,
                     "dur": max(dur, 0.0), "args": {"fn": c.fn, "compile": c.compile, "status": c.status,
-                                                   "index": c.index, "page": c.pages.get("compile")}})
+                                                   "index": c.index, "page": c.page}})
         cursor = ts
         for list_name, index, pass_name, ms, _ops, _counts in c.passes:
             if not ms:

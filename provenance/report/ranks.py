@@ -8,8 +8,8 @@ import zlib
 from collections import Counter
 from typing import Any
 
-from provenance.report.compiles import CompileSummary
 from provenance.report.logs import RunLog
+from provenance.report.model import CompileSummary
 
 __all__ = ["compare_ranks"]
 
@@ -24,8 +24,8 @@ def compare_ranks(logs: list[RunLog], summaries: list[CompileSummary]) -> dict[s
     groups: dict[tuple, dict[int, CompileSummary]] = {}
     seen: Counter = Counter()
     for s in summaries:
-        seen[(s.file, s.fn, s.index)] += 1
-        groups.setdefault((s.fn, s.index, seen[(s.file, s.fn, s.index)]), {})[s.file] = s
+        seen[(s.log, s.fn, s.index)] += 1
+        groups.setdefault((s.fn, s.index, seen[(s.log, s.fn, s.index)]), {})[s.log] = s
     rows, desync = [], 0
     for (fn, index, occurrence), by_file in groups.items():
         cells = [by_file.get(log.index) for log in logs]
@@ -34,11 +34,10 @@ def compare_ranks(logs: list[RunLog], summaries: list[CompileSummary]) -> dict[s
         if len(rows) < MAX_ROWS:
             rows.append({"fn": fn, "index": index, "occurrence": occurrence,
                          "differences": differences[:MAX_DESYNC_DETAILS],
-                         "cells": [None if c is None else {"key": c.key, "page": c.pages["compile"],
-                                                           "seconds": c.seconds, "status": c.status} for c in cells]})
+                         "cells": cells})
     per_rank = []
     for log in logs:
-        mine = [s for s in summaries if s.file == log.index]
+        mine = [s for s in summaries if s.log == log.index]
         per_rank.append({"label": log.label, "compiles": len(mine), "seconds": sum(s.seconds or 0 for s in mine),
                          "failed": sum(s.status == "failed" for s in mine)})
     slowest = max((r["seconds"] for r in per_rank), default=0) or 1.0

@@ -13,15 +13,15 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from provenance.report.coerce import as_int, hashable
-from provenance.report.compiles import CompileBuilder, CompileSummary, coverage
+from provenance.report.compiles import CompileBuilder
 from provenance.report.directory import DIRECTORY_FILE, DirectoryWriter
 from provenance.report.highlight import LineHighlighter
 from provenance.report.logs import RunLog, header_view
-from provenance.report.model import site_of
+from provenance.report.model import CompilePages, CompileSummary, StackFrame, coverage
 from provenance.report.output import ReportWriter
 from provenance.report.perfetto import PERFETTO_FILE, PerfettoWriter
 from provenance.report.provinfo import ProvTable
@@ -61,12 +61,12 @@ class _Trie:
     def __init__(self) -> None:
         self.root: dict[str, Any] = {"children": {}, "compiles": []}
 
-    def add(self, stack: list[dict], entry: dict) -> None:
+    def add(self, stack: list[StackFrame], summary: CompileSummary) -> None:
         node = self.root
         for frame in stack:
             key = (frame.file, frame.line, frame.fn, frame.text)
             node = node["children"].setdefault(key, {"frame": frame, "children": {}, "compiles": []})
-        node["compiles"].append(entry)
+        node["compiles"].append(summary)
 
     def model(self) -> list[dict[str, Any]]:
         def walk(node: dict) -> dict[str, Any]:
@@ -97,7 +97,6 @@ class RunBuilder:
         self.source_cache = SourceCache()
         self.highlighter = LineHighlighter()
         self._pages: set[str] = set()
-        self._entries: dict[str, dict[str, Any]] = {}  # the trie's leaves, by compile key
         self.bytes_read = 0
         self.file_stats: list[dict[str, Any]] = []
         times = [log.header.get("time_ns") for log in logs if log.header and isinstance(log.header.get("time_ns"), int)]
@@ -203,8 +202,8 @@ class RunBuilder:
             n += 1
             key = f"{base}-{n}"
         self._pages.add(key)
-        pages = {"compile": f"compiles/{key}.html", "source": f"compiles/{key}-source.html"}
-        args = {"key": key, "file": log.index, "rank": log.rank, "rank_label": log.label, "pages": pages,
+        pages = CompilePages(f"compiles/{key}.html", f"compiles/{key}-source.html")
+        args = {"key": key, "log": log.index, "rank": log.rank, "rank_label": log.label, "pages": pages,
                 "compare": len(self.logs) > 1}
 
         def deliver(result: CompileResult) -> None:
@@ -226,19 +225,15 @@ class RunBuilder:
         if summary is None:
             return
         self.summaries.append(summary)
-        entry = {"key": summary.key, "compile": summary.compile, "rank_label": summary.rank_label,
-                 "status": summary.status, "recompiled": summary.recompiled, "fn": summary.fn,
-                 "index": summary.index, "page": summary.pages["compile"], "seconds": summary.seconds, "cache_hits": 0}
-        self.trie.add(summary.call_stack or summary.jit_stack, entry)
-        self._entries[summary.key] = entry  # cache hits are known at the end (the calls records)
+        self.trie.add(summary.call_stack or summary.jit_stack, summary)
         for role in result.roles:
             self.roles[(role["role"], role["color"])] += role["count"]
         if result.error is not None and len(self.failures) < MAX_FAILURES_DETAILED:
             self.failures.append({**result.error, "key": summary.key, "compile": summary.compile, "fn": summary.fn,
-                                  "rank_label": summary.rank_label, "page": summary.pages["compile"],
+                                  "rank_label": summary.rank_label, "page": summary.page,
                                   "seconds": summary.seconds, "call_stack": summary.call_stack})
         self.perfetto.compile(log.index, summary)
-        self.directory.add(self._entry(summary))
+        self.directory.add(summary.directory_entry())
         # What stays is what the index and the rank comparison need: a few hundred bytes.
         summary.passes, summary.call_stack, summary.jit_stack = [], [], []
         if self.progress is not None:
@@ -254,14 +249,13 @@ class RunBuilder:
     # -- the model ------------------------------------------------------------------------------------
     def model(self) -> dict[str, Any]:
         self._attach_calls()
-        compiles = [self._index_entry(s) for s in self.summaries]
         totals = self._totals()
         ranks = sorted({log.label for log in self.logs})
         return {
             "logs": [{"index": s.index, "file": s.name, "label": s.label, "rank": s.rank,
                       "header": header_view(s.header),
                       **(self.file_stats[i] if i < len(self.file_stats) else {})} for i, s in enumerate(self.logs)],
-            "ranks": ranks, "totals": totals, "compiles": compiles, "trie": self.trie.model(),
+            "ranks": ranks, "totals": totals, "compiles": self.summaries, "trie": self.trie.model(),
             "failures": self.failures, "failed_total": totals["failed"],
             "roles": [{"role": r, "color": c, "count": n} for (r, c), n in self.roles.most_common()],
             "distributed": compare_ranks(self.logs, self.summaries),
@@ -272,32 +266,12 @@ class RunBuilder:
         }
 
     def _attach_calls(self) -> None:
-        by_id = {(s.file, s.compile): s for s in self.summaries if as_int(s.compile) is not None}
+        by_id = {(s.log, s.compile): s for s in self.summaries if as_int(s.compile) is not None}
         for calls in self.calls:
             for cid in calls["compiles"]:
                 summary = by_id.get((calls["file"], cid))
                 if summary is not None:
                     summary.calls, summary.cache_hits = calls["calls"] or 0, calls["hits"] or 0
-                    self._entries[summary.key]["cache_hits"] = summary.cache_hits
-
-    @staticmethod
-    def _index_entry(s: CompileSummary) -> dict[str, Any]:
-        return {"key": s.key, "rank_label": s.rank_label, "compile": s.compile, "fn": s.fn, "index": s.index,
-                "status": s.status, "recompiled": s.recompiled, "seconds": s.seconds, "calls": s.calls,
-                "cache_hits": s.cache_hits, "error": s.error, "coverage": coverage(s.final), "pages": s.pages,
-                "call_site": s.call_site}
-
-    @staticmethod
-    def _entry(s: CompileSummary) -> dict[str, Any]:
-        return {
-            "key": s.key, "log": s.file, "rank": s.rank, "rank_label": s.rank_label, "compile": s.compile, "fn": s.fn,
-            "index": s.index, "status": s.status, "recompiled": s.recompiled, "start_ns": s.start_ns,
-            "end_ns": s.end_ns, "seconds": s.seconds, "cache": s.cache, "calls": s.calls, "cache_hits": s.cache_hits,
-            "final": s.final, "coverage": coverage(s.final), "error": s.error, "pages": s.pages,
-            "passes": [{"list": lst, "index": i, "pass": p, "ms": ms, "ops": ops if ops >= 0 else None, **counts}
-                       for lst, i, p, ms, ops, counts in s.passes],
-            "call_site": s.call_site, "jit_site": site_of(s.jit_stack),
-        }
 
     def _totals(self) -> dict[str, Any]:
         status = Counter(s.status for s in self.summaries)
@@ -312,4 +286,4 @@ class RunBuilder:
                 "seconds": sum(s.seconds or 0.0 for s in self.summaries),
                 "cache_hits": sum(c["hits"] or 0 for c in self.calls),
                 "calls": sum(c["calls"] or 0 for c in self.calls),
-                **coverage(final), "bytes": self.bytes_read, "logs": len(self.logs)}
+                **asdict(coverage(final)), "bytes": self.bytes_read, "logs": len(self.logs)}

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from provenance.report.compiles import CompileBuilder, CompileSummary
+from provenance.report.compiles import CompileBuilder
 from provenance.report.highlight import LineHighlighter
+from provenance.report.model import CompileSummary
 from provenance.report.output import ReportWriter
 from provenance.report.provinfo import ProvTable
 from provenance.report.reader import LogFile
