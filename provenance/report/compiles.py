@@ -8,6 +8,7 @@ final one the source view (source_view.py) needs. So memory follows the largest 
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -18,21 +19,29 @@ from provenance.report.coerce import as_float, as_int
 from provenance.report.diffs import diff
 from provenance.report.highlight import LineHighlighter
 from provenance.report.model import (
+    LISTS,
     CacheCounts,
+    CompileError,
+    CompilePage,
     CompilePages,
     CompileSummary,
     ErrorSummary,
+    Fusion,
+    FusionLine,
+    Op,
+    PassList,
     PassSummary,
     ProvInfo,
+    RoleCount,
+    SourcePage,
     StackFrame,
+    TraceView,
     coverage,
-    script_data,
     site_of,
 )
 from provenance.report.provinfo import ProvTable
 from provenance.report.source_files import SourceCache
 from provenance.report.source_view import source_view
-from provenance.report.traces import LISTS, Op, TraceView, parse_ops
 
 __all__ = ["CompileBuilder", "CompileSummary"]
 
@@ -42,7 +51,30 @@ class PageSink(Protocol):
 
     def trace(self, view: TraceView, provs: ProvTable) -> None: ...
 
-    def finish(self, page: dict[str, Any], source: dict[str, Any] | None) -> None: ...
+    def finish(self, page: CompilePage, source: SourcePage | None) -> None: ...
+
+
+_new_op = functools.partial(tuple.__new__, Op)  # without NamedTuple's Python-level __new__: many ops
+
+
+def parse_ops(raw: Any, n_lines: int) -> tuple[list[Op], int]:
+    """The valid ops of a trace record, in order, and how many entries were not."""
+    ops: list[Op] = []
+    bad = 0
+    end = 0
+    for entry in raw if isinstance(raw, list) else ():
+        try:
+            line, n, sym, outs, prov = entry
+            # ints, in order, inside the text
+            if not (type(line) is int and type(n) is int and 0 < n and end <= line and line + n <= n_lines):
+                raise ValueError
+            outs = tuple(map(str, outs))
+        except (TypeError, ValueError):
+            bad += 1
+            continue
+        ops.append(_new_op((line, n, sym if type(sym) is str else str(sym), outs, prov if type(prov) is int else None)))
+        end = line + n
+    return ops, bad
 
 
 def _cache(value: Any) -> CacheCounts | None:
@@ -83,8 +115,8 @@ class CompileBuilder:
         self.latest: dict[str, TraceView] = {}  # per list: the previous trace, at the end the final
         self.passes: list[TraceView] = []  # without their text: the timeline
         self.prov_ids: set[int] = set()
-        self.page_roles: list[dict[str, Any]] = []  # set by finish(), for the run's totals
-        self.error: dict[str, Any] | None = None
+        self.page_roles: list[RoleCount] = []  # set by finish(), for the run's totals
+        self.error: CompileError | None = None
 
     # -- traces ----------------------------------------------------------------------------
     def add_trace(self, data: dict) -> None:
@@ -147,18 +179,15 @@ class CompileBuilder:
             pages=self.pages, call_stack=_frames(self.start.get("call_stack")),
             jit_stack=_frames(self.start.get("jit_stack")),
             call_site=site_of(_frames(self.start.get("call_stack")) or _frames(self.start.get("jit_stack"))),
-            error=ErrorSummary(error_model["type"], error_model["message"][:500]) if error_model else None,
+            error=ErrorSummary(error_model.type, error_model.message[:500]) if error_model else None,
             signature={v.list: zlib.compress("\n".join(self._signature(v)).encode()) for v in final_views}
             if self.compare else {},
         )
-        provs = self.provs.closure(self.prov_ids | ({error_model["last_prov"]} if error_model and
-                                                    error_model["last_prov"] is not None else set()))
-        page = self._page(summary, provs, error_model)
-        page["log_seconds"] = as_float(end.get("log_seconds"))
-        self.page_roles, self.error = page["roles"], error_model
-        source = source_view(final_views, self.provs, self.sources, {
-            "key": self.key, "compile": self.compile, "fn": self.fn, "rank_label": self.rank_label,
-            "pages": self.pages}) if final_views else None
+        provs = self.provs.closure(self.prov_ids | ({error_model.last_prov} if error_model and
+                                                    error_model.last_prov is not None else set()))
+        page = self._page(summary, provs, error_model, as_float(end.get("log_seconds")))
+        self.page_roles, self.error = page.roles, error_model
+        source = source_view(summary, final_views, self.provs, self.sources) if final_views else None
         self.sink.finish(page, source)
         self.latest.clear()
         self.highlighter.clear()
@@ -172,21 +201,22 @@ class CompileBuilder:
             out.append(f"{op.sym}|{info.role if info is not None and info.role else ''}")
         return out
 
-    def _error(self, error: dict) -> dict[str, Any]:
+    def _error(self, error: dict) -> CompileError:
         last = as_int(error.get("last_prov"))
         info = self.provs.info(last)
-        return {"type": str(error.get("error_type") or "?"), "message": str(error.get("message") or ""),
-                "traceback": str(error.get("traceback") or ""), "last_prov": last, "last_info": info,
-                "last_stack": [self.provs.stack_frame(f) for f in info.stack] if info else []}
+        return CompileError(type=str(error.get("error_type") or "?"), message=str(error.get("message") or ""),
+                            traceback=str(error.get("traceback") or ""), last_prov=last, last_info=info,
+                            last_stack=[self.provs.stack_frame(f) for f in info.stack] if info else [])
 
-    def _page(self, summary: CompileSummary, provs: dict[int, ProvInfo], error: dict | None) -> dict[str, Any]:
+    def _page(self, summary: CompileSummary, provs: dict[int, ProvInfo], error: CompileError | None,
+              log_seconds: float | None) -> CompilePage:
         timed = [p for p in self.passes if p.ms]
         total_ms = sum(p.ms for p in timed) or 0.0
         lists = []
         for name in [*LISTS, *sorted({p.list for p in self.passes} - set(LISTS))]:
             views = [p for p in self.passes if p.list == name]
             if views:
-                lists.append({"name": name, "passes": [self._pass_row(v) for v in views]})
+                lists.append(PassList(name, views))
         roles: Counter = Counter()
         fusions = []
         for view in self.latest.values():
@@ -198,32 +228,18 @@ class CompileBuilder:
                     roles[(info.role, info.role_color)] += 1
                 if info.kind == Kind.FUSION and view.final:
                     fusions.append(self._fusion(view, op, info, provs))
-        return {
-            "key": self.key, "compile": self.compile, "fn": self.fn, "index": self.index, "rank": self.rank,
-            "rank_label": self.rank_label, "status": summary.status, "recompiled": summary.recompiled,
-            "seconds": summary.seconds, "start_ns": self.start_ns, "cache": summary.cache, "final": summary.final,
-            "coverage": summary.coverage, "jit_stack": summary.jit_stack, "call_stack": summary.call_stack,
-            "error": error, "lists": lists, "total_ms": total_ms,
-            "timeline": [{"list": p.list, "pass": p.pass_name, "ms": p.ms, "anchor": p.anchor,
-                          "pct": 100.0 * p.ms / total_ms if total_ms else 0} for p in timed],
-            "fusions": fusions, "roles": [{"role": r, "color": c, "count": n} for (r, c), n in roles.most_common()],
-            "script": script_data(provs, self.provs.paths_of(provs)), "pages": self.pages,
-        }
+        return CompilePage(summary=summary, error=error, lists=lists, timeline=timed, total_ms=total_ms,
+                           log_seconds=log_seconds, fusions=fusions,
+                           roles=[RoleCount(r, c, n) for (r, c), n in roles.most_common()],
+                           provs=provs, paths=self.provs.paths_of(provs))
 
-    @staticmethod
-    def _pass_row(view: TraceView) -> dict[str, Any]:
-        return {"list": view.list, "index": view.index, "pass": view.pass_name, "label": view.label,
-                "ms": view.ms, "anchor": view.anchor, "ops": view.n_ops, "same_as": view.same_as,
-                "counts": view.counts, "final": view.final}
-
-    def _fusion(self, view: TraceView, op: Op, info: ProvInfo, provs: dict[int, ProvInfo]) -> dict[str, Any]:
+    def _fusion(self, view: TraceView, op: Op, info: ProvInfo, provs: dict[int, ProvInfo]) -> Fusion:
         members = [provs[m] for m in info.members if m in provs]
-        lines: dict[str, dict] = {}
+        lines: dict[str, tuple[str, set[str]]] = {}  # where -> text, kinds
         for member in members:
             if member.user_frame:
                 frame = self.provs.stack_frame(member.user_frame)
-                where = f"{frame.name}:{frame.line}"
-                line = lines.setdefault(where, {"where": where, "text": frame.text, "kinds": set()})
-                line["kinds"].add(member.kind)
-        return {"sym": op.sym, "outs": list(op.outs), "trace": view.list, "anchor": view.anchor, "p": op.prov,
-                "members": members, "lines": [{**v, "kinds": sorted(v["kinds"])} for v in lines.values()]}
+                lines.setdefault(f"{frame.name}:{frame.line}", (frame.text, set()))[1].add(member.kind)
+        return Fusion(sym=op.sym, outs=list(op.outs), trace=view.list, anchor=view.anchor, prov=op.prov,
+                      members=members,
+                      lines=[FusionLine(where, text, sorted(kinds)) for where, (text, kinds) in lines.items()])

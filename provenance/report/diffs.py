@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
-from provenance.report.traces import Op, TraceView
+from provenance.report.model import DiffItem, Op, TraceDiff, TraceView
 
 __all__ = ["diff"]
 
@@ -37,34 +36,28 @@ def _keyed(view: TraceView) -> dict[tuple, tuple[Op, str]]:
     return out
 
 
-def _item(op: Op, text: str) -> dict[str, Any]:
-    return {"sym": op.sym, "outs": list(op.outs), "text": text[:300], "p": op.prov}
-
-
-def diff(old: TraceView, new: TraceView) -> dict[str, Any]:
+def diff(old: TraceView, new: TraceView) -> TraceDiff:
     """What the pass that made `new` did to `old`: ops added, removed, rewritten (same outputs,
-    different symbol or code), and how many kept their provenance record."""
+    different symbol or code), and how many kept their code but changed provenance record."""
     before, after = _keyed(old), _keyed(new)
-    result: dict[str, Any] = {"added": 0, "removed": 0, "rewritten": 0, "reattributed": 0,
-                              "items": {"added": [], "removed": [], "rewritten": []}, "from": old.anchor}
-    items = result["items"]
+    result = TraceDiff(old.anchor)
     for key, (op, text) in after.items():
         prior = before.get(key)
         if prior is None:
-            result["added"] += 1
-            if len(items["added"]) < MAX_DIFF_ITEMS:
-                items["added"].append(_item(op, text))
+            result.added += 1
+            if len(result.added_items) < MAX_DIFF_ITEMS:
+                result.added_items.append(DiffItem(op, text[:300]))
         elif prior[1] != text or prior[0].sym != op.sym:
-            result["rewritten"] += 1
-            if len(items["rewritten"]) < MAX_DIFF_ITEMS:
-                items["rewritten"].append({**_item(op, text), "old": prior[1][:300], "old_sym": prior[0].sym})
+            result.rewritten += 1
+            if len(result.rewritten_items) < MAX_DIFF_ITEMS:
+                result.rewritten_items.append(DiffItem(op, text[:300], prior[1][:300]))
         elif prior[0].prov != op.prov:
-            result["reattributed"] += 1
+            result.reattributed += 1
     for key, (op, text) in before.items():
         if key not in after:
-            result["removed"] += 1
-            if len(items["removed"]) < MAX_DIFF_ITEMS:
-                items["removed"].append(_item(op, text))
+            result.removed += 1
+            if len(result.removed_items) < MAX_DIFF_ITEMS:
+                result.removed_items.append(DiffItem(op, text[:300]))
     return result
 
 

@@ -18,8 +18,8 @@ import orjson
 from markupsafe import Markup, escape
 
 from provenance.annotation import THUNDER_SOURCE_COMMENT
+from provenance.report.model import SourceFileView, TraceDiff, TraceView
 from provenance.report.provinfo import ProvTable
-from provenance.report.traces import TraceView
 
 __all__ = ["code_html", "diff_items", "environment", "json_script", "source_rows"]
 
@@ -92,32 +92,33 @@ def code_html(view: TraceView, provs: ProvTable) -> Markup:
     return Markup(view.code)
 
 
-def diff_items(diff: dict[str, Any]) -> Markup:
+def diff_items(diff: TraceDiff) -> Markup:
     """The ops a pass added, removed and rewrote, as list items (one trace can list hundreds)."""
-    items, out = diff["items"], []
-    for sign, cls, entries in (("+", "d-add", items["added"]), ("&minus;", "d-rem", items["removed"])):
-        out.extend(f'<li class="{cls}"><span class="sign">{sign}</span><code>{escape(it["text"])}</code></li>'
+    out = []
+    for sign, cls, entries in (("+", "d-add", diff.added_items), ("&minus;", "d-rem", diff.removed_items)):
+        out.extend(f'<li class="{cls}"><span class="sign">{sign}</span><code>{escape(it.text)}</code></li>'
                    for it in entries)
-    out.extend(f'<li class="d-rw"><span class="sign">~</span><code class="old">{escape(it["old"])}</code><br>'
-               f'<span class="sign"></span><code>{escape(it["text"])}</code></li>' for it in items["rewritten"])
-    hidden = diff["added"] + diff["removed"] + diff["rewritten"] - sum(map(len, items.values()))
+    out.extend(f'<li class="d-rw"><span class="sign">~</span><code class="old">{escape(it.old)}</code><br>'
+               f'<span class="sign"></span><code>{escape(it.text)}</code></li>' for it in diff.rewritten_items)
+    hidden = (diff.added + diff.removed + diff.rewritten
+              - len(diff.added_items) - len(diff.removed_items) - len(diff.rewritten_items))
     if hidden > 0:
         out.append(f'<li class="muted">&hellip; and {hidden} more</li>')
     return Markup("".join(out))
 
 
-def source_rows(file: dict[str, Any]) -> Markup:
+def source_rows(file: SourceFileView) -> Markup:
     """A user file's lines for the source view, each with its ops counts (built here rather than
     in the template: a file has thousands of lines and every compile shows it)."""
-    index, out = file["index"], []
-    for row in file["rows"]:
+    index, out = file.index, []
+    for row in file.rows:
         if row is None:
             out.append('<div class="gap">&#8942;</div>')
             continue
-        n, counts = row["n"], row["c"]
+        n, html, counts = row
         badges = ""
         if counts:
             badges = "".join(f'<i class="{cls}">{c}</i>' for cls, c in zip(("c-fw", "c-bw", "c-fu"), counts) if c)
         out.append(f'<div class="sl{" has" if counts else ""}" id="L{index}-{n}">'
-                   f'<span class="ln">{n}</span><span class="cnt">{badges}</span><code>{row["html"]}</code></div>')
+                   f'<span class="ln">{n}</span><span class="cnt">{badges}</span><code>{html}</code></div>')
     return Markup("".join(out))

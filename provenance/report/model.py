@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-__all__ = ["CacheCounts", "CompilePages", "CompileSummary", "Coverage", "ErrorSummary", "FrameRef", "PassSummary",
-           "ProvInfo", "StackFrame", "coverage", "script_data", "site_of"]
+__all__ = ["LISTS", "CacheCounts", "CompileError", "CompilePage", "CompilePages", "CompileSummary", "Coverage",
+           "DiffItem", "ErrorSummary", "Failure", "FrameRef", "Fusion", "FusionLine", "Op", "PassList", "PassSummary",
+           "ProvInfo", "RoleCount", "SourceFileView", "SourcePage", "SourcePane", "SourceRow", "StackFrame",
+           "TraceDiff", "TraceView", "coverage", "script_data", "site_of"]
 
 
 class FrameRef(NamedTuple):
@@ -77,6 +79,71 @@ class ProvInfo:
 def script_data(provs: dict[int, ProvInfo], paths: dict[int, str]) -> dict[str, Any]:
     """The records a page's script looks up by id, and the paths their frames index."""
     return {"provs": {prov_id: info.compact() for prov_id, info in provs.items()}, "paths": paths}
+
+
+# -- traces ---------------------------------------------------------------------------------------
+LISTS = ("prologue", "computation", "epilogue", "backward")  # Thunder's trace lists, in page order
+
+
+class Op(NamedTuple):
+    """An op of a trace (a top-level bound symbol), from the trace record's `ops`."""
+
+    line: int  # first line in the trace's python (0-based)
+    n: int  # lines
+    sym: str
+    outs: tuple[str, ...]
+    prov: int | None  # provenance record id
+
+
+@dataclass(slots=True)
+class DiffItem:
+    op: Op
+    text: str  # its code, at most 300 characters
+    old: str | None = None  # a rewritten op: its code before the pass
+
+
+@dataclass(slots=True)
+class TraceDiff:
+    """What a pass did to the previous trace of its list. The counts are complete, the items capped."""
+
+    previous: str  # the anchor of the trace diffed against
+    added: int = 0
+    removed: int = 0
+    rewritten: int = 0  # same outputs, another symbol or code
+    reattributed: int = 0  # same code, another provenance record
+    added_items: list[DiffItem] = field(default_factory=list)
+    removed_items: list[DiffItem] = field(default_factory=list)
+    rewritten_items: list[DiffItem] = field(default_factory=list)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {"added": self.added, "removed": self.removed, "rewritten": self.rewritten}
+
+
+@dataclass
+class TraceView:
+    """One trace after one pass, ready to render. Its text is dropped once a later pass of its
+    list arrives: the pass list keeps only names and figures."""
+
+    list: str
+    index: int
+    pass_name: str
+    label: str | None
+    ms: float | None
+    anchor: str
+    same_as: int | None = None  # a repeat of trace #same_as of its list
+    lines: list[str] = field(default_factory=list)  # the python, as lines
+    html: list[str] = field(default_factory=list)  # the same lines highlighted
+    ops: list[Op] = field(default_factory=list)
+    diff: TraceDiff | None = None
+    final: bool = False
+    n_ops: int = 0  # kept when the text is dropped
+    code: str | None = None  # the rendered code, kept for the source view of a final trace
+    keyed: dict | None = None  # its ops by identity, once diffed (the next pass diffs against it)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return self.diff.counts if self.diff else {}
 
 
 # -- a compile ------------------------------------------------------------------------------------
@@ -196,3 +263,112 @@ class CompileSummary:
                        for p in self.passes],
             "call_site": self.call_site, "jit_site": site_of(self.jit_stack),
         }
+
+
+# -- a compile's pages ----------------------------------------------------------------------------
+@dataclass(slots=True)
+class CompileError:
+    type: str
+    message: str
+    traceback: str
+    last_prov: int | None  # the record of the op being processed when it raised
+    last_info: ProvInfo | None
+    last_stack: list[StackFrame]
+
+
+@dataclass(slots=True)
+class PassList:
+    name: str  # computation, backward, ...
+    passes: list[TraceView]
+
+
+@dataclass(slots=True)
+class RoleCount:
+    role: str
+    color: int | None
+    count: int  # ops
+
+
+@dataclass(slots=True)
+class FusionLine:
+    where: str  # file:line
+    text: str
+    kinds: list[str]  # of the member records made there
+
+
+@dataclass(slots=True)
+class Fusion:
+    sym: str
+    outs: list[str]
+    trace: str  # its list
+    anchor: str
+    prov: int | None
+    members: list[ProvInfo]
+    lines: list[FusionLine]  # the user lines of its members
+
+
+@dataclass(slots=True)
+class CompilePage:
+    """compile.html: the pass pipeline, the traces (rendered as they came), fusions, roles."""
+
+    summary: CompileSummary
+    error: CompileError | None
+    lists: list[PassList]
+    timeline: list[TraceView]  # the passes that report a duration
+    total_ms: float
+    log_seconds: float | None  # what logging the compile cost
+    fusions: list[Fusion]
+    roles: list[RoleCount]
+    provs: dict[int, ProvInfo]  # every record the page's traces name
+    paths: dict[int, str]  # the files their frames name, by index
+
+    @property
+    def script(self) -> dict[str, Any]:
+        return script_data(self.provs, self.paths)
+
+
+class SourceRow(NamedTuple):
+    number: int
+    html: str
+    counts: list[int] | None  # forward ops, backward ops, fusions made directly by the line
+
+
+@dataclass(slots=True)
+class SourceFileView:
+    index: int  # in the page's line keys
+    path: str
+    name: str
+    from_disk: bool  # else rebuilt from the lines the log quotes
+    rows: list[SourceRow | None]  # None: a gap
+
+
+@dataclass(slots=True)
+class SourcePane:
+    name: str  # forward | backward
+    view: TraceView  # the final trace
+
+
+@dataclass(slots=True)
+class SourcePage:
+    """source.html: the user files behind a compile's final traces, and those traces."""
+
+    summary: CompileSummary
+    files: list[SourceFileView]
+    panes: list[SourcePane]
+    provs: dict[int, ProvInfo]
+    paths: dict[int, str]
+    line_keys: dict[int, list[list[int]]]  # record id -> [[file index, line], ...], its own line first
+
+    @property
+    def script(self) -> dict[str, Any]:
+        return script_data(self.provs, self.paths)
+
+
+# -- the run --------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Failure:
+    """A failed compile, for failures.html."""
+
+    summary: CompileSummary
+    error: CompileError
+    call_stack: list[StackFrame]  # kept here: the summary's is dropped once its entries are written

@@ -4,6 +4,7 @@ integers and constants only: nothing a log contains ever becomes part of a path.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -15,9 +16,8 @@ from markupsafe import Markup
 
 from provenance.report.highlight import style_css
 from provenance.report.html import code_html, diff_items, environment, source_rows
-from provenance.report.model import CompilePages
+from provenance.report.model import CompilePage, CompilePages, SourcePage, TraceView
 from provenance.report.provinfo import ProvTable
-from provenance.report.traces import TraceView
 
 __all__ = ["MARKER_FILE", "CompileWriter", "ReportWriter", "prepare_out"]
 
@@ -41,10 +41,9 @@ class CompileWriter:
         changes = diff_items(view.diff) if view.diff else Markup("")
         self._spool.write(self.report.trace_template.render(v=view, code=code, changes=changes))
 
-    def finish(self, page: dict[str, Any], source: dict[str, Any] | None) -> None:
+    def finish(self, page: CompilePage, source: SourcePage | None) -> None:
         report = self.report
-        page["has_source"] = source is not None
-        html = report.render("compile.html", root="../", p=page, traces_mark=Markup(_TRACES_MARK))
+        html = report.render("compile.html", root="../", p=page, c=page.summary, traces_mark=Markup(_TRACES_MARK))
         head, found, tail = html.partition(_TRACES_MARK)
         assert found, "compile.html lost its traces marker"
         with open(report.out / self.pages.compile, "w", encoding="utf-8") as f:
@@ -54,11 +53,8 @@ class CompileWriter:
             f.write(tail)
         self._spool.close()
         if source is not None:
-            for pane in source["panes"]:
-                pane["code"] = code_html(pane["view"], self.provs)
-            for file in source["files"]:
-                file["rows_html"] = source_rows(file)
-            report.write("source.html", self.pages.source, root="../", s=source)
+            report.write("source.html", self.pages.source, root="../", s=source, c=source.summary,
+                         code=functools.partial(code_html, provs=self.provs), rows=source_rows)
 
 
 class ReportWriter:

@@ -21,7 +21,7 @@ from provenance.report.compiles import CompileBuilder
 from provenance.report.directory import DIRECTORY_FILE, DirectoryWriter
 from provenance.report.highlight import LineHighlighter
 from provenance.report.logs import RunLog, header_view
-from provenance.report.model import CompilePages, CompileSummary, StackFrame, coverage
+from provenance.report.model import CompilePages, CompileSummary, Failure, RoleCount, StackFrame, coverage
 from provenance.report.output import ReportWriter
 from provenance.report.perfetto import PERFETTO_FILE, PerfettoWriter
 from provenance.report.provinfo import ProvTable
@@ -90,7 +90,7 @@ class RunBuilder:
         self.pool = pool
         self.problems = Problems()
         self.summaries: list[CompileSummary] = []
-        self.failures: list[dict[str, Any]] = []
+        self.failures: list[Failure] = []
         self.trie = _Trie()
         self.roles: Counter = Counter()
         self.calls: list[dict[str, Any]] = []
@@ -227,11 +227,9 @@ class RunBuilder:
         self.summaries.append(summary)
         self.trie.add(summary.call_stack or summary.jit_stack, summary)
         for role in result.roles:
-            self.roles[(role["role"], role["color"])] += role["count"]
+            self.roles[(role.role, role.color)] += role.count
         if result.error is not None and len(self.failures) < MAX_FAILURES_DETAILED:
-            self.failures.append({**result.error, "key": summary.key, "compile": summary.compile, "fn": summary.fn,
-                                  "rank_label": summary.rank_label, "page": summary.page,
-                                  "seconds": summary.seconds, "call_stack": summary.call_stack})
+            self.failures.append(Failure(summary, result.error, summary.call_stack))
         self.perfetto.compile(log.index, summary)
         self.directory.add(summary.directory_entry())
         # What stays is what the index and the rank comparison need: a few hundred bytes.
@@ -257,7 +255,7 @@ class RunBuilder:
                       **(self.file_stats[i] if i < len(self.file_stats) else {})} for i, s in enumerate(self.logs)],
             "ranks": ranks, "totals": totals, "compiles": self.summaries, "trie": self.trie.model(),
             "failures": self.failures, "failed_total": totals["failed"],
-            "roles": [{"role": r, "color": c, "count": n} for (r, c), n in self.roles.most_common()],
+            "roles": [RoleCount(r, c, n) for (r, c), n in self.roles.most_common()],
             "distributed": compare_ranks(self.logs, self.summaries),
             "problems": {"counts": dict(self.problems.counts), "entries": self.problems.entries,
                          "total": self.problems.total},

@@ -3,19 +3,24 @@ forward ops, backward ops and fusions it made, and the keys that link ops to lin
 
 from __future__ import annotations
 
-from typing import Any
-
 from provenance.record import Kind
-from provenance.report.model import FrameRef, script_data
+from provenance.report.model import (
+    CompileSummary,
+    FrameRef,
+    SourceFileView,
+    SourcePage,
+    SourcePane,
+    SourceRow,
+    TraceView,
+)
 from provenance.report.provinfo import ProvTable
 from provenance.report.source_files import SourceCache
-from provenance.report.traces import TraceView
 
 __all__ = ["source_view"]
 
 
-def source_view(finals: list[TraceView], table: ProvTable, sources: SourceCache,
-                head: dict[str, Any]) -> dict[str, Any]:
+def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTable,
+                sources: SourceCache) -> SourcePage:
     """The user files behind the final traces, each line with what it produced."""
     provs = table.closure({op.prov for view in finals for op in view.ops if op.prov is not None})
     files: dict[str, int] = {}
@@ -54,15 +59,13 @@ def source_view(finals: list[TraceView], table: ProvTable, sources: SourceCache,
                 column = slot
             for key in direct:
                 counts.setdefault(key, [0, 0, 0])[column] += 1
-        panes.append({"name": "forward" if slot == 0 else "backward", "view": view})
+        panes.append(SourcePane("forward" if slot == 0 else "backward", view))
     order = sorted(files, key=lambda p: -sum(c[0] + c[1] + c[2] for k, c in counts.items() if k[0] == files[p]))
     shown = []
     for path in order:
         source = sources.get(path, quoted[path], wanted[path])
         index = files[path]
-        rows = [None if row is None else
-                {"n": row[0], "html": row[1], "c": counts.get((index, row[0]))} for row in source.rows]
-        shown.append({"index": index, "path": path, "name": path.rsplit("/", 1)[-1],
-                      "from_disk": source.from_disk, "rows": rows})
-    return {**head, "files": shown, "panes": panes, "script": script_data(provs, table.paths_of(provs)),
-            "linekeys": keys}
+        rows = [None if row is None else SourceRow(row[0], row[1], counts.get((index, row[0]))) for row in source.rows]
+        shown.append(SourceFileView(index, path, path.rsplit("/", 1)[-1], source.from_disk, rows))
+    return SourcePage(summary=summary, files=shown, panes=panes, provs=provs, paths=table.paths_of(provs),
+                      line_keys=keys)

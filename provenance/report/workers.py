@@ -20,7 +20,7 @@ from typing import Any
 
 from provenance.report.compiles import CompileBuilder
 from provenance.report.highlight import LineHighlighter
-from provenance.report.model import CompileSummary
+from provenance.report.model import CompileError, CompileSummary, RoleCount
 from provenance.report.output import ReportWriter
 from provenance.report.provinfo import ProvTable
 from provenance.report.reader import LogFile
@@ -34,8 +34,8 @@ RECOVERABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)  # a
 @dataclass
 class CompileResult:
     summary: CompileSummary | None  # None if the compile's records could not be used at all
-    roles: list[dict[str, Any]] = field(default_factory=list)
-    error: dict[str, Any] | None = None
+    roles: list[RoleCount] = field(default_factory=list)
+    error: CompileError | None = None
     malformed: list[str] = field(default_factory=list)
 
 
