@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from provenance.report.directory import DIRECTORY_FILE
 from provenance.report.logs import label_logs, peek_header
+from provenance.report.model import Problems, RunModel
 from provenance.report.output import ReportWriter
-from provenance.report.run import Problems, RunBuilder
+from provenance.report.perfetto import PERFETTO_FILE
+from provenance.report.run import RunBuilder
 from provenance.report.workers import Pool
 
 __all__ = ["Report", "build_report"]
@@ -26,7 +27,7 @@ class Report:
     """What a build returns: the render model and the figures the CLI prints."""
 
     out: Path
-    model: dict[str, Any]
+    model: RunModel
     problems: Problems
     compiles: int
     failed: int
@@ -47,9 +48,9 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
     finally:
         if pool is not None:
             pool.close()
-    model = builder.model()
-    builder.directory.write(out / DIRECTORY_FILE, {"generator": "thunder-trace report", "schema": 1, **{
-        k: model[k] for k in ("logs", "ranks", "totals", "problems", "files")}}, builder.directory_calls())
+    model = builder.model({"perfetto": PERFETTO_FILE, "directory": DIRECTORY_FILE, "failures": "failures.html",
+                           "distributed": "distributed.html", "index": "index.html"})
+    builder.directory.write(out / DIRECTORY_FILE, model.directory_head(), builder.directory_calls())
     for page in ("index.html", "failures.html", "distributed.html"):  # they list every compile: streamed
         writer.write(page, page, stream=True, root="", m=model)
-    return Report(out, model, builder.problems, len(builder.summaries), model["totals"]["failed"], builder.bytes_read)
+    return Report(out, model, builder.problems, len(builder.summaries), model.totals.failed, builder.bytes_read)

@@ -139,8 +139,8 @@ def _report_problems(report: Report, out: Path) -> None:
     counts = ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in sorted(problems.counts.items()))
     print(f"thunder-trace: warning: {counts} (skipped; listed in {out / 'index.html'}#problems)", file=sys.stderr)
     for entry in problems.entries[:10]:
-        where = f"{entry['file']}:{entry['line']}" if entry["line"] is not None else entry["file"]
-        print(f"  {where}: {entry['category']}: {entry['reason']}", file=sys.stderr)
+        where = f"{entry.file}:{entry.line}" if entry.line is not None else entry.file
+        print(f"  {where}: {entry.category}: {entry.reason}", file=sys.stderr)
     if len(problems.entries) > 10 or problems.total > len(problems.entries):
         print(f"  ... {problems.total - min(10, len(problems.entries))} more", file=sys.stderr)
 

@@ -8,9 +8,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from provenance.report.coerce import as_int
+from provenance.report.model import LogHeader
 from provenance.report.reader import LogFile
 
 __all__ = ["RunLog", "header_view", "label_logs", "peek_header"]
@@ -57,15 +57,15 @@ def label_logs(paths: Iterable[Path], headers: list[dict | None]) -> list[RunLog
     return logs
 
 
-def header_view(header: dict | None) -> dict[str, Any] | None:
+def header_view(header: dict | None) -> LogHeader | None:
     """A log's header with every field the pages show, of the type they expect (a header is
     from the log: any field may be missing or odd)."""
     if header is None:
         return None
     versions = header.get("versions")
     argv = header.get("argv")
-    return {"schema": str(header.get("schema", "")), "time_ns": as_int(header.get("time_ns")),
-            "rank": as_int(header.get("rank")), "world_size": as_int(header.get("world_size")),
-            "host": str(header.get("host", "")), "pid": as_int(header.get("pid")),
-            "argv": [str(a) for a in argv] if isinstance(argv, list) else [],
-            "versions": {str(k): str(v) for k, v in versions.items()} if isinstance(versions, dict) else {}}
+    return LogHeader(schema=str(header.get("schema", "")), time_ns=as_int(header.get("time_ns")),
+                     rank=as_int(header.get("rank")), world_size=as_int(header.get("world_size")),
+                     host=str(header.get("host", "")), pid=as_int(header.get("pid")),
+                     argv=[str(a) for a in argv] if isinstance(argv, list) else [],
+                     versions={str(k): str(v) for k, v in versions.items()} if isinstance(versions, dict) else {})

@@ -8,13 +8,16 @@ the pages' script (report.js) reads.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-__all__ = ["LISTS", "CacheCounts", "CompileError", "CompilePage", "CompilePages", "CompileSummary", "Coverage",
-           "DiffItem", "ErrorSummary", "Failure", "FrameRef", "Fusion", "FusionLine", "Op", "PassList", "PassSummary",
-           "ProvInfo", "RoleCount", "SourceFileView", "SourcePage", "SourcePane", "SourceRow", "StackFrame",
-           "TraceDiff", "TraceView", "coverage", "script_data", "site_of"]
+__all__ = ["LISTS", "MAX_PROBLEMS_LISTED", "CacheCounts", "CallSiteNode", "CompileError", "CompilePage",
+           "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem", "ErrorSummary", "Failure", "FrameRef",
+           "Fusion", "FusionLine", "LogHeader", "LogSummary", "Op", "PassList", "PassSummary", "Problem", "Problems",
+           "ProvInfo", "RankComparison", "RankRow", "RankTime", "RoleCount", "RunModel", "SourceFileView",
+           "SourcePage", "SourcePane", "SourceRow", "StackFrame", "Totals", "TraceDiff", "TraceView", "coverage",
+           "script_data", "site_of"]
 
 
 class FrameRef(NamedTuple):
@@ -372,3 +375,162 @@ class Failure:
     summary: CompileSummary
     error: CompileError
     call_stack: list[StackFrame]  # kept here: the summary's is dropped once its entries are written
+
+
+MAX_PROBLEMS_LISTED = 200
+
+
+@dataclass(slots=True)
+class Problem:
+    category: str  # bad line | unknown record type | malformed record
+    file: str
+    line: int | None
+    reason: str
+    text: str  # the start of the line
+
+
+@dataclass
+class Problems:
+    """Bad input, counted by category; the first MAX_PROBLEMS_LISTED listed."""
+
+    counts: Counter = field(default_factory=Counter)
+    entries: list[Problem] = field(default_factory=list)
+
+    def add(self, category: str, file: str, line: int | None, reason: str, text: str = "", count: int = 1) -> None:
+        self.counts[category] += count
+        if len(self.entries) < MAX_PROBLEMS_LISTED:
+            self.entries.append(Problem(category, file, line, reason, text[:200]))
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def json(self) -> dict[str, Any]:
+        return {"counts": dict(self.counts), "entries": self.entries, "total": self.total}
+
+
+@dataclass(slots=True)
+class LogHeader:
+    """A log's header, every field of the type the pages expect."""
+
+    schema: str
+    time_ns: int | None
+    rank: int | None
+    world_size: int | None
+    host: str
+    pid: int | None
+    argv: list[str]
+    versions: dict[str, str]
+
+
+@dataclass(slots=True)
+class LogSummary:
+    """A log file of the run, for the index's run table."""
+
+    index: int
+    file: str
+    label: str
+    rank: int | None
+    header: LogHeader | None
+    lines: int = 0
+    bytes: int = 0
+    truncated: bool = False  # its last line was cut off
+    newer_minor: bool = False  # written with a newer minor schema version
+
+
+@dataclass(slots=True)
+class Totals:
+    """The run's figures: compiles, time, calls, and the final traces' coverage, summed."""
+
+    compiles: int
+    ok: int
+    failed: int
+    incomplete: int
+    recompiles: int
+    seconds: float
+    cache_hits: int
+    calls: int
+    ops: int
+    with_provenance: int
+    compute: int
+    compute_with_user_source: int
+    fusions: int
+    pct: float
+    user_pct: float
+    bytes: int  # read
+    logs: int
+
+
+@dataclass(slots=True)
+class CallSiteNode:
+    """A frame of the call-site trie; the compiles made at exactly this stack."""
+
+    frame: StackFrame | None  # None: compiles without a user stack
+    children: list[CallSiteNode]
+    compiles: list[CompileSummary]
+    count: int  # compiles here and below
+
+
+@dataclass(slots=True)
+class Desync:
+    """Where a rank's final trace first differs from the reference rank's."""
+
+    trace: str  # forward | backward
+    rank: str
+    ref_rank: str
+    at: int  # op index
+    changes: int  # differing stretches
+    ref_ops: list[str]  # the first differing ops (symbol [role])
+    ops: list[str]
+    ref_length: int
+    length: int
+
+
+@dataclass(slots=True)
+class RankRow:
+    """A compile matched across ranks: same function, recompile index and occurrence."""
+
+    fn: str
+    index: int
+    occurrence: int
+    differences: list[Desync]
+    cells: list[CompileSummary | None]  # per log; None: that rank did not make it
+
+
+@dataclass(slots=True)
+class RankTime:
+    label: str
+    compiles: int
+    seconds: float
+    failed: int
+    pct: float = 0.0  # of the slowest rank's
+
+
+@dataclass(slots=True)
+class RankComparison:
+    multi: bool  # several logs
+    ranks: list[RankTime]
+    rows: list[RankRow]
+    desync: int  # compiles that differ between ranks
+    labels: list[str]
+
+
+@dataclass(slots=True)
+class RunModel:
+    """The run, for index.html, failures.html, distributed.html and compile_directory.json."""
+
+    logs: list[LogSummary]
+    ranks: list[str]  # labels
+    totals: Totals
+    compiles: list[CompileSummary]
+    call_sites: list[CallSiteNode]
+    failures: list[Failure]  # the first MAX_FAILURES_DETAILED
+    roles: list[RoleCount]
+    distributed: RankComparison
+    problems: Problems
+    files: dict[str, str]  # the report's files by name
+
+    def directory_head(self) -> dict[str, Any]:
+        """compile_directory.json but its compiles (they are streamed, directory.py)."""
+        return {"generator": "thunder-trace report", "schema": 1, "logs": self.logs, "ranks": self.ranks,
+                "totals": self.totals, "problems": self.problems.json(), "files": self.files}

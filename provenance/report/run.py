@@ -13,15 +13,27 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict
+from typing import Any, NamedTuple
 
+from provenance.report.call_sites import CallSites
 from provenance.report.coerce import as_int, hashable
 from provenance.report.compiles import CompileBuilder
-from provenance.report.directory import DIRECTORY_FILE, DirectoryWriter
+from provenance.report.directory import DirectoryWriter
 from provenance.report.highlight import LineHighlighter
 from provenance.report.logs import RunLog, header_view
-from provenance.report.model import CompilePages, CompileSummary, Failure, RoleCount, StackFrame, coverage
+from provenance.report.model import (
+    MAX_PROBLEMS_LISTED,
+    CompilePages,
+    CompileSummary,
+    Failure,
+    LogSummary,
+    Problems,
+    RoleCount,
+    RunModel,
+    Totals,
+    coverage,
+)
 from provenance.report.output import ReportWriter
 from provenance.report.perfetto import PERFETTO_FILE, PerfettoWriter
 from provenance.report.provinfo import ProvTable
@@ -30,52 +42,19 @@ from provenance.report.reader import LogFile, LogRecord
 from provenance.report.source_files import SourceCache
 from provenance.report.workers import RECOVERABLE, CompileResult, LocalCompile, Pool, RemoteCompile
 
-__all__ = ["Problems", "RunBuilder"]
+__all__ = ["RunBuilder"]
 
-MAX_PROBLEMS_LISTED = 200
 MAX_FAILURES_DETAILED = 200
 _DEBUG = bool(os.environ.get("THUNDER_TRACE_REPORT_DEBUG"))  # raise on a record the report cannot use
 
 
-@dataclass
-class Problems:
-    """Bad input, counted by category; the first entries listed."""
+class _Calls(NamedTuple):
+    """A calls record: how often a jitted function was called, and which compiles it made."""
 
-    counts: Counter = field(default_factory=Counter)
-    entries: list[dict[str, Any]] = field(default_factory=list)
-
-    def add(self, category: str, file: str, line: int | None, reason: str, text: str = "", count: int = 1) -> None:
-        self.counts[category] += count
-        if len(self.entries) < MAX_PROBLEMS_LISTED:
-            self.entries.append({"category": category, "file": file, "line": line, "reason": reason,
-                                 "text": text[:200]})
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-
-class _Trie:
-    """User call sites of compiles: a trie of stack frames, compiles at the leaves."""
-
-    def __init__(self) -> None:
-        self.root: dict[str, Any] = {"children": {}, "compiles": []}
-
-    def add(self, stack: list[StackFrame], summary: CompileSummary) -> None:
-        node = self.root
-        for frame in stack:
-            key = (frame.file, frame.line, frame.fn, frame.text)
-            node = node["children"].setdefault(key, {"frame": frame, "children": {}, "compiles": []})
-        node["compiles"].append(summary)
-
-    def model(self) -> list[dict[str, Any]]:
-        def walk(node: dict) -> dict[str, Any]:
-            children = [walk(c) for c in node["children"].values()]
-            count = len(node["compiles"]) + sum(c["count"] for c in children)
-            return {"frame": node.get("frame"), "children": children, "compiles": node["compiles"], "count": count}
-        return walk(self.root)["children"] + ([{"frame": None, "children": [], "compiles": self.root["compiles"],
-                                                "count": len(self.root["compiles"])}]
-                                              if self.root["compiles"] else [])
+    log: int
+    calls: int | None
+    hits: int | None
+    compiles: list[int]
 
 
 class RunBuilder:
@@ -91,14 +70,14 @@ class RunBuilder:
         self.problems = Problems()
         self.summaries: list[CompileSummary] = []
         self.failures: list[Failure] = []
-        self.trie = _Trie()
+        self.call_sites = CallSites()
         self.roles: Counter = Counter()
-        self.calls: list[dict[str, Any]] = []
+        self.calls: list[_Calls] = []
         self.source_cache = SourceCache()
         self.highlighter = LineHighlighter()
         self._pages: set[str] = set()
         self.bytes_read = 0
-        self.file_stats: list[dict[str, Any]] = []
+        self.file_stats: dict[int, dict[str, Any]] = {}  # by log: lines, bytes, truncated, newer_minor
         times = [log.header.get("time_ns") for log in logs if log.header and isinstance(log.header.get("time_ns"), int)]
         self.perfetto = PerfettoWriter(str(writer.out / PERFETTO_FILE), min(times) if times else None)
         self.directory = DirectoryWriter(writer.out)  # compile_directory.json's entries, as compiles end
@@ -153,8 +132,8 @@ class RunBuilder:
                               f"{provs.malformed} provenance record(s) could not be rebuilt", count=provs.malformed)
         if log_file.header is not None and log.header is None:
             log.header = log_file.header
-        self.file_stats.append({"file": log.name, "lines": log_file.lines, "bytes": log_file.bytes,
-                                "truncated": log_file.truncated, "newer_minor": log_file.newer_minor})
+        self.file_stats[log.index] = {"lines": log_file.lines, "bytes": log_file.bytes,
+                                      "truncated": log_file.truncated, "newer_minor": log_file.newer_minor}
 
     def _record(self, log: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
                 open_compiles: dict[Any, LocalCompile | RemoteCompile]) -> None:
@@ -175,9 +154,8 @@ class RunBuilder:
             open_compiles.pop(hashable(data.get("compile")), None)
             compile_.finish(data if kind == "compile_end" else None, data if kind == "compile_error" else None)
         elif kind == "calls":
-            self.calls.append({"file": log.index, "fn": str(data.get("fn")), "calls": as_int(data.get("calls")),
-                               "hits": as_int(data.get("cache_hits")), "misses": as_int(data.get("cache_misses")),
-                               "compiles": [c for c in data.get("compiles") or [] if isinstance(c, int)]})
+            self.calls.append(_Calls(log.index, as_int(data.get("calls")), as_int(data.get("cache_hits")),
+                                     [c for c in data.get("compiles") or [] if isinstance(c, int)]))
         elif kind == "span_end":
             span = log_file._spans.get(data.get("id"))
             end = data.get("end_ns")
@@ -225,7 +203,7 @@ class RunBuilder:
         if summary is None:
             return
         self.summaries.append(summary)
-        self.trie.add(summary.call_stack or summary.jit_stack, summary)
+        self.call_sites.add(summary.call_stack or summary.jit_stack, summary)
         for role in result.roles:
             self.roles[(role.role, role.color)] += role.count
         if result.error is not None and len(self.failures) < MAX_FAILURES_DETAILED:
@@ -245,33 +223,26 @@ class RunBuilder:
         return {s.key: (s.calls, s.cache_hits) for s in self.summaries}
 
     # -- the model ------------------------------------------------------------------------------------
-    def model(self) -> dict[str, Any]:
+    def model(self, files: dict[str, str]) -> RunModel:
+        """The run's model, once every log is read; `files`: the report's files by name."""
         self._attach_calls()
-        totals = self._totals()
-        ranks = sorted({log.label for log in self.logs})
-        return {
-            "logs": [{"index": s.index, "file": s.name, "label": s.label, "rank": s.rank,
-                      "header": header_view(s.header),
-                      **(self.file_stats[i] if i < len(self.file_stats) else {})} for i, s in enumerate(self.logs)],
-            "ranks": ranks, "totals": totals, "compiles": self.summaries, "trie": self.trie.model(),
-            "failures": self.failures, "failed_total": totals["failed"],
-            "roles": [RoleCount(r, c, n) for (r, c), n in self.roles.most_common()],
-            "distributed": compare_ranks(self.logs, self.summaries),
-            "problems": {"counts": dict(self.problems.counts), "entries": self.problems.entries,
-                         "total": self.problems.total},
-            "files": {"perfetto": PERFETTO_FILE, "directory": DIRECTORY_FILE, "failures": "failures.html",
-                      "distributed": "distributed.html", "index": "index.html"},
-        }
+        return RunModel(
+            logs=[LogSummary(log.index, log.name, log.label, log.rank, header_view(log.header),
+                             **self.file_stats.get(log.index, {})) for log in self.logs],
+            ranks=sorted({log.label for log in self.logs}), totals=self._totals(), compiles=self.summaries,
+            call_sites=self.call_sites.model(), failures=self.failures,
+            roles=[RoleCount(r, c, n) for (r, c), n in self.roles.most_common()],
+            distributed=compare_ranks(self.logs, self.summaries), problems=self.problems, files=files)
 
     def _attach_calls(self) -> None:
         by_id = {(s.log, s.compile): s for s in self.summaries if as_int(s.compile) is not None}
         for calls in self.calls:
-            for cid in calls["compiles"]:
-                summary = by_id.get((calls["file"], cid))
+            for cid in calls.compiles:
+                summary = by_id.get((calls.log, cid))
                 if summary is not None:
-                    summary.calls, summary.cache_hits = calls["calls"] or 0, calls["hits"] or 0
+                    summary.calls, summary.cache_hits = calls.calls or 0, calls.hits or 0
 
-    def _totals(self) -> dict[str, Any]:
+    def _totals(self) -> Totals:
         status = Counter(s.status for s in self.summaries)
         keys = ("ops", "with_provenance", "compute", "compute_with_user_source", "fusions")
         final = dict.fromkeys(keys, 0)  # a run without compiles has zero of each
@@ -279,9 +250,8 @@ class RunBuilder:
             for k in keys:
                 value = (s.final or {}).get(k)
                 final[k] += value if isinstance(value, int) else 0
-        return {"compiles": len(self.summaries), "ok": status["ok"], "failed": status["failed"],
-                "incomplete": status["incomplete"], "recompiles": sum(1 for s in self.summaries if s.recompiled),
-                "seconds": sum(s.seconds or 0.0 for s in self.summaries),
-                "cache_hits": sum(c["hits"] or 0 for c in self.calls),
-                "calls": sum(c["calls"] or 0 for c in self.calls),
-                **asdict(coverage(final)), "bytes": self.bytes_read, "logs": len(self.logs)}
+        return Totals(compiles=len(self.summaries), ok=status["ok"], failed=status["failed"],
+                      incomplete=status["incomplete"], recompiles=sum(1 for s in self.summaries if s.recompiled),
+                      seconds=sum(s.seconds or 0.0 for s in self.summaries),
+                      cache_hits=sum(c.hits or 0 for c in self.calls), calls=sum(c.calls or 0 for c in self.calls),
+                      **asdict(coverage(final)), bytes=self.bytes_read, logs=len(self.logs))
