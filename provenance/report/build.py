@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from provenance.report import pages
 from provenance.report.directory import DIRECTORY_FILE
 from provenance.report.logs import label_logs, peek_header
 from provenance.report.model import Problems, RunModel
@@ -39,18 +40,27 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
     """Read `paths` once and write the report into `out` (which must exist and be empty);
     `jobs` > 1: compiles are built by that many worker processes."""
     headers = headers if headers is not None else [peek_header(p) for p in paths]
-    writer = ReportWriter(out)
+    registered = list(pages.PAGES)
+    nav = [(page.file, page.title) for page in registered]
+    writer = ReportWriter(out, nav, [page.templates for page in registered if page.templates])
     writer.write_assets()
-    pool = Pool(jobs, out) if jobs > 1 else None
+    pool = Pool(jobs, out, nav) if jobs > 1 else None
     try:
         builder = RunBuilder(writer, label_logs(paths, headers), progress, pool)
         builder.run()
     finally:
         if pool is not None:
             pool.close()
-    model = builder.model({"perfetto": PERFETTO_FILE, "directory": DIRECTORY_FILE, "failures": "failures.html",
-                           "distributed": "distributed.html", "index": "index.html"})
+    model = builder.model(_files(registered))
     builder.directory.write(out / DIRECTORY_FILE, model.directory_head(), builder.directory_calls())
-    for page in ("index.html", "failures.html", "distributed.html"):  # they list every compile: streamed
-        writer.write(page, page, stream=True, root="", m=model)
+    for page in registered:  # they may list every compile: streamed
+        writer.write(page.template, page.file, stream=True, root="", **page.context(model))
     return Report(out, model, builder.problems, len(builder.summaries), model.totals.failed, builder.bytes_read)
+
+
+def _files(registered: list[type[pages.Page]]) -> dict[str, str]:
+    """The report's files by name, for compile_directory.json: the Perfetto trace, the directory
+    itself, the pages, the home page (the first registered) last."""
+    home, *others = registered
+    return {"perfetto": PERFETTO_FILE, "directory": DIRECTORY_FILE, **{p.name(): p.file for p in others},
+            home.name(): home.file}

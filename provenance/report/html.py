@@ -11,6 +11,7 @@ and encoded at memcpy speed, and pages are most of the work.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import jinja2
@@ -45,14 +46,20 @@ def _seconds(value: float | None) -> str:
     return f"{value:.2f} s" if value >= 0.1 else f"{value * 1000:.0f} ms"
 
 
-def environment() -> jinja2.Environment:
+def environment(nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -> jinja2.Environment:
+    """`nav`: the run's pages (file, title), linked from every page's top bar; `template_dirs`:
+    where templates of pages defined outside this package are, after the package's own."""
+    loader: jinja2.BaseLoader = jinja2.PackageLoader("provenance.report", "templates")
+    if template_dirs:
+        loader = jinja2.ChoiceLoader([loader, jinja2.FileSystemLoader(list(template_dirs))])
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("provenance.report", "templates"),
+        loader=loader,
         autoescape=True,  # every template, whatever its extension
         undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True,
     )
     env.filters.update(ms=_ms, seconds=_seconds, json_script=json_script)
+    env.globals["nav"] = nav
     return env
 
 

@@ -8,6 +8,7 @@ import functools
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -60,9 +61,9 @@ class CompileWriter:
 class ReportWriter:
     """The output directory: static assets, pages, JSON."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -> None:
         self.out = out
-        self.env = environment()
+        self.env = environment(nav, template_dirs)
         self.trace_template = self.env.get_template("trace.html")
 
     def write_assets(self) -> None:

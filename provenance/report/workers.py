@@ -112,9 +112,9 @@ def _referenced(log_file: LogFile, records: list[dict]) -> tuple[dict[int, dict]
 _worker: tuple[ReportWriter, LineHighlighter, SourceCache] | None = None
 
 
-def _start(out: str) -> None:
+def _start(out: str, nav: list[tuple[str, str]]) -> None:
     global _worker
-    _worker = (ReportWriter(Path(out)), LineHighlighter(), SourceCache())
+    _worker = (ReportWriter(Path(out), nav), LineHighlighter(), SourceCache())
 
 
 def build(job: Job) -> CompileResult:
@@ -147,9 +147,10 @@ def build(job: Job) -> CompileResult:
 class Pool:
     """Worker processes (spawned: the parent may run threads), two compiles in flight each."""
 
-    def __init__(self, jobs: int, out: Path) -> None:
+    def __init__(self, jobs: int, out: Path, nav: list[tuple[str, str]]) -> None:
+        """`nav`: the run's pages (file, title), for the top bar of the pages workers write."""
         self._executor = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_start, initargs=(str(out),))
+                                             initializer=_start, initargs=(str(out), nav))
         self._inflight: deque[tuple[Future, Callable[[CompileResult], None]]] = deque()
         self._limit = 2 * jobs
 
