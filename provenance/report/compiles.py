@@ -43,7 +43,7 @@ from provenance.report.provinfo import ProvTable
 from provenance.report.source_files import SourceCache
 from provenance.report.source_view import source_view
 
-__all__ = ["CompileBuilder", "CompileSummary"]
+__all__ = ["CompileBuilder", "PageSink", "parse_ops"]
 
 
 class PageSink(Protocol):
@@ -168,7 +168,7 @@ class CompileBuilder:
             self.pages = CompilePages(self.pages.compile, None)
         for view in final_views:
             view.final = True
-        error_model = self._error(error) if error is not None else None
+        compile_error = self._error(error) if error is not None else None
         final = end.get("final") if isinstance(end.get("final"), dict) else None
         summary = CompileSummary(
             key=self.key, log=self.log, rank=self.rank, rank_label=self.rank_label, compile=self.compile,
@@ -179,14 +179,14 @@ class CompileBuilder:
             pages=self.pages, call_stack=_frames(self.start.get("call_stack")),
             jit_stack=_frames(self.start.get("jit_stack")),
             call_site=site_of(_frames(self.start.get("call_stack")) or _frames(self.start.get("jit_stack"))),
-            error=ErrorSummary(error_model.type, error_model.message[:500]) if error_model else None,
+            error=ErrorSummary(compile_error.type, compile_error.message[:500]) if compile_error else None,
             signature={v.list: zlib.compress("\n".join(self._signature(v)).encode()) for v in final_views}
             if self.compare else {},
         )
-        provs = self.provs.closure(self.prov_ids | ({error_model.last_prov} if error_model and
-                                                    error_model.last_prov is not None else set()))
-        page = self._page(summary, provs, error_model, as_float(end.get("log_seconds")))
-        self.page_roles, self.error = page.roles, error_model
+        provs = self.provs.closure(self.prov_ids | ({compile_error.last_prov} if compile_error and
+                                                    compile_error.last_prov is not None else set()))
+        page = self._page(summary, provs, compile_error, as_float(end.get("log_seconds")))
+        self.page_roles, self.error = page.roles, compile_error
         source = source_view(summary, final_views, self.provs, self.sources) if final_views else None
         self.sink.finish(page, source)
         self.latest.clear()

@@ -65,7 +65,7 @@ class ProvInfo:
     scope: str | None  # the provenance span path, a/b/c
     derived_from: int | None  # record id
     members: list[int]  # a fusion's member record ids
-    _compact: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    _compact: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def compact(self) -> dict[str, Any]:
         """The record for the pages' script, report.js: one-letter keys, frames as lists (a page

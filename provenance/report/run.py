@@ -77,7 +77,7 @@ class RunBuilder:
         self.highlighter = LineHighlighter()
         self._pages: set[str] = set()
         self.bytes_read = 0
-        self.file_stats: dict[int, dict[str, Any]] = {}  # by log: lines, bytes, truncated, newer_minor
+        self.log_summaries: dict[int, LogSummary] = {}  # by log index, once read
         times = [log.header.get("time_ns") for log in logs if log.header and isinstance(log.header.get("time_ns"), int)]
         self.perfetto = PerfettoWriter(str(writer.out / PERFETTO_FILE), min(times) if times else None)
         self.directory = DirectoryWriter(writer.out)  # compile_directory.json's entries, as compiles end
@@ -132,8 +132,9 @@ class RunBuilder:
                               f"{provs.malformed} provenance record(s) could not be rebuilt", count=provs.malformed)
         if log_file.header is not None and log.header is None:
             log.header = log_file.header
-        self.file_stats[log.index] = {"lines": log_file.lines, "bytes": log_file.bytes,
-                                      "truncated": log_file.truncated, "newer_minor": log_file.newer_minor}
+        self.log_summaries[log.index] = LogSummary(log.index, log.name, log.label, log.rank, header_view(log.header),
+                                                   log_file.lines, log_file.bytes, log_file.truncated,
+                                                   log_file.newer_minor)
 
     def _record(self, log: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
                 open_compiles: dict[Any, LocalCompile | RemoteCompile]) -> None:
@@ -227,8 +228,7 @@ class RunBuilder:
         """The run's model, once every log is read; `files`: the report's files by name."""
         self._attach_calls()
         return RunModel(
-            logs=[LogSummary(log.index, log.name, log.label, log.rank, header_view(log.header),
-                             **self.file_stats.get(log.index, {})) for log in self.logs],
+            logs=[self.log_summaries[log.index] for log in self.logs],
             ranks=sorted({log.label for log in self.logs}), totals=self._totals(), compiles=self.summaries,
             call_sites=self.call_sites.model(), failures=self.failures,
             roles=[RoleCount(r, c, n) for (r, c), n in self.roles.most_common()],
