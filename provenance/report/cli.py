@@ -124,7 +124,7 @@ def _open_browser(index: Path) -> None:
     def run() -> None:
         try:
             webbrowser.open(index.resolve().as_uri())
-        except Exception:  # noqa: BLE001 - a browser is a convenience
+        except Exception:  # a browser is a convenience: never fail for it
             pass
 
     opener = threading.Thread(target=run, daemon=True)

@@ -46,18 +46,18 @@ def diff(old: TraceView, new: TraceView) -> TraceDiff:
         if prior is None:
             result.added += 1
             if len(result.added_items) < MAX_DIFF_ITEMS:
-                result.added_items.append(DiffItem(op, text[:300]))
+                result.added_items.append(DiffItem(text[:300]))
         elif prior[1] != text or prior[0].sym != op.sym:
             result.rewritten += 1
             if len(result.rewritten_items) < MAX_DIFF_ITEMS:
-                result.rewritten_items.append(DiffItem(op, text[:300], prior[1][:300]))
+                result.rewritten_items.append(DiffItem(text[:300], prior[1][:300]))
         elif prior[0].prov != op.prov:
             result.reattributed += 1
-    for key, (op, text) in before.items():
+    for key, (_op, text) in before.items():
         if key not in after:
             result.removed += 1
             if len(result.removed_items) < MAX_DIFF_ITEMS:
-                result.removed_items.append(DiffItem(op, text[:300]))
+                result.removed_items.append(DiffItem(text[:300]))
     return result
 
 

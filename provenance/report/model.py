@@ -100,8 +100,7 @@ class Op(NamedTuple):
 
 @dataclass(slots=True)
 class DiffItem:
-    op: Op
-    text: str  # its code, at most 300 characters
+    text: str  # an op's code, at most 300 characters
     old: str | None = None  # a rewritten op: its code before the pass
 
 

@@ -17,7 +17,7 @@ from provenance.report.model import CompileSummary
 __all__ = ["PERFETTO_FILE", "PerfettoWriter"]
 
 PERFETTO_FILE = "perfetto_trace.json"
-COMPILES, PASSES, SCOPES = 1, 2, 3
+COMPILES, SCOPES = 1, 3  # thread ids: compiles with their passes nested, provenance scopes
 
 
 class PerfettoWriter:
@@ -26,7 +26,6 @@ class PerfettoWriter:
         self._f.write(b'{"displayTimeUnit": "ms", "traceEvents": [\n')
         self._first = True
         self.base_ns = base_ns  # the earliest time seen: timestamps start near 0
-        self.events = 0
 
     def _us(self, ns: int) -> float:
         if self.base_ns is None:
@@ -38,7 +37,6 @@ class PerfettoWriter:
             self._f.write(b",\n")
         self._first = False
         self._f.write(orjson.dumps(event))
-        self.events += 1
 
     def process(self, pid: int, name: str) -> None:
         self._emit({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
