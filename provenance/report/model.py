@@ -254,7 +254,8 @@ class CompileSummary:
         return self.pages.compile
 
     def directory_entry(self) -> dict[str, Any]:
-        """The compile in compile_directory.json (made when the compile ends: every pass)."""
+        """The compile in compile_directory.json (made when the compile ends: every pass). orjson
+        writes the dataclasses in it (cache, coverage, error) as objects, fields in order."""
         return {
             "key": self.key, "log": self.log, "rank": self.rank, "rank_label": self.rank_label,
             "compile": self.compile, "fn": self.fn, "index": self.index, "status": self.status,
