@@ -14,7 +14,7 @@ from typing import Any
 
 from provenance.record import Kind, Provenance, of
 
-__all__ = ["annotate", "group_header", "header", "tag"]
+__all__ = ["THUNDER_SOURCE_COMMENT", "annotate", "group_header", "header", "tag"]
 
 
 def _where(record: Provenance) -> str | None:
@@ -110,8 +110,9 @@ def _bsym_lines(bsym: Any, indent: int, commented: bool, depth: int) -> Iterator
         yield from _bsym_lines(sub, indent + 1, True, depth - 1)
 
 
-# Thunder's own "# file:line: <tab>source" comments in the first trace: our headers say more.
-_THUNDER_SOURCE_COMMENT = re.compile(r"^\s*# .+:\d+: \t")
+# Thunder's own "# file:line: <tab>source" comments in the first trace: our headers say more
+# (annotate drops them; the report's pages hide them behind the headers).
+THUNDER_SOURCE_COMMENT = re.compile(r"^\s*# .+:\d+: \t")
 
 
 def annotate(trace: Any, *, print_depth: int = -1, group: bool = False) -> str:
@@ -131,7 +132,7 @@ def annotate(trace: Any, *, print_depth: int = -1, group: bool = False) -> str:
     previous = None  # the last header printed: unchanged headers are not repeated
     with tracing_context(trace):
         for bsym, start, length in placed:
-            out.extend(line for line in text[pos:start] if line and not _THUNDER_SOURCE_COMMENT.match(line))
+            out.extend(line for line in text[pos:start] if line and not THUNDER_SOURCE_COMMENT.match(line))
             record = of(bsym)
             lines = list(_bsym_lines(bsym, 1, False, print_depth))
             if record is not None and record.kind == Kind.BOOKKEEPING:

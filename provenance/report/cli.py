@@ -14,8 +14,9 @@ import webbrowser
 from collections.abc import Sequence
 from pathlib import Path
 
-from provenance.report.html import prepare_out
-from provenance.report.model import Report, build_report, peek_header
+from provenance.report.build import Report, build_report
+from provenance.report.logs import peek_header
+from provenance.report.output import prepare_out
 from provenance.report.reader import SchemaError, log_files
 
 __all__ = ["main"]
@@ -123,7 +124,7 @@ def _open_browser(index: Path) -> None:
     def run() -> None:
         try:
             webbrowser.open(index.resolve().as_uri())
-        except Exception:  # noqa: BLE001 - a browser is a convenience
+        except Exception:  # a browser is a convenience: never fail for it
             pass
 
     opener = threading.Thread(target=run, daemon=True)
@@ -138,8 +139,8 @@ def _report_problems(report: Report, out: Path) -> None:
     counts = ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in sorted(problems.counts.items()))
     print(f"thunder-trace: warning: {counts} (skipped; listed in {out / 'index.html'}#problems)", file=sys.stderr)
     for entry in problems.entries[:10]:
-        where = f"{entry['file']}:{entry['line']}" if entry["line"] is not None else entry["file"]
-        print(f"  {where}: {entry['category']}: {entry['reason']}", file=sys.stderr)
+        where = f"{entry.file}:{entry.line}" if entry.line is not None else entry.file
+        print(f"  {where}: {entry.category}: {entry.reason}", file=sys.stderr)
     if len(problems.entries) > 10 or problems.total > len(problems.entries):
         print(f"  ... {problems.total - min(10, len(problems.entries))} more", file=sys.stderr)
 

@@ -1,9 +1,9 @@
 """One compile's records -> the models of its pages, streamed.
 
 Each trace is turned into its page fragment as soon as its record is read (highlighted, its ops
-annotated, diffed against the previous trace of the same list) and handed to the page writer;
-only the previous trace of each list is kept, which at the end of the compile is the final one
-the source view needs. So memory follows the largest trace, not the log.
+annotated, diffed against the previous trace of the same list: diffs.py) and handed to the page
+writer; only the previous trace of each list is kept, which at the end of the compile is the
+final one the source view (source_view.py) needs. So memory follows the largest trace, not the log.
 """
 
 from __future__ import annotations
@@ -12,122 +12,49 @@ import functools
 import zlib
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from provenance.record import Kind
+from provenance.report.coerce import as_float, as_int
+from provenance.report.diffs import diff
 from provenance.report.highlight import LineHighlighter
-from provenance.report.provinfo import LINE, PATH, TEXT, ProvTable
-from provenance.report.sources import SourceCache
+from provenance.report.model import (
+    LISTS,
+    CacheCounts,
+    CompileError,
+    CompilePage,
+    CompilePages,
+    CompileSummary,
+    ErrorSummary,
+    Fusion,
+    FusionLine,
+    Op,
+    PassList,
+    PassSummary,
+    ProvInfo,
+    RoleCount,
+    SourcePage,
+    StackFrame,
+    TraceView,
+    coverage,
+    site_of,
+)
+from provenance.report.provinfo import ProvTable
+from provenance.report.source_files import SourceCache
+from provenance.report.source_view import source_view
 
-__all__ = ["CompileBuilder", "CompileSummary", "Op", "TraceView"]
-
-LISTS = ("prologue", "computation", "epilogue", "backward")
-MAX_DIFF_ITEMS = 60  # per category and trace; the counts are always complete
-
-
-class Op(NamedTuple):
-    line: int  # first line in the trace's python (0-based)
-    n: int
-    sym: str
-    outs: tuple[str, ...]
-    prov: int | None
-
-
-_new_op = functools.partial(tuple.__new__, Op)  # without NamedTuple's Python-level __new__: many ops
-
-
-@dataclass
-class TraceView:
-    """One trace after one pass, ready to render."""
-
-    list: str
-    index: int
-    pass_name: str
-    label: str | None
-    ms: float | None
-    anchor: str
-    same_as: int | None = None
-    lines: list[str] = field(default_factory=list)  # the python, as lines
-    html: list[str] = field(default_factory=list)  # the same lines highlighted
-    ops: list[Op] = field(default_factory=list)
-    diff: dict[str, Any] | None = None
-    final: bool = False
-    n_ops: int = 0  # kept when the text is dropped
-    code: str | None = None  # the rendered code, kept for the source view of a final trace
-    keyed: dict | None = None  # its ops by identity, once diffed (the next pass diffs against it)
-
-    @property
-    def counts(self) -> dict[str, int]:
-        return {k: self.diff[k] for k in ("added", "removed", "rewritten")} if self.diff else {}
+__all__ = ["CompileBuilder", "PageSink", "parse_ops"]
 
 
 class PageSink(Protocol):
-    """Where a compile's pages go (html.CompileWriter)."""
+    """Where a compile's pages go (output.CompileWriter)."""
 
     def trace(self, view: TraceView, provs: ProvTable) -> None: ...
 
-    def finish(self, page: dict[str, Any], source: dict[str, Any] | None) -> None: ...
+    def finish(self, page: CompilePage, source: SourcePage | None) -> None: ...
 
 
-@dataclass(slots=True)
-class CompileSummary:
-    """What the index, the rank comparison, Perfetto and compile_directory.json keep of a compile."""
-
-    key: str
-    file: int
-    rank: int | None
-    rank_label: str
-    compile: Any
-    fn: str
-    index: int
-    status: str  # ok | failed | incomplete
-    start_ns: int | None
-    end_ns: int | None
-    seconds: float | None
-    cache: dict | None
-    final: dict | None
-    passes: list[tuple[str, int, str, float | None, int, dict]]  # list, index, pass, ms, ops, diff counts
-    pages: dict[str, str]
-    call_stack: list
-    jit_stack: list
-    error: dict | None = None
-    signature: dict[str, bytes] = field(default_factory=dict)  # final traces' ops, zlib'd, for desync
-    cache_hits: int = 0
-    calls: int = 0
-    call_site: str | None = None  # `file:line` of the user call that compiled (stacks are dropped)
-
-    @property
-    def recompiled(self) -> bool:
-        return self.index > 0
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def site_of(stack: list[dict[str, Any]]) -> str | None:
-    return f"{stack[-1]['name']}:{stack[-1]['line']}" if stack else None
-
-
-def _cache(value: Any) -> dict[str, int | None] | None:
-    return {k: _int(value.get(k)) for k in ("hits", "misses", "calls")} if isinstance(value, dict) else None
-
-
-def _frames(value: Any) -> list[dict[str, Any]]:
-    """A stack from the log ([file, line, function, text, user] lists), tolerating junk."""
-    out = []
-    for frame in value if isinstance(value, list) else ():
-        if isinstance(frame, list) and len(frame) >= 2:
-            out.append({"file": str(frame[0]), "name": str(frame[0]).rsplit("/", 1)[-1],
-                        "line": _int(frame[1]) or 0, "fn": str(frame[2]) if len(frame) > 2 else "",
-                        "text": str(frame[3]) if len(frame) > 3 and frame[3] is not None else "",
-                        "user": bool(frame[4]) if len(frame) > 4 else True})
-    return out
+_new_op = functools.partial(tuple.__new__, Op)  # without NamedTuple's Python-level __new__: many ops
 
 
 def parse_ops(raw: Any, n_lines: int) -> tuple[list[Op], int]:
@@ -150,75 +77,37 @@ def parse_ops(raw: Any, n_lines: int) -> tuple[list[Op], int]:
     return ops, bad
 
 
-def _op_text(lines: list[str], op: Op) -> str:
-    if op.n == 1:
-        return lines[op.line].strip()
-    return "\n".join(line.strip() for line in lines[op.line: op.line + op.n])
+def _cache(value: Any) -> CacheCounts | None:
+    if not isinstance(value, dict):
+        return None
+    return CacheCounts(as_int(value.get("hits")), as_int(value.get("misses")), as_int(value.get("calls")))
 
 
-def _keyed(view: TraceView) -> dict[tuple, tuple[Op, str]]:
-    """Ops by identity: their outputs (names are unique in a trace), else symbol and text."""
-    if view.keyed is not None:
-        return view.keyed
-    out: dict[tuple, tuple[Op, str]] = {}
-    seen: Counter = Counter()
-    for op in view.ops:
-        text = _op_text(view.lines, op)
-        if op.outs:
-            key: tuple = ("o", *op.outs)
-        else:
-            base = ("t", op.sym, text)
-            seen[base] += 1
-            key = (*base, seen[base])
-        out[key] = (op, text)
-    view.keyed = out
+def _frames(value: Any) -> list[StackFrame]:
+    """A stack from the log ([file, line, function, text, user] lists), tolerating junk."""
+    out = []
+    for frame in value if isinstance(value, list) else ():
+        if isinstance(frame, list) and len(frame) >= 2:
+            out.append(StackFrame(file=str(frame[0]), name=str(frame[0]).rsplit("/", 1)[-1],
+                                  line=as_int(frame[1]) or 0, fn=str(frame[2]) if len(frame) > 2 else "",
+                                  text=str(frame[3]) if len(frame) > 3 and frame[3] is not None else "",
+                                  user=bool(frame[4]) if len(frame) > 4 else True))
     return out
-
-
-def _item(op: Op, text: str) -> dict[str, Any]:
-    return {"sym": op.sym, "outs": list(op.outs), "text": text[:300], "p": op.prov}
-
-
-def diff(old: TraceView, new: TraceView) -> dict[str, Any]:
-    """What the pass that made `new` did to `old`: ops added, removed, rewritten (same outputs,
-    different symbol or code), and how many kept their provenance record."""
-    before, after = _keyed(old), _keyed(new)
-    result: dict[str, Any] = {"added": 0, "removed": 0, "rewritten": 0, "reattributed": 0,
-                              "items": {"added": [], "removed": [], "rewritten": []}, "from": old.anchor}
-    items = result["items"]
-    for key, (op, text) in after.items():
-        prior = before.get(key)
-        if prior is None:
-            result["added"] += 1
-            if len(items["added"]) < MAX_DIFF_ITEMS:
-                items["added"].append(_item(op, text))
-        elif prior[1] != text or prior[0].sym != op.sym:
-            result["rewritten"] += 1
-            if len(items["rewritten"]) < MAX_DIFF_ITEMS:
-                items["rewritten"].append({**_item(op, text), "old": prior[1][:300], "old_sym": prior[0].sym})
-        elif prior[0].prov != op.prov:
-            result["reattributed"] += 1
-    for key, (op, text) in before.items():
-        if key not in after:
-            result["removed"] += 1
-            if len(items["removed"]) < MAX_DIFF_ITEMS:
-                items["removed"].append(_item(op, text))
-    return result
 
 
 class CompileBuilder:
     """Accumulates one compile's records (compile_start, traces, end or error)."""
 
-    def __init__(self, *, key: str, file: int, rank: int | None, rank_label: str, start: dict | None,
+    def __init__(self, *, key: str, log: int, rank: int | None, rank_label: str, start: dict | None,
                  provs: ProvTable, sink: PageSink, highlighter: LineHighlighter, sources: SourceCache,
-                 pages: dict[str, str], malformed: Callable[[str], None], compare: bool = True) -> None:
+                 pages: CompilePages, malformed: Callable[[str], None], compare: bool = True) -> None:
         start = start or {}
-        self.key, self.file, self.rank, self.rank_label = key, file, rank, rank_label
+        self.key, self.log, self.rank, self.rank_label = key, log, rank, rank_label
         self.start = start
         self.compile = start.get("compile")
         self.fn = str(start.get("fn") or "?")
-        self.index = _int(start.get("index")) or 0
-        self.start_ns = _int(start.get("time_ns"))
+        self.index = as_int(start.get("index")) or 0
+        self.start_ns = as_int(start.get("time_ns"))
         self.provs, self.sink, self.highlighter, self.sources = provs, sink, highlighter, sources
         self.pages = pages
         self.malformed = malformed
@@ -226,16 +115,16 @@ class CompileBuilder:
         self.latest: dict[str, TraceView] = {}  # per list: the previous trace, at the end the final
         self.passes: list[TraceView] = []  # without their text: the timeline
         self.prov_ids: set[int] = set()
-        self.page_roles: list[dict[str, Any]] = []  # set by finish(), for the run's totals
-        self.error: dict[str, Any] | None = None
+        self.page_roles: list[RoleCount] = []  # set by finish(), for the run's totals
+        self.error: CompileError | None = None
 
     # -- traces ----------------------------------------------------------------------------
     def add_trace(self, data: dict) -> None:
         list_name = str(data.get("list") or "?")
-        index = _int(data.get("index"))
+        index = as_int(data.get("index"))
         index = index if index is not None else len([p for p in self.passes if p.list == list_name])
         anchor = f"{list_name}-{index}" if list_name in LISTS else f"other-{len(self.passes)}"
-        same_as = _int(data.get("same_as"))
+        same_as = as_int(data.get("same_as"))
         if same_as is not None:
             view = TraceView(list_name, index, "(repeat)", None, None, anchor, same_as=same_as)
             self.passes.append(view)
@@ -251,7 +140,7 @@ class CompileBuilder:
             self.malformed(f"{bad_ops} malformed op entr{'y' if bad_ops == 1 else 'ies'} in trace {anchor}")
         label = data.get("label")
         view = TraceView(list_name, index, str(data.get("pass") or "?"), label if isinstance(label, str) else None,
-                         _num(data.get("ms")), anchor, lines=lines, html=self.highlighter.lines(lines), ops=ops,
+                         as_float(data.get("ms")), anchor, lines=lines, html=self.highlighter.lines(lines), ops=ops,
                          n_ops=len(ops))
         previous = self.latest.get(list_name)
         if previous is not None:
@@ -270,36 +159,35 @@ class CompileBuilder:
         end = end or {}
         status = "failed" if error is not None else "incomplete" if not end else str(end.get("status") or "ok")
         closing = error if error is not None else end
-        end_ns = _int(closing.get("time_ns")) if closing else None
-        seconds = _num(closing.get("seconds")) if closing else None
+        end_ns = as_int(closing.get("time_ns")) if closing else None
+        seconds = as_float(closing.get("seconds")) if closing else None
         if seconds is None and end_ns is not None and self.start_ns is not None:
             seconds = (end_ns - self.start_ns) / 1e9
         final_views = [self.latest[name] for name in ("computation", "backward") if name in self.latest]
         if not final_views:  # no trace reached the log (a failed compile): no source view
-            self.pages = {k: v for k, v in self.pages.items() if k != "source"}
+            self.pages = CompilePages(self.pages.compile, None)
         for view in final_views:
             view.final = True
-        error_model = self._error(error) if error is not None else None
+        compile_error = self._error(error) if error is not None else None
         final = end.get("final") if isinstance(end.get("final"), dict) else None
         summary = CompileSummary(
-            key=self.key, file=self.file, rank=self.rank, rank_label=self.rank_label, compile=self.compile,
+            key=self.key, log=self.log, rank=self.rank, rank_label=self.rank_label, compile=self.compile,
             fn=self.fn, index=self.index, status=status, start_ns=self.start_ns, end_ns=end_ns, seconds=seconds,
-            cache=_cache(end.get("cache")), final=final,
-            passes=[(v.list, v.index, v.pass_name, v.ms, v.n_ops if v.same_as is None else -1, v.counts)
+            cache=_cache(end.get("cache")), final=final, coverage=coverage(final),
+            passes=[PassSummary(v.list, v.index, v.pass_name, v.ms, v.n_ops if v.same_as is None else None, v.counts)
                     for v in self.passes],
             pages=self.pages, call_stack=_frames(self.start.get("call_stack")),
             jit_stack=_frames(self.start.get("jit_stack")),
             call_site=site_of(_frames(self.start.get("call_stack")) or _frames(self.start.get("jit_stack"))),
-            error={"type": error_model["type"], "message": error_model["message"][:500]} if error_model else None,
+            error=ErrorSummary(compile_error.type, compile_error.message[:500]) if compile_error else None,
             signature={v.list: zlib.compress("\n".join(self._signature(v)).encode()) for v in final_views}
             if self.compare else {},
         )
-        provs = self.provs.closure(self.prov_ids | ({error_model["last_prov"]} if error_model and
-                                                    error_model["last_prov"] is not None else set()))
-        page = self._page(summary, provs, error_model)
-        page["log_seconds"] = _num(end.get("log_seconds"))
-        self.page_roles, self.error = page["roles"], error_model
-        source = self._source(final_views) if final_views else None
+        provs = self.provs.closure(self.prov_ids | ({compile_error.last_prov} if compile_error and
+                                                    compile_error.last_prov is not None else set()))
+        page = self._page(summary, provs, compile_error, as_float(end.get("log_seconds")))
+        self.page_roles, self.error = page.roles, compile_error
+        source = source_view(summary, final_views, self.provs, self.sources) if final_views else None
         self.sink.finish(page, source)
         self.latest.clear()
         self.highlighter.clear()
@@ -310,24 +198,25 @@ class CompileBuilder:
         out = []
         for op in view.ops:
             info = self.provs.info(op.prov)
-            out.append(f"{op.sym}|{info['r'] if info and info.get('r') else ''}")
+            out.append(f"{op.sym}|{info.role if info is not None and info.role else ''}")
         return out
 
-    def _error(self, error: dict) -> dict[str, Any]:
-        last = _int(error.get("last_prov"))
+    def _error(self, error: dict) -> CompileError:
+        last = as_int(error.get("last_prov"))
         info = self.provs.info(last)
-        return {"type": str(error.get("error_type") or "?"), "message": str(error.get("message") or ""),
-                "traceback": str(error.get("traceback") or ""), "last_prov": last, "last_info": info,
-                "last_stack": [self.provs.frame_dict(f) for f in info["st"]] if info else []}
+        return CompileError(type=str(error.get("error_type") or "?"), message=str(error.get("message") or ""),
+                            traceback=str(error.get("traceback") or ""), last_prov=last, last_info=info,
+                            last_stack=[self.provs.stack_frame(f) for f in info.stack] if info else [])
 
-    def _page(self, summary: CompileSummary, provs: dict[int, dict], error: dict | None) -> dict[str, Any]:
+    def _page(self, summary: CompileSummary, provs: dict[int, ProvInfo], error: CompileError | None,
+              log_seconds: float | None) -> CompilePage:
         timed = [p for p in self.passes if p.ms]
         total_ms = sum(p.ms for p in timed) or 0.0
         lists = []
         for name in [*LISTS, *sorted({p.list for p in self.passes} - set(LISTS))]:
             views = [p for p in self.passes if p.list == name]
             if views:
-                lists.append({"name": name, "passes": [self._pass_row(v) for v in views]})
+                lists.append(PassList(name, views))
         roles: Counter = Counter()
         fusions = []
         for view in self.latest.values():
@@ -335,105 +224,22 @@ class CompileBuilder:
                 info = provs.get(op.prov) if op.prov is not None else None
                 if info is None:
                     continue
-                if info.get("r"):
-                    roles[(info["r"], info.get("rc"))] += 1
-                if info["k"] == Kind.FUSION and view.final:
+                if info.role:
+                    roles[(info.role, info.role_color)] += 1
+                if info.kind == Kind.FUSION and view.final:
                     fusions.append(self._fusion(view, op, info, provs))
-        return {
-            "key": self.key, "compile": self.compile, "fn": self.fn, "index": self.index, "rank": self.rank,
-            "rank_label": self.rank_label, "status": summary.status, "recompiled": summary.recompiled,
-            "seconds": summary.seconds, "start_ns": self.start_ns, "cache": summary.cache, "final": summary.final,
-            "coverage": coverage(summary.final), "jit_stack": summary.jit_stack, "call_stack": summary.call_stack,
-            "error": error, "lists": lists, "total_ms": total_ms,
-            "timeline": [{"list": p.list, "pass": p.pass_name, "ms": p.ms, "anchor": p.anchor,
-                          "pct": 100.0 * p.ms / total_ms if total_ms else 0} for p in timed],
-            "fusions": fusions, "roles": [{"role": r, "color": c, "count": n} for (r, c), n in roles.most_common()],
-            "provs": provs, "paths": self.provs.paths_of(provs), "pages": self.pages,
-        }
+        return CompilePage(summary=summary, error=error, lists=lists, timeline=timed, total_ms=total_ms,
+                           log_seconds=log_seconds, fusions=fusions,
+                           roles=[RoleCount(r, c, n) for (r, c), n in roles.most_common()],
+                           provs=provs, paths=self.provs.paths_of(provs))
 
-    @staticmethod
-    def _pass_row(view: TraceView) -> dict[str, Any]:
-        return {"list": view.list, "index": view.index, "pass": view.pass_name, "label": view.label,
-                "ms": view.ms, "anchor": view.anchor, "ops": view.n_ops, "same_as": view.same_as,
-                "counts": view.counts, "final": view.final}
-
-    def _fusion(self, view: TraceView, op: Op, info: dict, provs: dict[int, dict]) -> dict[str, Any]:
-        members = [provs[m] for m in info["mem"] if m in provs]
-        lines: dict[str, dict] = {}
+    def _fusion(self, view: TraceView, op: Op, info: ProvInfo, provs: dict[int, ProvInfo]) -> Fusion:
+        members = [provs[m] for m in info.members if m in provs]
+        lines: dict[str, tuple[str, set[str]]] = {}  # where -> text, kinds
         for member in members:
-            if member.get("f"):
-                frame = self.provs.frame_dict(member["f"])
-                where = f"{frame['name']}:{frame['line']}"
-                line = lines.setdefault(where, {"where": where, "text": frame["text"], "kinds": set()})
-                line["kinds"].add(member["k"])
-        return {"sym": op.sym, "outs": list(op.outs), "trace": view.list, "anchor": view.anchor, "p": op.prov,
-                "members": [{"id": m["id"], "h": m["h"], "k": m["k"]} for m in members],
-                "lines": [{**v, "kinds": sorted(v["kinds"])} for v in lines.values()]}
-
-    # -- source view ---------------------------------------------------------------------------
-    def _source(self, finals: list[TraceView]) -> dict[str, Any]:
-        """The user files behind the final traces, each line with what it produced."""
-        provs = self.provs.closure({op.prov for view in finals for op in view.ops if op.prov is not None})
-        files: dict[str, int] = {}
-        quoted: dict[str, dict[int, str]] = {}
-        wanted: dict[str, set[int]] = {}
-        keys: dict[int, list[list[int]]] = {}  # prov id -> [[file index, line], ...], direct first
-
-        paths = self.provs.paths
-
-        def key_of(frame: list) -> list[int]:
-            path = paths[frame[PATH]]
-            if path not in files:
-                files[path] = len(files)
-                quoted[path], wanted[path] = {}, set()
-            quoted[path].setdefault(frame[LINE], frame[TEXT])
-            return [files[path], frame[LINE]]
-
-        for prov_id, info in provs.items():
-            frames = self.provs.user_frames(info)
-            if frames:
-                keys[prov_id] = [key_of(f) for f in frames]
-                wanted[paths[frames[0][PATH]]].add(frames[0][LINE])
-        counts: dict[tuple[int, int], list[int]] = {}
-        panes = []
-        for view in finals:
-            slot = 0 if view.list == "computation" else 1
-            for op in view.ops:
-                info = provs.get(op.prov) if op.prov is not None else None
-                if info is None or info["k"] == Kind.BOOKKEEPING:
-                    continue
-                if info["k"] == Kind.FUSION:
-                    direct = {tuple(keys[m][0]) for m in info["mem"] if m in keys}
-                    column = 2
-                else:
-                    direct = {tuple(keys[op.prov][0])} if op.prov in keys else set()
-                    column = slot
-                for key in direct:
-                    counts.setdefault(key, [0, 0, 0])[column] += 1
-            panes.append({"name": "forward" if slot == 0 else "backward", "view": view})
-        order = sorted(files, key=lambda p: -sum(c[0] + c[1] + c[2] for k, c in counts.items() if k[0] == files[p]))
-        shown = []
-        for path in order:
-            source = self.sources.get(path, quoted[path], wanted[path])
-            index = files[path]
-            rows = [None if row is None else
-                    {"n": row[0], "html": row[1], "c": counts.get((index, row[0]))} for row in source.rows]
-            shown.append({"index": index, "path": path, "name": path.rsplit("/", 1)[-1],
-                          "from_disk": source.from_disk, "rows": rows})
-        return {"key": self.key, "compile": self.compile, "fn": self.fn, "rank_label": self.rank_label,
-                "files": shown, "panes": panes, "provs": provs, "paths": self.provs.paths_of(provs), "linekeys": keys,
-                "pages": self.pages}
-
-
-def coverage(final: dict | None) -> dict[str, Any] | None:
-    if not final:
-        return None
-    try:
-        ops, with_prov = int(final.get("ops", 0)), int(final.get("with_provenance", 0))
-        compute, user = int(final.get("compute", 0)), int(final.get("compute_with_user_source", 0))
-    except (TypeError, ValueError):
-        return None
-    return {"ops": ops, "with_provenance": with_prov, "compute": compute, "compute_with_user_source": user,
-            "fusions": final.get("fusions") if isinstance(final.get("fusions"), int) else 0,
-            "pct": 100.0 * with_prov / ops if ops else 100.0,
-            "user_pct": 100.0 * user / compute if compute else 100.0}
+            if member.user_frame:
+                frame = self.provs.stack_frame(member.user_frame)
+                lines.setdefault(f"{frame.name}:{frame.line}", (frame.text, set()))[1].add(member.kind)
+        return Fusion(sym=op.sym, outs=list(op.outs), trace=view.list, anchor=view.anchor, prov=op.prov,
+                      members=members,
+                      lines=[FusionLine(where, text, sorted(kinds)) for where, (text, kinds) in lines.items()])

@@ -1,428 +1,536 @@
-"""One streaming pass over THUNDER_TRACE logs -> the report's render model.
+"""The render model: what the templates and compile_directory.json are made from.
 
-Files are read one after the other, records one at a time. A compile's pages are written as soon
-as its compile_end / compile_error arrives (compiles.py); the run keeps only a small summary per
-compile, from which the index, failures, rank comparison, Perfetto trace and
-`compile_directory.json` are made at the end. Bad input never raises: each problem is counted
-and listed.
+Plain dataclasses with readable names, built by run.py (the run), compiles.py (a compile) and the
+modules they call; templates read their attributes. Two views leave Python, each made in one
+place here: compile_directory.json's entries, and the compact JSON of provenance records that
+the pages' script (report.js) reads.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-import orjson
+__all__ = ["LISTS", "MAX_PROBLEMS_LISTED", "CacheCounts", "CallSiteNode", "CompileError", "CompilePage",
+           "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem", "ErrorSummary", "Failure", "FrameRef",
+           "Fusion", "FusionLine", "LogHeader", "LogSummary", "Op", "PassList", "PassSummary", "Problem", "Problems",
+           "ProvInfo", "RankComparison", "RankRow", "RankTime", "RoleCount", "RunModel", "SourceFileView",
+           "SourcePage", "SourcePane", "SourceRow", "StackFrame", "Totals", "TraceDiff", "TraceView", "coverage",
+           "script_data", "site_of"]
 
-from provenance.report.compiles import CompileBuilder, CompileSummary, coverage, site_of
-from provenance.report.highlight import LineHighlighter
-from provenance.report.html import ReportWriter
-from provenance.report.perfetto import PerfettoWriter
-from provenance.report.provinfo import ProvTable
-from provenance.report.ranks import compare_ranks
-from provenance.report.reader import LogFile, LogRecord
-from provenance.report.sources import SourceCache
-from provenance.report.workers import RECOVERABLE, CompileResult, LocalCompile, Pool, RemoteCompile
 
-__all__ = ["Problems", "Report", "build_report", "peek_header"]
+class FrameRef(NamedTuple):
+    """A frame of a provenance record; `path` indexes its log's ProvTable.paths (a file is named
+    once per log, not once per frame)."""
+
+    path: int
+    line: int
+    function: str
+    text: str
+    user: bool  # False for library frames (torch, thunder, ...)
+
+
+@dataclass(slots=True)
+class StackFrame:
+    """A frame as the pages show it."""
+
+    file: str
+    name: str  # the file's base name
+    line: int
+    fn: str
+    text: str
+    user: bool
+
+
+def site_of(stack: list[StackFrame]) -> str | None:
+    """`file:line` of a stack's outermost frame."""
+    return f"{stack[-1].name}:{stack[-1].line}" if stack else None
+
+
+@dataclass(slots=True)
+class ProvInfo:
+    """A provenance record as the pages show it."""
+
+    id: int
+    kind: str
+    header: str  # the line provenance.annotate() prints above its ops
+    module: str | None
+    module_type: str | None
+    user_frame: FrameRef | None  # where the user's code made it (a backward op: its forward op's line)
+    stack: list[FrameRef]  # innermost first
+    lineage: str | None  # e.g. grad(row_parallel(op))
+    role: str | None  # distributed role
+    role_color: int | None  # its palette index (CSS class role{n})
+    scope: str | None  # the provenance span path, a/b/c
+    derived_from: int | None  # record id
+    members: list[int]  # a fusion's member record ids
+    _compact: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def compact(self) -> dict[str, Any]:
+        """The record for the pages' script, report.js: one-letter keys, frames as lists (a page
+        embeds hundreds of records). Made once per record."""
+        if self._compact is None:
+            self._compact = {
+                "id": self.id, "k": self.kind, "h": self.header, "m": self.module, "mt": self.module_type,
+                "f": None if self.user_frame is None else list(self.user_frame),
+                "st": [list(f) for f in self.stack], "lin": self.lineage, "r": self.role, "rc": self.role_color,
+                "sp": self.scope, "d": self.derived_from, "mem": self.members}
+        return self._compact
+
+
+def script_data(provs: dict[int, ProvInfo], paths: dict[int, str]) -> dict[str, Any]:
+    """The records a page's script looks up by id, and the paths their frames index."""
+    return {"provs": {prov_id: info.compact() for prov_id, info in provs.items()}, "paths": paths}
+
+
+# -- traces ---------------------------------------------------------------------------------------
+LISTS = ("prologue", "computation", "epilogue", "backward")  # Thunder's trace lists, in page order
+
+
+class Op(NamedTuple):
+    """An op of a trace (a top-level bound symbol), from the trace record's `ops`."""
+
+    line: int  # first line in the trace's python (0-based)
+    n: int  # lines
+    sym: str
+    outs: tuple[str, ...]
+    prov: int | None  # provenance record id
+
+
+@dataclass(slots=True)
+class DiffItem:
+    text: str  # an op's code, at most 300 characters
+    old: str | None = None  # a rewritten op: its code before the pass
+
+
+@dataclass(slots=True)
+class TraceDiff:
+    """What a pass did to the previous trace of its list. The counts are complete, the items capped."""
+
+    previous: str  # the anchor of the trace diffed against
+    added: int = 0
+    removed: int = 0
+    rewritten: int = 0  # same outputs, another symbol or code
+    reattributed: int = 0  # same code, another provenance record
+    added_items: list[DiffItem] = field(default_factory=list)
+    removed_items: list[DiffItem] = field(default_factory=list)
+    rewritten_items: list[DiffItem] = field(default_factory=list)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {"added": self.added, "removed": self.removed, "rewritten": self.rewritten}
+
+
+@dataclass
+class TraceView:
+    """One trace after one pass, ready to render. Its text is dropped once a later pass of its
+    list arrives: the pass list keeps only names and figures."""
+
+    list: str
+    index: int
+    pass_name: str
+    label: str | None
+    ms: float | None
+    anchor: str
+    same_as: int | None = None  # a repeat of trace #same_as of its list
+    lines: list[str] = field(default_factory=list)  # the python, as lines
+    html: list[str] = field(default_factory=list)  # the same lines highlighted
+    ops: list[Op] = field(default_factory=list)
+    diff: TraceDiff | None = None
+    final: bool = False
+    n_ops: int = 0  # kept when the text is dropped
+    code: str | None = None  # the rendered code, kept for the source view of a final trace
+    keyed: dict | None = None  # its ops by identity, once diffed (the next pass diffs against it)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return self.diff.counts if self.diff else {}
+
+
+# -- a compile ------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Coverage:
+    """How many ops of a compile's final traces have a provenance record, and a user line
+    (from compile_end.final)."""
+
+    ops: int
+    with_provenance: int
+    compute: int
+    compute_with_user_source: int
+    fusions: int
+    pct: float  # with_provenance / ops
+    user_pct: float  # compute_with_user_source / compute
+
+
+def coverage(final: dict | None) -> Coverage | None:
+    """compile_end's `final` counts (from the log: any field may be missing or odd) as Coverage."""
+    if not final:
+        return None
+    try:
+        ops, with_prov = int(final.get("ops", 0)), int(final.get("with_provenance", 0))
+        compute, user = int(final.get("compute", 0)), int(final.get("compute_with_user_source", 0))
+    except (TypeError, ValueError):
+        return None
+    return Coverage(ops=ops, with_provenance=with_prov, compute=compute, compute_with_user_source=user,
+                    fusions=final.get("fusions") if isinstance(final.get("fusions"), int) else 0,
+                    pct=100.0 * with_prov / ops if ops else 100.0,
+                    user_pct=100.0 * user / compute if compute else 100.0)
+
+
+@dataclass(slots=True)
+class CacheCounts:
+    """The jitted function's cache figures when the compile ended."""
+
+    hits: int | None
+    misses: int | None
+    calls: int | None
+
+
+class PassSummary(NamedTuple):
+    """A trace after a pass, as the run keeps it (no text)."""
+
+    list: str
+    index: int
+    pass_name: str
+    ms: float | None
+    ops: int | None  # None for a repeat of an earlier trace
+    counts: dict[str, int]  # what the pass changed: added, removed, rewritten (empty for a list's first)
+
+
+@dataclass(slots=True)
+class ErrorSummary:
+    type: str
+    message: str  # the first 500 characters
+
+
+@dataclass(slots=True)
+class CompilePages:
+    """A compile's pages, relative to the report's directory."""
+
+    compile: str
+    source: str | None  # None when no trace reached the log
+
+    def json(self) -> dict[str, str]:
+        return {"compile": self.compile} if self.source is None else {"compile": self.compile, "source": self.source}
+
+
+@dataclass(slots=True)
+class CompileSummary:
+    """A compile, for every page that lists it (index, call sites, failures, the rank
+    comparison), the Perfetto trace and compile_directory.json. The run keeps one per compile:
+    `passes` and the stacks are dropped once the compile's entries are written."""
+
+    key: str  # unique in the report: its pages' names
+    log: int  # RunLog.index
+    rank: int | None
+    rank_label: str
+    compile: Any  # the compile id, as the log has it
+    fn: str
+    index: int  # recompile index
+    status: str  # ok | failed | incomplete
+    start_ns: int | None
+    end_ns: int | None
+    seconds: float | None
+    cache: CacheCounts | None
+    final: dict | None  # compile_end.final, as logged
+    coverage: Coverage | None
+    passes: list[PassSummary]
+    pages: CompilePages
+    call_stack: list[StackFrame]  # the user's call that compiled
+    jit_stack: list[StackFrame]  # where thunder.jit was called
+    call_site: str | None = None  # `file:line` of the call (or of thunder.jit): kept when the stacks are dropped
+    error: ErrorSummary | None = None
+    signature: dict[str, bytes] = field(default_factory=dict)  # final traces' ops, zlib'd, for desync
+    cache_hits: int = 0  # from the calls records, at the end of the log
+    calls: int = 0
+
+    @property
+    def recompiled(self) -> bool:
+        return self.index > 0
+
+    @property
+    def page(self) -> str:
+        return self.pages.compile
+
+    def directory_entry(self) -> dict[str, Any]:
+        """The compile in compile_directory.json (made when the compile ends: every pass). orjson
+        writes the dataclasses in it (cache, coverage, error) as objects, fields in order."""
+        return {
+            "key": self.key, "log": self.log, "rank": self.rank, "rank_label": self.rank_label,
+            "compile": self.compile, "fn": self.fn, "index": self.index, "status": self.status,
+            "recompiled": self.recompiled, "start_ns": self.start_ns, "end_ns": self.end_ns, "seconds": self.seconds,
+            "cache": self.cache, "calls": self.calls, "cache_hits": self.cache_hits, "final": self.final,
+            "coverage": self.coverage, "error": self.error, "pages": self.pages.json(),
+            "passes": [{"list": p.list, "index": p.index, "pass": p.pass_name, "ms": p.ms, "ops": p.ops, **p.counts}
+                       for p in self.passes],
+            "call_site": self.call_site, "jit_site": site_of(self.jit_stack),
+        }
+
+
+# -- a compile's pages ----------------------------------------------------------------------------
+@dataclass(slots=True)
+class CompileError:
+    type: str
+    message: str
+    traceback: str
+    last_prov: int | None  # the record of the op being processed when it raised
+    last_info: ProvInfo | None
+    last_stack: list[StackFrame]
+
+
+@dataclass(slots=True)
+class PassList:
+    name: str  # computation, backward, ...
+    passes: list[TraceView]
+
+
+@dataclass(slots=True)
+class RoleCount:
+    role: str
+    color: int | None
+    count: int  # ops
+
+
+@dataclass(slots=True)
+class FusionLine:
+    where: str  # file:line
+    text: str
+    kinds: list[str]  # of the member records made there
+
+
+@dataclass(slots=True)
+class Fusion:
+    sym: str
+    outs: list[str]
+    trace: str  # its list
+    anchor: str
+    prov: int | None
+    members: list[ProvInfo]
+    lines: list[FusionLine]  # the user lines of its members
+
+
+@dataclass(slots=True)
+class CompilePage:
+    """compile.html: the pass pipeline, the traces (rendered as they came), fusions, roles."""
+
+    summary: CompileSummary
+    error: CompileError | None
+    lists: list[PassList]
+    timeline: list[TraceView]  # the passes that report a duration
+    total_ms: float
+    log_seconds: float | None  # what logging the compile cost
+    fusions: list[Fusion]
+    roles: list[RoleCount]
+    provs: dict[int, ProvInfo]  # every record the page's traces name
+    paths: dict[int, str]  # the files their frames name, by index
+
+    @property
+    def script(self) -> dict[str, Any]:
+        return script_data(self.provs, self.paths)
+
+
+class SourceRow(NamedTuple):
+    number: int
+    html: str
+    counts: list[int] | None  # forward ops, backward ops, fusions made directly by the line
+
+
+@dataclass(slots=True)
+class SourceFileView:
+    index: int  # in the page's line keys
+    path: str
+    name: str
+    from_disk: bool  # else rebuilt from the lines the log quotes
+    rows: list[SourceRow | None]  # None: a gap
+
+
+@dataclass(slots=True)
+class SourcePane:
+    name: str  # forward | backward
+    view: TraceView  # the final trace
+
+
+@dataclass(slots=True)
+class SourcePage:
+    """source.html: the user files behind a compile's final traces, and those traces."""
+
+    summary: CompileSummary
+    files: list[SourceFileView]
+    panes: list[SourcePane]
+    provs: dict[int, ProvInfo]
+    paths: dict[int, str]
+    line_keys: dict[int, list[list[int]]]  # record id -> [[file index, line], ...], its own line first
+
+    @property
+    def script(self) -> dict[str, Any]:
+        return script_data(self.provs, self.paths)
+
+
+# -- the run --------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Failure:
+    """A failed compile, for failures.html."""
+
+    summary: CompileSummary
+    error: CompileError
+    call_stack: list[StackFrame]  # kept here: the summary's is dropped once its entries are written
+
 
 MAX_PROBLEMS_LISTED = 200
-MAX_FAILURES_DETAILED = 200
-_DEBUG = bool(os.environ.get("THUNDER_TRACE_REPORT_DEBUG"))  # raise on a record the report cannot use
-PERFETTO_FILE = "perfetto_trace.json"
-DIRECTORY_FILE = "compile_directory.json"
 
 
-def peek_header(path: str | os.PathLike[str]) -> dict | None:
-    """The header of a log (its first line), or None; SchemaError for another major version."""
-    log_file = LogFile(str(path))
-    for record in log_file:
-        return record.data if record.type == "header" else None
-    return None
+@dataclass(slots=True)
+class Problem:
+    category: str  # bad line | unknown record type | malformed record
+    file: str
+    line: int | None
+    reason: str
+    text: str  # the start of the line
 
 
 @dataclass
 class Problems:
-    """Bad input, counted by category; the first entries listed."""
+    """Bad input, counted by category; the first MAX_PROBLEMS_LISTED listed."""
 
     counts: Counter = field(default_factory=Counter)
-    entries: list[dict[str, Any]] = field(default_factory=list)
+    entries: list[Problem] = field(default_factory=list)
 
     def add(self, category: str, file: str, line: int | None, reason: str, text: str = "", count: int = 1) -> None:
         self.counts[category] += count
         if len(self.entries) < MAX_PROBLEMS_LISTED:
-            self.entries.append({"category": category, "file": file, "line": line, "reason": reason,
-                                 "text": text[:200]})
+            self.entries.append(Problem(category, file, line, reason, text[:200]))
 
     @property
     def total(self) -> int:
         return sum(self.counts.values())
 
+    def json(self) -> dict[str, Any]:
+        return {"counts": dict(self.counts), "entries": self.entries, "total": self.total}
 
-@dataclass
-class Source:
-    """One log file of the run."""
+
+@dataclass(slots=True)
+class LogHeader:
+    """A log's header, every field of the type the pages expect."""
+
+    schema: str
+    time_ns: int | None
+    rank: int | None
+    world_size: int | None
+    host: str
+    pid: int | None
+    argv: list[str]
+    versions: dict[str, str]
+
+
+@dataclass(slots=True)
+class LogSummary:
+    """A log file of the run, for the index's run table."""
 
     index: int
-    path: str
-    header: dict | None
-    label: str = ""
-    prefix: str = ""
-
-    @property
-    def name(self) -> str:
-        return os.path.basename(self.path)
-
-    @property
-    def rank(self) -> int | None:
-        rank = (self.header or {}).get("rank")
-        return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
+    file: str
+    label: str
+    rank: int | None
+    header: LogHeader | None
+    lines: int = 0
+    bytes: int = 0
+    truncated: bool = False  # its last line was cut off
+    newer_minor: bool = False  # written with a newer minor schema version
 
 
-@dataclass
-class Report:
-    """What a build returns: the render model and the figures the CLI prints."""
+@dataclass(slots=True)
+class Totals:
+    """The run's figures: compiles, time, calls, and the final traces' coverage, summed."""
 
-    out: Path
-    model: dict[str, Any]
-    problems: Problems
     compiles: int
+    ok: int
     failed: int
-    bytes_read: int
+    incomplete: int
+    recompiles: int
+    seconds: float
+    cache_hits: int
+    calls: int
+    ops: int
+    with_provenance: int
+    compute: int
+    compute_with_user_source: int
+    fusions: int
+    pct: float
+    user_pct: float
+    bytes: int  # read
+    logs: int
 
 
-class _Trie:
-    """User call sites of compiles: a trie of stack frames, compiles at the leaves."""
+@dataclass(slots=True)
+class CallSiteNode:
+    """A frame of the call-site trie; the compiles made at exactly this stack."""
 
-    def __init__(self) -> None:
-        self.root: dict[str, Any] = {"children": {}, "compiles": []}
-
-    def add(self, stack: list[dict], entry: dict) -> None:
-        node = self.root
-        for frame in stack:
-            key = (frame["file"], frame["line"], frame["fn"], frame["text"])
-            node = node["children"].setdefault(key, {"frame": frame, "children": {}, "compiles": []})
-        node["compiles"].append(entry)
-
-    def model(self) -> list[dict[str, Any]]:
-        def walk(node: dict) -> dict[str, Any]:
-            children = [walk(c) for c in node["children"].values()]
-            count = len(node["compiles"]) + sum(c["count"] for c in children)
-            return {"frame": node.get("frame"), "children": children, "compiles": node["compiles"], "count": count}
-        return walk(self.root)["children"] + ([{"frame": None, "children": [], "compiles": self.root["compiles"],
-                                                "count": len(self.root["compiles"])}]
-                                              if self.root["compiles"] else [])
+    frame: StackFrame | None  # None: compiles without a user stack
+    children: list[CallSiteNode]
+    compiles: list[CompileSummary]
+    count: int  # compiles here and below
 
 
-class RunBuilder:
-    """Consumes the records of every log file; each compile's pages are written when it ends,
-    here or (with a pool) by a worker process."""
+@dataclass(slots=True)
+class Desync:
+    """Where a rank's final trace first differs from the reference rank's."""
 
-    def __init__(self, writer: ReportWriter, sources: list[Source],
-                 progress: Callable[[int], None] | None = None, pool: Pool | None = None) -> None:
-        self.writer = writer
-        self.sources = sources
-        self.progress = progress
-        self.pool = pool
-        self.problems = Problems()
-        self.summaries: list[CompileSummary] = []
-        self.failures: list[dict[str, Any]] = []
-        self.trie = _Trie()
-        self.roles: Counter = Counter()
-        self.calls: list[dict[str, Any]] = []
-        self.source_cache = SourceCache()
-        self.highlighter = LineHighlighter()
-        self._pages: set[str] = set()
-        self._entries: dict[str, dict[str, Any]] = {}  # the trie's leaves, by compile key
-        self.bytes_read = 0
-        self.file_stats: list[dict[str, Any]] = []
-        times = [s.header.get("time_ns") for s in sources if s.header and isinstance(s.header.get("time_ns"), int)]
-        self.perfetto = PerfettoWriter(str(writer.out / PERFETTO_FILE), min(times) if times else None)
-        # compile_directory.json's entries, one JSON line per compile as it ends (unlinked at once)
-        self._directory = tempfile.TemporaryFile(dir=writer.out)
-
-    # -- the pass ---------------------------------------------------------------------------------
-    def run(self) -> None:
-        for source in self.sources:
-            self._file(source)
-        if self.pool is not None:
-            self.pool.drain()
-        self.perfetto.close()
-
-    def _file(self, source: Source) -> None:
-        log_file = LogFile(source.path)
-        provs = ProvTable(log_file)
-        self.perfetto.process(source.index, f"{source.label} \u00b7 {source.name}")
-        open_compiles: dict[Any, LocalCompile | RemoteCompile] = {}
-        dropped_bad = 0
-        done_before = self.bytes_read
-        for n, record in enumerate(log_file):
-            try:
-                self._record(source, log_file, provs, record, open_compiles)
-            except RECOVERABLE as exc:
-                if _DEBUG:
-                    raise
-                self._malformed(source, record.line, f"{record.type} record: {type(exc).__name__}: {exc}")
-            if len(log_file.bad) > MAX_PROBLEMS_LISTED:  # a file of garbage keeps its count, not its lines
-                dropped_bad += len(log_file.bad) - MAX_PROBLEMS_LISTED
-                del log_file.bad[MAX_PROBLEMS_LISTED:]
-            if self.progress is not None and not n & 255:
-                self.progress(done_before + log_file.bytes)
-        for compile_ in list(open_compiles.values()):  # the log ended mid-compile
-            try:
-                compile_.finish(None, None)
-            except RECOVERABLE as exc:
-                if _DEBUG:
-                    raise
-                self._malformed(source, None, f"incomplete compile: {type(exc).__name__}: {exc}")
-        self.bytes_read = done_before + log_file.bytes
-        if self.progress is not None:
-            self.progress(self.bytes_read)
-        for bad in log_file.bad:
-            self.problems.add("bad line", source.name, bad.line, bad.reason, bad.text)
-        if dropped_bad:
-            self.problems.add("bad line", source.name, None, f"{dropped_bad} more bad lines not listed",
-                              count=dropped_bad)
-        for kind, count in log_file.unknown.items():
-            self.problems.add("unknown record type", source.name, None,
-                              f"{count} record{'s' if count > 1 else ''} of unknown type {kind!r}", count=count)
-        if provs.malformed:
-            self.problems.add("malformed record", source.name, None,
-                              f"{provs.malformed} provenance record(s) could not be rebuilt", count=provs.malformed)
-        if log_file.header is not None and source.header is None:
-            source.header = log_file.header
-        self.file_stats.append({"file": source.name, "lines": log_file.lines, "bytes": log_file.bytes,
-                                "truncated": log_file.truncated, "newer_minor": log_file.newer_minor})
-
-    def _record(self, source: Source, log_file: LogFile, provs: ProvTable, record: LogRecord,
-                open_compiles: dict[Any, LocalCompile | RemoteCompile]) -> None:
-        kind, data = record.type, record.data
-        if kind in ("prov", "span", "header"):
-            return  # the reader keeps records by id; headers were read up front
-        if kind == "compile_start":
-            cid = _hashable(data.get("compile"))
-            if cid in open_compiles:
-                self._malformed(source, record.line,
-                                f"compile {cid!r} started twice; the first is closed as incomplete")
-                open_compiles.pop(cid).finish(None, None)
-            open_compiles[cid] = self._begin(source, log_file, provs, data)
-        elif kind == "trace":
-            self._compile(source, log_file, provs, record, open_compiles).add(data)
-        elif kind in ("compile_end", "compile_error"):
-            compile_ = self._compile(source, log_file, provs, record, open_compiles)
-            open_compiles.pop(_hashable(data.get("compile")), None)
-            compile_.finish(data if kind == "compile_end" else None, data if kind == "compile_error" else None)
-        elif kind == "calls":
-            self.calls.append({"file": source.index, "fn": str(data.get("fn")), "calls": _int(data.get("calls")),
-                               "hits": _int(data.get("cache_hits")), "misses": _int(data.get("cache_misses")),
-                               "compiles": [c for c in data.get("compiles") or [] if isinstance(c, int)]})
-        elif kind == "span_end":
-            span = log_file._spans.get(data.get("id"))
-            end = data.get("end_ns")
-            if span and isinstance(span.get("start_ns"), int) and isinstance(end, int):
-                self.perfetto.scope(source.index, str(span.get("name")), span["start_ns"], end, span.get("role"))
-
-    def _compile(self, source: Source, log_file: LogFile, provs: ProvTable, record: LogRecord,
-                 open_compiles: dict) -> LocalCompile | RemoteCompile:
-        cid = _hashable(record.data.get("compile"))
-        found = open_compiles.get(cid)
-        if found is None:
-            self._malformed(source, record.line, f"{record.type} of compile {cid!r} without its compile_start")
-            found = open_compiles[cid] = self._begin(source, log_file, provs, {"compile": record.data.get("compile")})
-        return found
-
-    def _begin(self, source: Source, log_file: LogFile, provs: ProvTable, start: dict) -> LocalCompile | RemoteCompile:
-        cid = start.get("compile")
-        numbered = _int(cid) is not None and cid >= 0
-        base = f"{source.prefix}-c{cid}" if numbered else f"{source.prefix}-x{len(self._pages)}"
-        key, n = base, 1
-        while key in self._pages:  # a compile id seen twice in one file
-            n += 1
-            key = f"{base}-{n}"
-        self._pages.add(key)
-        pages = {"compile": f"compiles/{key}.html", "source": f"compiles/{key}-source.html"}
-        args = {"key": key, "file": source.index, "rank": source.rank, "rank_label": source.label, "pages": pages,
-                "compare": len(self.sources) > 1}
-
-        def deliver(result: CompileResult) -> None:
-            self._finished(source, result)
-
-        if self.pool is not None:
-            compile_ = RemoteCompile(self.pool, args, log_file, deliver)
-            compile_.add(start)
-            return compile_
-        builder = CompileBuilder(**args, start=start, provs=provs, sink=self.writer.begin_compile(pages, provs),
-                                 highlighter=self.highlighter, sources=self.source_cache,
-                                 malformed=lambda reason: self._malformed(source, None, reason))
-        return LocalCompile(builder, deliver)
-
-    def _finished(self, source: Source, result: CompileResult) -> None:
-        for reason in result.malformed:
-            self._malformed(source, None, reason)
-        summary = result.summary
-        if summary is None:
-            return
-        self.summaries.append(summary)
-        entry = {"key": summary.key, "compile": summary.compile, "rank_label": summary.rank_label,
-                 "status": summary.status, "recompiled": summary.recompiled, "fn": summary.fn,
-                 "index": summary.index, "page": summary.pages["compile"], "seconds": summary.seconds, "cache_hits": 0}
-        self.trie.add(summary.call_stack or summary.jit_stack, entry)
-        self._entries[summary.key] = entry  # cache hits are known at the end (the calls records)
-        for role in result.roles:
-            self.roles[(role["role"], role["color"])] += role["count"]
-        if result.error is not None and len(self.failures) < MAX_FAILURES_DETAILED:
-            self.failures.append({**result.error, "key": summary.key, "compile": summary.compile, "fn": summary.fn,
-                                  "rank_label": summary.rank_label, "page": summary.pages["compile"],
-                                  "seconds": summary.seconds, "call_stack": summary.call_stack})
-        self.perfetto.compile(source.index, summary)
-        self._directory.write(orjson.dumps(self._entry(summary), option=orjson.OPT_NON_STR_KEYS) + b"\n")
-        # What stays is what the index and the rank comparison need: a few hundred bytes.
-        summary.passes, summary.call_stack, summary.jit_stack = [], [], []
-        if self.progress is not None:
-            self.progress(self.bytes_read)
-
-    def _malformed(self, source: Source, line: int | None, reason: str) -> None:
-        self.problems.add("malformed record", source.name, line, reason)
-
-    # -- the model ------------------------------------------------------------------------------------
-    def model(self) -> dict[str, Any]:
-        self._attach_calls()
-        compiles = [self._index_entry(s) for s in self.summaries]
-        totals = self._totals()
-        ranks = sorted({s.label for s in self.sources})
-        return {
-            "logs": [{"index": s.index, "file": s.name, "label": s.label, "rank": s.rank,
-                      "header": _header_view(s.header),
-                      **(self.file_stats[i] if i < len(self.file_stats) else {})} for i, s in enumerate(self.sources)],
-            "ranks": ranks, "totals": totals, "compiles": compiles, "trie": self.trie.model(),
-            "failures": self.failures, "failed_total": totals["failed"],
-            "roles": [{"role": r, "color": c, "count": n} for (r, c), n in self.roles.most_common()],
-            "distributed": compare_ranks(self.sources, self.summaries),
-            "problems": {"counts": dict(self.problems.counts), "entries": self.problems.entries,
-                         "total": self.problems.total},
-            "files": {"perfetto": PERFETTO_FILE, "directory": DIRECTORY_FILE, "failures": "failures.html",
-                      "distributed": "distributed.html", "index": "index.html"},
-        }
-
-    def _attach_calls(self) -> None:
-        by_id = {(s.file, s.compile): s for s in self.summaries if _int(s.compile) is not None}
-        for calls in self.calls:
-            for cid in calls["compiles"]:
-                summary = by_id.get((calls["file"], cid))
-                if summary is not None:
-                    summary.calls, summary.cache_hits = calls["calls"] or 0, calls["hits"] or 0
-                    self._entries[summary.key]["cache_hits"] = summary.cache_hits
-
-    def write_directory(self, path: Path, head: dict[str, Any]) -> None:
-        """compile_directory.json: `head`, then the streamed compile entries with the cache
-        figures the calls records (at the end of each log) gave them; one entry in memory at a time."""
-        calls = {s.key: (s.calls, s.cache_hits) for s in self.summaries}
-        self._directory.seek(0)
-        with open(path, "wb") as f:
-            f.write(orjson.dumps(head, option=orjson.OPT_NON_STR_KEYS)[:-1] + b', "compiles": [')
-            for n, line in enumerate(self._directory):
-                entry = orjson.loads(line)
-                entry["calls"], entry["cache_hits"] = calls.get(entry["key"], (0, 0))
-                f.write((b",\n  " if n else b"\n  ") + orjson.dumps(entry, option=orjson.OPT_NON_STR_KEYS))
-            f.write(b"\n]}\n")
-        self._directory.close()
-
-    @staticmethod
-    def _index_entry(s: CompileSummary) -> dict[str, Any]:
-        return {"key": s.key, "rank_label": s.rank_label, "compile": s.compile, "fn": s.fn, "index": s.index,
-                "status": s.status, "recompiled": s.recompiled, "seconds": s.seconds, "calls": s.calls,
-                "cache_hits": s.cache_hits, "error": s.error, "coverage": coverage(s.final), "pages": s.pages,
-                "call_site": s.call_site}
-
-    @staticmethod
-    def _entry(s: CompileSummary) -> dict[str, Any]:
-        return {
-            "key": s.key, "log": s.file, "rank": s.rank, "rank_label": s.rank_label, "compile": s.compile, "fn": s.fn,
-            "index": s.index, "status": s.status, "recompiled": s.recompiled, "start_ns": s.start_ns,
-            "end_ns": s.end_ns, "seconds": s.seconds, "cache": s.cache, "calls": s.calls, "cache_hits": s.cache_hits,
-            "final": s.final, "coverage": coverage(s.final), "error": s.error, "pages": s.pages,
-            "passes": [{"list": lst, "index": i, "pass": p, "ms": ms, "ops": ops if ops >= 0 else None, **counts}
-                       for lst, i, p, ms, ops, counts in s.passes],
-            "call_site": s.call_site, "jit_site": site_of(s.jit_stack),
-        }
-
-    def _totals(self) -> dict[str, Any]:
-        status = Counter(s.status for s in self.summaries)
-        keys = ("ops", "with_provenance", "compute", "compute_with_user_source", "fusions")
-        final = dict.fromkeys(keys, 0)  # a run without compiles has zero of each
-        for s in self.summaries:
-            for k in keys:
-                value = (s.final or {}).get(k)
-                final[k] += value if isinstance(value, int) else 0
-        return {"compiles": len(self.summaries), "ok": status["ok"], "failed": status["failed"],
-                "incomplete": status["incomplete"], "recompiles": sum(1 for s in self.summaries if s.recompiled),
-                "seconds": sum(s.seconds or 0.0 for s in self.summaries),
-                "cache_hits": sum(c["hits"] or 0 for c in self.calls),
-                "calls": sum(c["calls"] or 0 for c in self.calls),
-                **coverage(final), "bytes": self.bytes_read, "logs": len(self.sources)}
+    trace: str  # forward | backward
+    rank: str
+    ref_rank: str
+    at: int  # op index
+    changes: int  # differing stretches
+    ref_ops: list[str]  # the first differing ops (symbol [role])
+    ops: list[str]
+    ref_length: int
+    length: int
 
 
-def _header_view(header: dict | None) -> dict[str, Any] | None:
-    """A log's header with every field the pages show, of the type they expect (a header is
-    from the log: any field may be missing or odd)."""
-    if header is None:
-        return None
-    versions = header.get("versions")
-    argv = header.get("argv")
-    return {"schema": str(header.get("schema", "")), "time_ns": _int(header.get("time_ns")),
-            "rank": _int(header.get("rank")), "world_size": _int(header.get("world_size")),
-            "host": str(header.get("host", "")), "pid": _int(header.get("pid")),
-            "argv": [str(a) for a in argv] if isinstance(argv, list) else [],
-            "versions": {str(k): str(v) for k, v in versions.items()} if isinstance(versions, dict) else {}}
+@dataclass(slots=True)
+class RankRow:
+    """A compile matched across ranks: same function, recompile index and occurrence."""
+
+    fn: str
+    index: int
+    occurrence: int
+    differences: list[Desync]
+    cells: list[CompileSummary | None]  # per log; None: that rank did not make it
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+@dataclass(slots=True)
+class RankTime:
+    label: str
+    compiles: int
+    seconds: float
+    failed: int
+    pct: float = 0.0  # of the slowest rank's
 
 
-def _hashable(value: Any) -> Any:
-    try:
-        hash(value)
-        return value
-    except TypeError:
-        return repr(value)
+@dataclass(slots=True)
+class RankComparison:
+    multi: bool  # several logs
+    ranks: list[RankTime]
+    rows: list[RankRow]
+    desync: int  # compiles that differ between ranks
+    labels: list[str]
 
 
-def label_sources(paths: Iterable[Path], headers: list[dict | None]) -> list[Source]:
-    """Each log's label (rank N / process P) and page-name prefix (made from integers only)."""
-    sources = [Source(i, str(p), h) for i, (p, h) in enumerate(zip(paths, headers))]
-    ranks = Counter(s.rank for s in sources if s.rank is not None)
-    for s in sources:
-        unique = s.rank is not None and ranks[s.rank] == 1
-        s.prefix = f"r{s.rank}" if unique and s.rank >= 0 else f"log{s.index}"
-        pid = (s.header or {}).get("pid")
-        s.label = (f"rank {s.rank}" if unique else f"rank {s.rank} (log {s.index})" if s.rank is not None
-                   else f"process {pid}" if _int(pid) is not None else f"log {s.index}")
-    return sources
+@dataclass(slots=True)
+class RunModel:
+    """The run, for index.html, failures.html, distributed.html and compile_directory.json."""
 
+    logs: list[LogSummary]
+    ranks: list[str]  # labels
+    totals: Totals
+    compiles: list[CompileSummary]
+    call_sites: list[CallSiteNode]
+    failures: list[Failure]  # the first MAX_FAILURES_DETAILED
+    roles: list[RoleCount]
+    distributed: RankComparison
+    problems: Problems
+    files: dict[str, str]  # the report's files by name
 
-def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None = None,
-                 progress: Callable[[int], None] | None = None, jobs: int = 1) -> Report:
-    """Read `paths` once and write the report into `out` (which must exist and be empty);
-    `jobs` > 1: compiles are built by that many worker processes."""
-    headers = headers if headers is not None else [peek_header(p) for p in paths]
-    writer = ReportWriter(out)
-    writer.write_assets()
-    pool = Pool(jobs, out) if jobs > 1 else None
-    try:
-        builder = RunBuilder(writer, label_sources(paths, headers), progress, pool)
-        builder.run()
-    finally:
-        if pool is not None:
-            pool.close()
-    model = builder.model()
-    builder.write_directory(out / DIRECTORY_FILE, {"generator": "thunder-trace report", "schema": 1, **{
-        k: model[k] for k in ("logs", "ranks", "totals", "problems", "files")}})
-    for page in ("index.html", "failures.html", "distributed.html"):  # they list every compile: streamed
-        writer.write(page, page, stream=True, root="", m=model)
-    return Report(out, model, builder.problems, len(builder.summaries), model["totals"]["failed"], builder.bytes_read)
+    def directory_head(self) -> dict[str, Any]:
+        """compile_directory.json but its compiles (they are streamed, directory.py)."""
+        return {"generator": "thunder-trace report", "schema": 1, "logs": self.logs, "ranks": self.ranks,
+                "totals": self.totals, "problems": self.problems.json(), "files": self.files}

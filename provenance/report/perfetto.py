@@ -12,11 +12,12 @@ from typing import IO, Any
 
 import orjson
 
-from provenance.report.compiles import CompileSummary
+from provenance.report.model import CompileSummary
 
-__all__ = ["PerfettoWriter"]
+__all__ = ["PERFETTO_FILE", "PerfettoWriter"]
 
-COMPILES, PASSES, SCOPES = 1, 2, 3
+PERFETTO_FILE = "perfetto_trace.json"
+COMPILES, SCOPES = 1, 3  # thread ids: compiles with their passes nested, provenance scopes
 
 
 class PerfettoWriter:
@@ -25,7 +26,6 @@ class PerfettoWriter:
         self._f.write(b'{"displayTimeUnit": "ms", "traceEvents": [\n')
         self._first = True
         self.base_ns = base_ns  # the earliest time seen: timestamps start near 0
-        self.events = 0
 
     def _us(self, ns: int) -> float:
         if self.base_ns is None:
@@ -37,7 +37,6 @@ class PerfettoWriter:
             self._f.write(b",\n")
         self._first = False
         self._f.write(orjson.dumps(event))
-        self.events += 1
 
     def process(self, pid: int, name: str) -> None:
         self._emit({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
@@ -53,7 +52,7 @@ class PerfettoWriter:
         name = f"{c.fn.rsplit('.', 1)[-1]} compile {c.compile}" + (f" (recompile {c.index})" if c.index else "")
         self._emit({"ph": "X", "name": name, "cat": "compile", "pid": pid, "tid": COMPILES, "ts": ts,
                     "dur": max(dur, 0.0), "args": {"fn": c.fn, "compile": c.compile, "status": c.status,
-                                                   "index": c.index, "page": c.pages.get("compile")}})
+                                                   "index": c.index, "page": c.page}})
         cursor = ts
         for list_name, index, pass_name, ms, _ops, _counts in c.passes:
             if not ms:

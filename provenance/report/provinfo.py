@@ -1,4 +1,4 @@
-"""Provenance records of one log file, as small JSON-able dicts for the pages' scripts.
+"""Provenance records of one log file as the pages show them (model.ProvInfo).
 
 Labels come from `provenance.annotation` (the same text `provenance.annotate()` prints), applied
 to the `Provenance` the reader rebuilds. A malformed record never raises: it becomes a minimal
@@ -15,6 +15,7 @@ from markupsafe import escape
 
 from provenance.annotation import header
 from provenance.record import Kind, Provenance
+from provenance.report.model import FrameRef, ProvInfo, StackFrame
 from provenance.report.reader import LogFile
 
 __all__ = ["ProvTable", "role_color"]
@@ -34,8 +35,6 @@ def role_color(role: str | None) -> int | None:
     return color if color is not None else 8 + zlib.crc32(role.encode("utf-8", "replace")) % 2
 
 
-# A frame in the pages' JSON: [path index into ProvTable.paths, line, function, text, user].
-PATH, LINE, FUNCTION, TEXT, USER = range(5)
 # CSS classes of op kinds: short (every op of every trace carries one), and none of pygments'
 _KIND_CLASS = {"op": "qo", "decomposition": "qd", "backward": "qb", "recompute": "qr", "fusion": "qf",
                "bookkeeping": "qk", "pass": "qp", "scope": "qs"}
@@ -57,30 +56,30 @@ class ProvTable:
 
     def __init__(self, log_file: LogFile) -> None:
         self.file = log_file
-        self._info: dict[int, dict[str, Any]] = {}
+        self._info: dict[int, ProvInfo] = {}
         self._spans: dict[Any, tuple[str, str | None]] = {}
         self.paths: list[str] = []  # the files frames name, each once
         self._path_index: dict[str, int] = {}
         self.malformed = 0
 
-    def _frame(self, frame: Any) -> list:
+    def _frame(self, frame: Any) -> FrameRef:
         index = self._path_index.get(frame.file)
         if index is None:
             index = self._path_index[frame.file] = len(self.paths)
             self.paths.append(frame.file)
-        return [index, frame.line, str(frame.function), "" if frame.text is None else str(frame.text), bool(frame.user)]
+        return FrameRef(index, frame.line, str(frame.function), "" if frame.text is None else str(frame.text),
+                        bool(frame.user))
 
-    def paths_of(self, infos: dict[int, dict[str, Any]]) -> dict[int, str]:
+    def paths_of(self, infos: dict[int, ProvInfo]) -> dict[int, str]:
         """The paths the frames of these infos name, by index (what a page's script needs)."""
-        used = {f[PATH] for info in infos.values() for f in info["st"]}
-        used.update(info["f"][PATH] for info in infos.values() if info.get("f"))
+        used = {f.path for info in infos.values() for f in info.stack}
+        used.update(info.user_frame.path for info in infos.values() if info.user_frame)
         return {i: self.paths[i] for i in sorted(used)}
 
-    def frame_dict(self, frame: list) -> dict[str, Any]:
+    def stack_frame(self, frame: FrameRef) -> StackFrame:
         """A frame of an info, for templates."""
-        path = self.paths[frame[PATH]]
-        return {"file": path, "name": os.path.basename(path), "line": frame[LINE], "fn": frame[FUNCTION],
-                "text": frame[TEXT], "user": frame[USER]}
+        path = self.paths[frame.path]
+        return StackFrame(path, os.path.basename(path), frame.line, frame.function, frame.text, frame.user)
 
     def op_span(self, prov_id: int | None) -> tuple[str, str | None]:
         """The opening tag of an op with this record in a trace, and its header line as HTML (None
@@ -91,11 +90,11 @@ class ProvTable:
             if info is None:
                 found = ('<span class="op">' if prov_id is None else f'<span class="op" data-p="{prov_id}">', None)
             else:
-                classes = "op " + _KIND_CLASS.get(info["k"], "qx")
-                if info.get("rc") is not None:
-                    classes += f" role{info['rc']}"
+                classes = "op " + _KIND_CLASS.get(info.kind, "qx")
+                if info.role_color is not None:
+                    classes += f" role{info.role_color}"
                 found = (f'<span class="{classes}" data-p="{prov_id}">',
-                         None if info["k"] == Kind.BOOKKEEPING else ascii_html(info["h"]))
+                         None if info.kind == Kind.BOOKKEEPING else ascii_html(info.header))
             self._spans[prov_id] = found
         return found
 
@@ -107,10 +106,8 @@ class ProvTable:
         except (TypeError, ValueError, KeyError, AttributeError, RecursionError):
             return None
 
-    def info(self, prov_id: Any) -> dict[str, Any] | None:
-        """{"k": kind, "h": header (what provenance.annotate prints), "m": module, "mt": its type,
-        "f": user frame, "st": stack, "lin": lineage, "r": role, "rc": role color, "sp": span path,
-        "d": derived_from id, "mem": member ids} or None for an unknown id."""
+    def info(self, prov_id: Any) -> ProvInfo | None:
+        """The record with this id as the pages show it, or None for an unknown id."""
         if not isinstance(prov_id, int):
             return None
         found = self._info.get(prov_id)
@@ -126,15 +123,15 @@ class ProvTable:
             info = None
         if info is None:
             self.malformed += 1
-            info = {"id": prov_id, "k": str(raw.get("kind", "?")), "h": "malformed provenance record", "m": None,
-                    "mt": None, "f": None, "st": [], "lin": None, "r": None, "rc": None, "sp": None, "d": None,
-                    "mem": []}
+            info = ProvInfo(id=prov_id, kind=str(raw.get("kind", "?")), header="malformed provenance record",
+                            module=None, module_type=None, user_frame=None, stack=[], lineage=None, role=None,
+                            role_color=None, scope=None, derived_from=None, members=[])
         self._info[prov_id] = info
         return info
 
-    def closure(self, ids: set[int]) -> dict[int, dict[str, Any]]:
+    def closure(self, ids: set[int]) -> dict[int, ProvInfo]:
         """Infos of `ids` and of every record they reference (derived_from, members)."""
-        out: dict[int, dict[str, Any]] = {}
+        out: dict[int, ProvInfo] = {}
         todo = [i for i in ids if isinstance(i, int)]
         while todo:
             prov_id = todo.pop()
@@ -144,37 +141,37 @@ class ProvTable:
             if info is None:
                 continue
             out[prov_id] = info
-            todo.extend(m for m in info["mem"] if m not in out)
-            if info["d"] is not None and info["d"] not in out:
-                todo.append(info["d"])
+            todo.extend(m for m in info.members if m not in out)
+            if info.derived_from is not None and info.derived_from not in out:
+                todo.append(info.derived_from)
         return out
 
-    def _describe(self, prov_id: int, raw: dict, record: Provenance) -> dict[str, Any]:
+    def _describe(self, prov_id: int, raw: dict, record: Provenance) -> ProvInfo:
         user = record.user_frame
         if user is None and record.derived_from is not None:
             user = record.derived_from.user_frame  # a backward op shows its forward op's line
         members = raw.get("members") if isinstance(raw.get("members"), list) else []
         derived = raw.get("derived_from")
         role = None if record.role is None else str(record.role)
-        return {
-            "id": prov_id, "k": str(record.kind), "h": header(record),
-            "m": None if record.module is None else str(record.module),
-            "mt": None if record.module_type is None else str(record.module_type),
-            "f": self._frame(user) if _valid(user) else None,
-            "st": [self._frame(f) for f in record.source if _valid(f)],
-            "lin": record.lineage if record.transforms else None,
-            "r": role, "rc": role_color(role),
-            "sp": "/".join(map(str, record.span.path)) if record.span is not None else None,
-            "d": derived if isinstance(derived, int) else None,
-            "mem": [m for m in members if isinstance(m, int)],
-        }
+        return ProvInfo(
+            id=prov_id, kind=str(record.kind), header=header(record),
+            module=None if record.module is None else str(record.module),
+            module_type=None if record.module_type is None else str(record.module_type),
+            user_frame=self._frame(user) if _valid(user) else None,
+            stack=[self._frame(f) for f in record.source if _valid(f)],
+            lineage=record.lineage if record.transforms else None,
+            role=role, role_color=role_color(role),
+            scope="/".join(map(str, record.span.path)) if record.span is not None else None,
+            derived_from=derived if isinstance(derived, int) else None,
+            members=[m for m in members if isinstance(m, int)],
+        )
 
-    def user_frames(self, info: dict[str, Any]) -> list[dict[str, Any]]:
+    def user_frames(self, info: ProvInfo) -> list[FrameRef]:
         """The user frames of a record (innermost first); a backward record without source
         uses its forward record's."""
-        frames = [f for f in info["st"] if f[USER]]
-        if not frames and info["d"] is not None:
-            forward = self.info(info["d"])
+        frames = [f for f in info.stack if f.user]
+        if not frames and info.derived_from is not None:
+            forward = self.info(info.derived_from)
             if forward is not None and forward is not info:
-                frames = [f for f in forward["st"] if f[USER]]
+                frames = [f for f in forward.stack if f.user]
         return frames

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from provenance.report.compiles import CompileBuilder, CompileSummary
+from provenance.report.compiles import CompileBuilder
 from provenance.report.highlight import LineHighlighter
-from provenance.report.html import ReportWriter
+from provenance.report.model import CompileError, CompileSummary, RoleCount
+from provenance.report.output import ReportWriter
 from provenance.report.provinfo import ProvTable
 from provenance.report.reader import LogFile
-from provenance.report.sources import SourceCache
+from provenance.report.source_files import SourceCache
 
 __all__ = ["CompileResult", "LocalCompile", "Pool", "RemoteCompile"]
 
@@ -33,8 +34,8 @@ RECOVERABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)  # a
 @dataclass
 class CompileResult:
     summary: CompileSummary | None  # None if the compile's records could not be used at all
-    roles: list[dict[str, Any]] = field(default_factory=list)
-    error: dict[str, Any] | None = None
+    roles: list[RoleCount] = field(default_factory=list)
+    error: CompileError | None = None
     malformed: list[str] = field(default_factory=list)
 
 
@@ -111,9 +112,9 @@ def _referenced(log_file: LogFile, records: list[dict]) -> tuple[dict[int, dict]
 _worker: tuple[ReportWriter, LineHighlighter, SourceCache] | None = None
 
 
-def _start(out: str) -> None:
+def _start(out: str, nav: list[tuple[str, str]]) -> None:
     global _worker
-    _worker = (ReportWriter(Path(out)), LineHighlighter(), SourceCache())
+    _worker = (ReportWriter(Path(out), nav), LineHighlighter(), SourceCache())
 
 
 def build(job: Job) -> CompileResult:
@@ -146,9 +147,10 @@ def build(job: Job) -> CompileResult:
 class Pool:
     """Worker processes (spawned: the parent may run threads), two compiles in flight each."""
 
-    def __init__(self, jobs: int, out: Path) -> None:
+    def __init__(self, jobs: int, out: Path, nav: list[tuple[str, str]]) -> None:
+        """`nav`: the run's pages (file, title), for the top bar of the pages workers write."""
         self._executor = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_start, initargs=(str(out),))
+                                             initializer=_start, initargs=(str(out), nav))
         self._inflight: deque[tuple[Future, Callable[[CompileResult], None]]] = deque()
         self._limit = 2 * jobs
 

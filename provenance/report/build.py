@@ -1,0 +1,66 @@
+"""`build_report`: the whole pipeline, read -> model -> render.
+
+The logs are read once (run.py, with reader.py), each compile's pages written as it ends
+(compiles.py, output.py); then the run's pages and compile_directory.json are written from the
+model the pass made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from provenance.report import pages
+from provenance.report.directory import DIRECTORY_FILE
+from provenance.report.logs import label_logs, peek_header
+from provenance.report.model import Problems, RunModel
+from provenance.report.output import ReportWriter
+from provenance.report.perfetto import PERFETTO_FILE
+from provenance.report.run import RunBuilder
+from provenance.report.workers import Pool
+
+__all__ = ["Report", "build_report"]
+
+
+@dataclass
+class Report:
+    """What a build returns: the render model and the figures the CLI prints."""
+
+    out: Path
+    model: RunModel
+    problems: Problems
+    compiles: int
+    failed: int
+    bytes_read: int
+
+
+def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None = None,
+                 progress: Callable[[int], None] | None = None, jobs: int = 1) -> Report:
+    """Read `paths` once and write the report into `out` (which must exist and be empty);
+    `jobs` > 1: compiles are built by that many worker processes."""
+    headers = headers if headers is not None else [peek_header(p) for p in paths]
+    registered = list(pages.PAGES)
+    nav = [(page.file, page.title) for page in registered]
+    writer = ReportWriter(out, nav, [page.templates for page in registered if page.templates])
+    writer.write_assets()
+    pool = Pool(jobs, out, nav) if jobs > 1 else None
+    try:
+        builder = RunBuilder(writer, label_logs(paths, headers), progress, pool)
+        builder.run()
+    finally:
+        if pool is not None:
+            pool.close()
+    model = builder.model(_files(registered))
+    builder.directory.write(out / DIRECTORY_FILE, model.directory_head(), builder.directory_calls())
+    for page in registered:  # they may list every compile: streamed
+        writer.write(page.template, page.file, stream=True, root="", **page.context(model))
+    return Report(out, model, builder.problems, len(builder.summaries), model.totals.failed, builder.bytes_read)
+
+
+def _files(registered: list[type[pages.Page]]) -> dict[str, str]:
+    """The report's files by name, for compile_directory.json: the Perfetto trace, the directory
+    itself, the pages, the home page (the first registered) last."""
+    home, *others = registered
+    return {"perfetto": PERFETTO_FILE, "directory": DIRECTORY_FILE, **{p.name(): p.file for p in others},
+            home.name(): home.file}

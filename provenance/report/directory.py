@@ -1,0 +1,35 @@
+"""compile_directory.json: the run's model as JSON, one entry per compile, written as compiles end
+(spooled to an unlinked temporary file) and framed by the run's figures at the end."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = ["DIRECTORY_FILE", "DirectoryWriter"]
+
+DIRECTORY_FILE = "compile_directory.json"
+
+
+class DirectoryWriter:
+    def __init__(self, out: Path) -> None:
+        self._spool = tempfile.TemporaryFile(dir=out)  # one JSON line per compile
+
+    def add(self, entry: dict[str, Any]) -> None:
+        self._spool.write(orjson.dumps(entry, option=orjson.OPT_NON_STR_KEYS) + b"\n")
+
+    def write(self, path: Path, head: dict[str, Any], calls: dict[str, tuple[int, int]]) -> None:
+        """`head`, then the spooled entries with the figures the calls records (at the end of each
+        log) gave them, `calls` by compile key: (calls, cache hits); one entry in memory at a time."""
+        self._spool.seek(0)
+        with open(path, "wb") as f:
+            f.write(orjson.dumps(head, option=orjson.OPT_NON_STR_KEYS)[:-1] + b', "compiles": [')
+            for n, line in enumerate(self._spool):
+                entry = orjson.loads(line)
+                entry["calls"], entry["cache_hits"] = calls.get(entry["key"], (0, 0))
+                f.write((b",\n  " if n else b"\n  ") + orjson.dumps(entry, option=orjson.OPT_NON_STR_KEYS))
+            f.write(b"\n]}\n")
+        self._spool.close()

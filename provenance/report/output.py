@@ -1,0 +1,107 @@
+"""The output directory: static assets, the pages (a compile's page spooled as its traces come),
+the marker that lets --overwrite delete only what this tool made. File names are made from
+integers and constants only: nothing a log contains ever becomes part of a path."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+
+from provenance.report.highlight import style_css
+from provenance.report.html import code_html, diff_items, environment, source_rows
+from provenance.report.model import CompilePage, CompilePages, SourcePage, TraceView
+from provenance.report.provinfo import ProvTable
+
+__all__ = ["MARKER_FILE", "CompileWriter", "ReportWriter", "prepare_out"]
+
+_TRACES_MARK = "<!--@@thunder-trace-report:traces@@-->"
+MARKER_FILE = ".thunder_trace_report"  # marks a directory this tool made (what --overwrite may delete)
+
+
+class CompileWriter:
+    """One compile's page: trace fragments are rendered as they come and spooled (to disk when
+    large), then framed by the page's head (which needs every pass) when the compile ends."""
+
+    def __init__(self, report: ReportWriter, pages: CompilePages, provs: ProvTable) -> None:
+        self.report = report
+        self.pages = pages
+        self.provs = provs
+        self._spool = tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+", encoding="utf-8",
+                                                    dir=report.out)
+
+    def trace(self, view: TraceView, provs: ProvTable) -> None:
+        code = code_html(view, provs) if view.same_as is None else Markup("")
+        changes = diff_items(view.diff) if view.diff else Markup("")
+        self._spool.write(self.report.trace_template.render(v=view, code=code, changes=changes))
+
+    def finish(self, page: CompilePage, source: SourcePage | None) -> None:
+        report = self.report
+        html = report.render("compile.html", root="../", p=page, c=page.summary, traces_mark=Markup(_TRACES_MARK))
+        head, found, tail = html.partition(_TRACES_MARK)
+        assert found, "compile.html lost its traces marker"
+        with open(report.out / self.pages.compile, "w", encoding="utf-8") as f:
+            f.write(head)
+            self._spool.seek(0)
+            shutil.copyfileobj(self._spool, f)
+            f.write(tail)
+        self._spool.close()
+        if source is not None:
+            report.write("source.html", self.pages.source, root="../", s=source, c=source.summary,
+                         code=functools.partial(code_html, provs=self.provs), rows=source_rows)
+
+
+class ReportWriter:
+    """The output directory: static assets, pages, JSON."""
+
+    def __init__(self, out: Path, nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -> None:
+        self.out = out
+        self.env = environment(nav, template_dirs)
+        self.trace_template = self.env.get_template("trace.html")
+
+    def write_assets(self) -> None:
+        """The directories, the marker file and the static files (CSS with pygments' style, JS)."""
+        (self.out / "compiles").mkdir(parents=True, exist_ok=True)
+        (self.out / "static").mkdir(exist_ok=True)
+        (self.out / MARKER_FILE).write_text("made by thunder-trace report; --overwrite may delete this directory\n")
+        templates = resources.files("provenance.report") / "templates"
+        css = (templates / "report.css").read_text(encoding="utf-8") + "\n" + style_css(".code")
+        (self.out / "static" / "report.css").write_text(css, encoding="utf-8")
+        (self.out / "static" / "report.js").write_text((templates / "report.js").read_text(encoding="utf-8"),
+                                                      encoding="utf-8")
+
+    def begin_compile(self, pages: CompilePages, provs: ProvTable) -> CompileWriter:
+        return CompileWriter(self, pages, provs)
+
+    def render(self, template: str, **context: Any) -> str:
+        return self.env.get_template(template).render(**context)
+
+    def write(self, template: str, name: str, stream: bool = False, **context: Any) -> None:
+        with open(self.out / name, "w", encoding="utf-8") as f:
+            if stream:
+                f.writelines(self.env.get_template(template).generate(**context))
+            else:
+                f.write(self.env.get_template(template).render(**context))
+
+
+def prepare_out(out: Path, overwrite: bool) -> str | None:
+    """Make `out` ready; the reason it cannot be, or None. A non-empty directory is replaced only
+    with `overwrite`, and only if this tool made it (it holds MARKER_FILE)."""
+    if out.exists() and not out.is_dir():
+        return f"{out} exists and is not a directory"
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            return f"output directory {out} exists and is not empty; pass --overwrite to replace it, or -o DIR"
+        if not (out / MARKER_FILE).is_file():
+            return (f"output directory {out} is not empty and was not made by thunder-trace report; "
+                    "refusing to delete it (choose another -o DIR)")
+        shutil.rmtree(out)
+    os.makedirs(out, exist_ok=True)
+    return None

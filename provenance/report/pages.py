@@ -1,0 +1,70 @@
+"""The run's pages: each one registered Page class and its template. build.py writes every
+registered page from the run's model once the logs are read, and every page's top bar links
+them (in registration order).
+
+To add a page, write `templates/kernels.html` (extending base.html; it gets `m`, the RunModel,
+and `root`, the way back to the report's directory) and register its class:
+
+    @register
+    class KernelsPage(Page):
+        file = "kernels.html"
+        template = "kernels.html"
+        title = "Kernels"
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from provenance.report.model import RunModel
+
+__all__ = ["PAGES", "DistributedPage", "FailuresPage", "IndexPage", "Page", "register"]
+
+
+class Page:
+    file: ClassVar[str]  # its name in the output directory: a constant, never made from a log
+    template: ClassVar[str]
+    title: ClassVar[str]  # its link in the top bar
+    templates: ClassVar[str | None] = None  # a directory holding its template, if not templates/
+
+    @classmethod
+    def name(cls) -> str:
+        """Its key in compile_directory.json's `files`."""
+        return cls.file.removesuffix(".html")
+
+    @classmethod
+    def context(cls, model: RunModel) -> dict[str, Any]:
+        """What its template gets besides `root`."""
+        return {"m": model}
+
+
+PAGES: list[type[Page]] = []
+
+
+def register(page: type[Page]) -> type[Page]:
+    PAGES.append(page)
+    return page
+
+
+@register
+class IndexPage(Page):
+    """The run, its totals, bad input, the call sites and every compile (the report's home)."""
+
+    file = template = "index.html"
+    title = "Index"
+
+
+@register
+class FailuresPage(Page):
+    """Every compile_error: message, traceback, provenance of the last op."""
+
+    file = template = "failures.html"
+    title = "Failures"
+
+
+@register
+class DistributedPage(Page):
+    """Per-rank compile times, compiles compared across ranks, ops by distributed role."""
+
+    file = template = "distributed.html"
+    title = "Distributed"

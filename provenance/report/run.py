@@ -1,0 +1,257 @@
+"""The run: one streaming pass over THUNDER_TRACE logs, records dispatched to their compiles,
+-> the report's render model.
+
+Files are read one after the other, records one at a time. A compile's pages are written as soon
+as its compile_end / compile_error arrives (compiles.py); the run keeps only a small summary per
+compile, from which the index, failures, rank comparison, Perfetto trace and
+`compile_directory.json` are made at the end. Bad input never raises: each problem is counted
+and listed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any, NamedTuple
+
+from provenance.report.call_sites import CallSites
+from provenance.report.coerce import as_int, hashable
+from provenance.report.compiles import CompileBuilder
+from provenance.report.directory import DirectoryWriter
+from provenance.report.highlight import LineHighlighter
+from provenance.report.logs import RunLog, header_view
+from provenance.report.model import (
+    MAX_PROBLEMS_LISTED,
+    CompilePages,
+    CompileSummary,
+    Failure,
+    LogSummary,
+    Problems,
+    RoleCount,
+    RunModel,
+    Totals,
+    coverage,
+)
+from provenance.report.output import ReportWriter
+from provenance.report.perfetto import PERFETTO_FILE, PerfettoWriter
+from provenance.report.provinfo import ProvTable
+from provenance.report.ranks import compare_ranks
+from provenance.report.reader import LogFile, LogRecord
+from provenance.report.source_files import SourceCache
+from provenance.report.workers import RECOVERABLE, CompileResult, LocalCompile, Pool, RemoteCompile
+
+__all__ = ["RunBuilder"]
+
+MAX_FAILURES_DETAILED = 200
+_DEBUG = bool(os.environ.get("THUNDER_TRACE_REPORT_DEBUG"))  # raise on a record the report cannot use
+
+
+class _Calls(NamedTuple):
+    """A calls record: how often a jitted function was called, and which compiles it made."""
+
+    log: int
+    calls: int | None
+    hits: int | None
+    compiles: list[int]
+
+
+class RunBuilder:
+    """Consumes the records of every log file; each compile's pages are written when it ends,
+    here or (with a pool) by a worker process."""
+
+    def __init__(self, writer: ReportWriter, logs: list[RunLog],
+                 progress: Callable[[int], None] | None = None, pool: Pool | None = None) -> None:
+        self.writer = writer
+        self.logs = logs
+        self.progress = progress
+        self.pool = pool
+        self.problems = Problems()
+        self.summaries: list[CompileSummary] = []
+        self.failures: list[Failure] = []
+        self.call_sites = CallSites()
+        self.roles: Counter = Counter()
+        self.calls: list[_Calls] = []
+        self.source_cache = SourceCache()
+        self.highlighter = LineHighlighter()
+        self._pages: set[str] = set()
+        self.bytes_read = 0
+        self.log_summaries: dict[int, LogSummary] = {}  # by log index, once read
+        times = [log.header.get("time_ns") for log in logs if log.header and isinstance(log.header.get("time_ns"), int)]
+        self.perfetto = PerfettoWriter(str(writer.out / PERFETTO_FILE), min(times) if times else None)
+        self.directory = DirectoryWriter(writer.out)  # compile_directory.json's entries, as compiles end
+
+    # -- the pass ---------------------------------------------------------------------------------
+    def run(self) -> None:
+        for log in self.logs:
+            self._file(log)
+        if self.pool is not None:
+            self.pool.drain()
+        self.perfetto.close()
+
+    def _file(self, log: RunLog) -> None:
+        log_file = LogFile(log.path)
+        provs = ProvTable(log_file)
+        self.perfetto.process(log.index, f"{log.label} \u00b7 {log.name}")
+        open_compiles: dict[Any, LocalCompile | RemoteCompile] = {}
+        dropped_bad = 0
+        done_before = self.bytes_read
+        for n, record in enumerate(log_file):
+            try:
+                self._record(log, log_file, provs, record, open_compiles)
+            except RECOVERABLE as exc:
+                if _DEBUG:
+                    raise
+                self._malformed(log, record.line, f"{record.type} record: {type(exc).__name__}: {exc}")
+            if len(log_file.bad) > MAX_PROBLEMS_LISTED:  # a file of garbage keeps its count, not its lines
+                dropped_bad += len(log_file.bad) - MAX_PROBLEMS_LISTED
+                del log_file.bad[MAX_PROBLEMS_LISTED:]
+            if self.progress is not None and not n & 255:
+                self.progress(done_before + log_file.bytes)
+        for compile_ in list(open_compiles.values()):  # the log ended mid-compile
+            try:
+                compile_.finish(None, None)
+            except RECOVERABLE as exc:
+                if _DEBUG:
+                    raise
+                self._malformed(log, None, f"incomplete compile: {type(exc).__name__}: {exc}")
+        self.bytes_read = done_before + log_file.bytes
+        if self.progress is not None:
+            self.progress(self.bytes_read)
+        for bad in log_file.bad:
+            self.problems.add("bad line", log.name, bad.line, bad.reason, bad.text)
+        if dropped_bad:
+            self.problems.add("bad line", log.name, None, f"{dropped_bad} more bad lines not listed",
+                              count=dropped_bad)
+        for kind, count in log_file.unknown.items():
+            self.problems.add("unknown record type", log.name, None,
+                              f"{count} record{'s' if count > 1 else ''} of unknown type {kind!r}", count=count)
+        if provs.malformed:
+            self.problems.add("malformed record", log.name, None,
+                              f"{provs.malformed} provenance record(s) could not be rebuilt", count=provs.malformed)
+        if log_file.header is not None and log.header is None:
+            log.header = log_file.header
+        self.log_summaries[log.index] = LogSummary(log.index, log.name, log.label, log.rank, header_view(log.header),
+                                                   log_file.lines, log_file.bytes, log_file.truncated,
+                                                   log_file.newer_minor)
+
+    def _record(self, log: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
+                open_compiles: dict[Any, LocalCompile | RemoteCompile]) -> None:
+        kind, data = record.type, record.data
+        if kind in ("prov", "span", "header"):
+            return  # the reader keeps records by id; headers were read up front
+        if kind == "compile_start":
+            cid = hashable(data.get("compile"))
+            if cid in open_compiles:
+                self._malformed(log, record.line,
+                                f"compile {cid!r} started twice; the first is closed as incomplete")
+                open_compiles.pop(cid).finish(None, None)
+            open_compiles[cid] = self._begin(log, log_file, provs, data)
+        elif kind == "trace":
+            self._compile(log, log_file, provs, record, open_compiles).add(data)
+        elif kind in ("compile_end", "compile_error"):
+            compile_ = self._compile(log, log_file, provs, record, open_compiles)
+            open_compiles.pop(hashable(data.get("compile")), None)
+            compile_.finish(data if kind == "compile_end" else None, data if kind == "compile_error" else None)
+        elif kind == "calls":
+            self.calls.append(_Calls(log.index, as_int(data.get("calls")), as_int(data.get("cache_hits")),
+                                     [c for c in data.get("compiles") or [] if isinstance(c, int)]))
+        elif kind == "span_end":
+            span = log_file._spans.get(data.get("id"))
+            end = data.get("end_ns")
+            if span and isinstance(span.get("start_ns"), int) and isinstance(end, int):
+                self.perfetto.scope(log.index, str(span.get("name")), span["start_ns"], end, span.get("role"))
+
+    def _compile(self, log: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
+                 open_compiles: dict) -> LocalCompile | RemoteCompile:
+        cid = hashable(record.data.get("compile"))
+        found = open_compiles.get(cid)
+        if found is None:
+            self._malformed(log, record.line, f"{record.type} of compile {cid!r} without its compile_start")
+            found = open_compiles[cid] = self._begin(log, log_file, provs, {"compile": record.data.get("compile")})
+        return found
+
+    def _begin(self, log: RunLog, log_file: LogFile, provs: ProvTable, start: dict) -> LocalCompile | RemoteCompile:
+        cid = start.get("compile")
+        numbered = as_int(cid) is not None and cid >= 0
+        base = f"{log.prefix}-c{cid}" if numbered else f"{log.prefix}-x{len(self._pages)}"
+        key, n = base, 1
+        while key in self._pages:  # a compile id seen twice in one file
+            n += 1
+            key = f"{base}-{n}"
+        self._pages.add(key)
+        pages = CompilePages(f"compiles/{key}.html", f"compiles/{key}-source.html")
+        args = {"key": key, "log": log.index, "rank": log.rank, "rank_label": log.label, "pages": pages,
+                "compare": len(self.logs) > 1}
+
+        def deliver(result: CompileResult) -> None:
+            self._finished(log, result)
+
+        if self.pool is not None:
+            compile_ = RemoteCompile(self.pool, args, log_file, deliver)
+            compile_.add(start)
+            return compile_
+        builder = CompileBuilder(**args, start=start, provs=provs, sink=self.writer.begin_compile(pages, provs),
+                                 highlighter=self.highlighter, sources=self.source_cache,
+                                 malformed=lambda reason: self._malformed(log, None, reason))
+        return LocalCompile(builder, deliver)
+
+    def _finished(self, log: RunLog, result: CompileResult) -> None:
+        for reason in result.malformed:
+            self._malformed(log, None, reason)
+        summary = result.summary
+        if summary is None:
+            return
+        self.summaries.append(summary)
+        self.call_sites.add(summary.call_stack or summary.jit_stack, summary)
+        for role in result.roles:
+            self.roles[(role.role, role.color)] += role.count
+        if result.error is not None and len(self.failures) < MAX_FAILURES_DETAILED:
+            self.failures.append(Failure(summary, result.error, summary.call_stack))
+        self.perfetto.compile(log.index, summary)
+        self.directory.add(summary.directory_entry())
+        # What stays is what the index and the rank comparison need: a few hundred bytes.
+        summary.passes, summary.call_stack, summary.jit_stack = [], [], []
+        if self.progress is not None:
+            self.progress(self.bytes_read)
+
+    def _malformed(self, log: RunLog, line: int | None, reason: str) -> None:
+        self.problems.add("malformed record", log.name, line, reason)
+
+    def directory_calls(self) -> dict[str, tuple[int, int]]:
+        """Each compile's calls and cache hits (the calls records at the end of each log)."""
+        return {s.key: (s.calls, s.cache_hits) for s in self.summaries}
+
+    # -- the model ------------------------------------------------------------------------------------
+    def model(self, files: dict[str, str]) -> RunModel:
+        """The run's model, once every log is read; `files`: the report's files by name."""
+        self._attach_calls()
+        return RunModel(
+            logs=[self.log_summaries[log.index] for log in self.logs],
+            ranks=sorted({log.label for log in self.logs}), totals=self._totals(), compiles=self.summaries,
+            call_sites=self.call_sites.model(), failures=self.failures,
+            roles=[RoleCount(r, c, n) for (r, c), n in self.roles.most_common()],
+            distributed=compare_ranks(self.logs, self.summaries), problems=self.problems, files=files)
+
+    def _attach_calls(self) -> None:
+        by_id = {(s.log, s.compile): s for s in self.summaries if as_int(s.compile) is not None}
+        for calls in self.calls:
+            for cid in calls.compiles:
+                summary = by_id.get((calls.log, cid))
+                if summary is not None:
+                    summary.calls, summary.cache_hits = calls.calls or 0, calls.hits or 0
+
+    def _totals(self) -> Totals:
+        status = Counter(s.status for s in self.summaries)
+        keys = ("ops", "with_provenance", "compute", "compute_with_user_source", "fusions")
+        final = dict.fromkeys(keys, 0)  # a run without compiles has zero of each
+        for s in self.summaries:
+            for k in keys:
+                value = (s.final or {}).get(k)
+                final[k] += value if isinstance(value, int) else 0
+        return Totals(compiles=len(self.summaries), ok=status["ok"], failed=status["failed"],
+                      incomplete=status["incomplete"], recompiles=sum(1 for s in self.summaries if s.recompiled),
+                      seconds=sum(s.seconds or 0.0 for s in self.summaries),
+                      cache_hits=sum(c.hits or 0 for c in self.calls), calls=sum(c.calls or 0 for c in self.calls),
+                      **asdict(coverage(final)), bytes=self.bytes_read, logs=len(self.logs))

@@ -1,0 +1,71 @@
+"""The source view of a compile: the user files behind its final traces, each line with the
+forward ops, backward ops and fusions it made, and the keys that link ops to lines."""
+
+from __future__ import annotations
+
+from provenance.record import Kind
+from provenance.report.model import (
+    CompileSummary,
+    FrameRef,
+    SourceFileView,
+    SourcePage,
+    SourcePane,
+    SourceRow,
+    TraceView,
+)
+from provenance.report.provinfo import ProvTable
+from provenance.report.source_files import SourceCache
+
+__all__ = ["source_view"]
+
+
+def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTable,
+                sources: SourceCache) -> SourcePage:
+    """The user files behind the final traces, each line with what it produced."""
+    provs = table.closure({op.prov for view in finals for op in view.ops if op.prov is not None})
+    files: dict[str, int] = {}
+    quoted: dict[str, dict[int, str]] = {}
+    wanted: dict[str, set[int]] = {}
+    keys: dict[int, list[list[int]]] = {}  # prov id -> [[file index, line], ...], direct first
+
+    paths = table.paths
+
+    def key_of(frame: FrameRef) -> list[int]:
+        path = paths[frame.path]
+        if path not in files:
+            files[path] = len(files)
+            quoted[path], wanted[path] = {}, set()
+        quoted[path].setdefault(frame.line, frame.text)
+        return [files[path], frame.line]
+
+    for prov_id, info in provs.items():
+        frames = table.user_frames(info)
+        if frames:
+            keys[prov_id] = [key_of(f) for f in frames]
+            wanted[paths[frames[0].path]].add(frames[0].line)
+    counts: dict[tuple[int, int], list[int]] = {}
+    panes = []
+    for view in finals:
+        slot = 0 if view.list == "computation" else 1
+        for op in view.ops:
+            info = provs.get(op.prov) if op.prov is not None else None
+            if info is None or info.kind == Kind.BOOKKEEPING:
+                continue
+            if info.kind == Kind.FUSION:
+                direct = {tuple(keys[m][0]) for m in info.members if m in keys}
+                column = 2
+            else:
+                direct = {tuple(keys[op.prov][0])} if op.prov in keys else set()
+                column = slot
+            for key in direct:
+                counts.setdefault(key, [0, 0, 0])[column] += 1
+        panes.append(SourcePane("forward" if slot == 0 else "backward", view))
+    order = sorted(files, key=lambda p: -sum(c[0] + c[1] + c[2] for k, c in counts.items() if k[0] == files[p]))
+    shown = []
+    for path in order:
+        source = sources.get(path, quoted[path], wanted[path])
+        index = files[path]
+        rows = [None if row is None else SourceRow(row[0], row[1], counts.get((index, row[0]))) for row in source.rows]
+        shown.append(SourceFileView(index, path, path.rsplit("/", 1)[-1], source.from_disk, rows))
+    return SourcePage(summary=summary, files=shown, panes=panes, provs=provs, paths=table.paths_of(provs),
+                      line_keys=keys)
