@@ -1,14 +1,15 @@
 """The interface every exporter implements: it receives the session's events, in order.
 
-An event is a JSON-able dict with a "kind" key (see docs/log-schema.md). Exporters must not
-raise into the program: the session disables an exporter whose emit fails, with one warning.
+An event is a JSON-able dict with a "type" key, one of `provenance.events.EVENTS` (see
+docs/log-schema.md). Exporters must not raise into the program: the session disables an exporter
+whose emit fails, with one warning.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-Event = dict[str, Any]
+from provenance.events import Event
 
 
 @runtime_checkable

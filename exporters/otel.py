@@ -24,7 +24,7 @@ from typing import Any
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Status, StatusCode
 
-from exporters.base import Event
+from provenance.events import Event
 
 EXPORT_TIMEOUT_S = 1.0
 CLOSE_DEADLINE_S = 1.5

@@ -1,9 +1,9 @@
 """The process's event stream: compile ids, interned record ids, and fan-out to exporters.
 
-Capture hooks call the `Session` with plain values; it turns them into events (JSON-able dicts,
-schema in docs/log-schema.md), emits each provenance record and span once with an id before
-its first reference, and hands every event to every exporter. With no exporter, nothing is
-built: capture alone costs nothing here.
+Capture hooks call the `Session` with plain values; it turns them into events (the TypedDicts of
+`provenance.events`, schema in docs/log-schema.md), emits each provenance record and span once
+with an id before its first reference, and hands every event to every exporter. With no
+exporter, nothing is built: capture alone costs nothing here.
 """
 
 from __future__ import annotations
@@ -17,19 +17,11 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Iterable
 from typing import Any
 
-from provenance.record import Frame, Provenance, Span
+from provenance.events import SCHEMA_VERSION, Calls, Event, Header, Prov, SpanEnd, SpanStart, frames_json
+from provenance.record import Provenance, Span
 from provenance.scope import span_end_listeners, span_start_listeners
-
-SCHEMA_VERSION = "1.0"  # major.minor: readers refuse another major, accept a newer minor
-
-Event = dict[str, Any]
-
-
-def frame_json(frame: Frame) -> list:
-    return [frame.file, frame.line, frame.function, frame.text, frame.user]
 
 
 def _env_int(*names: str) -> int | None:
@@ -124,19 +116,20 @@ class Session:
                     warnings.warn(f"thunder-provenance: exporter {exporter.name!r} failed ({exc!r}) and "
                                   f"was disabled; the program runs on.", RuntimeWarning, stacklevel=2)
 
-    def _header(self) -> Event:
+    def _header(self) -> Header:
         from provenance import __version__
         from provenance.thunder import thunder_version
 
         torch = sys.modules.get("torch")
         rank, world = process_rank()
-        return {
+        header: Header = {
             "type": "header", "schema": SCHEMA_VERSION, "time_ns": time.time_ns(),
             "versions": {"python": platform.python_version(), "torch": getattr(torch, "__version__", None),
                          "thunder": thunder_version(), "thunder_provenance": __version__},
             "argv": sys.argv, "pid": os.getpid(), "host": socket.gethostname(),
             "rank": rank, "world_size": world,
         }
+        return header
 
     # -- interned records --------------------------------------------------------------------
     def prov_id(self, record: Provenance | None) -> int | None:
@@ -151,13 +144,12 @@ class Session:
             members = [self.prov_id(m) for m in record.members]
             span = self._span_ref(record.span)
             new_id = self._prov_ids.setdefault(record, len(self._prov_ids) + 1)
-            self._emit_interned({
-                "type": "prov", "id": new_id, "kind": record.kind,
-                "source": [frame_json(f) for f in record.source],
-                "module": record.module, "module_type": record.module_type,
-                "transforms": list(record.transforms), "role": record.role, "span": span,
-                "derived_from": derived, "members": members,
-            })
+            event: Prov = {
+                "type": "prov", "id": new_id, "kind": record.kind, "source": frames_json(record.source),
+                "module": record.module, "module_type": record.module_type, "transforms": list(record.transforms),
+                "role": record.role, "span": span, "derived_from": derived, "members": members,
+            }
+            self._emit_interned(event)
             return new_id
 
     def _span_ref(self, span: Span | None) -> int | None:
@@ -166,12 +158,15 @@ class Session:
         if span.id not in self._span_ids:
             parent = self._span_ref(span.parent)
             self._span_ids.add(span.id)
-            self._emit_interned({"type": "span", "id": span.id, "name": span.name, "parent": parent,
-                       "attributes": {k: _jsonable(v) for k, v in span.attributes}, "role": span.role,
-                       "start_ns": span.start_ns})
+            event: SpanStart = {
+                "type": "span", "id": span.id, "name": span.name, "parent": parent,
+                "attributes": {k: _jsonable(v) for k, v in span.attributes}, "role": span.role,
+                "start_ns": span.start_ns,
+            }
+            self._emit_interned(event)
         return span.id
 
-    def _emit_interned(self, event: Event) -> None:
+    def _emit_interned(self, event: Prov | SpanStart) -> None:
         self._interned.append(event)
         self.emit(event)
 
@@ -183,7 +178,8 @@ class Session:
     def span_ended(self, span: Span) -> None:
         if self.active:
             with self._lock:
-                self.emit({"type": "span_end", "id": self._span_ref(span), "end_ns": time.time_ns()})
+                event: SpanEnd = {"type": "span_end", "id": self._span_ref(span), "end_ns": time.time_ns()}
+                self.emit(event)
 
     # -- compiles ----------------------------------------------------------------------------
     def track_compile(self, compile_stats: Any, fn_name: str, compile_id: int) -> int:
@@ -205,9 +201,10 @@ class Session:
         for held, fn_name, ids in self._compiles:
             cs = _deref(held)
             if cs is not None:
-                self.emit({"type": "calls", "fn": fn_name, "compiles": ids, "calls": cs.calls,
-                           "cache_hits": cs.cache_hits, "cache_misses": cs.cache_misses,
-                           "time_ns": time.time_ns()})
+                event: Calls = {"type": "calls", "fn": fn_name, "compiles": ids, "calls": cs.calls,
+                                "cache_hits": cs.cache_hits, "cache_misses": cs.cache_misses,
+                                "time_ns": time.time_ns()}
+                self.emit(event)
 
 
 MAX_TRACKED = 64
@@ -229,7 +226,3 @@ SESSION = Session()
 atexit.register(SESSION.close)
 span_start_listeners.append(SESSION.span_started)
 span_end_listeners.append(SESSION.span_ended)
-
-
-def frames_json(frames: Iterable[Frame]) -> list[list]:
-    return [frame_json(f) for f in frames]

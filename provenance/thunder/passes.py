@@ -30,15 +30,24 @@ _PASS_NAMES = {
     "Sort Waits": "sort_waits",
     "Fusion": "fusion",
 }
-_TOOK = re.compile(r"\s*\(took [^)]*\)\s*$")
+# Thunder appends its timing to a pass's label: "Delete Last Used (took 9 milliseconds)".
+_TOOK = re.compile(r"\s*\(took (?:(\d+) milliseconds|[^)]*)\)\s*$")
+
+
+def pass_label(label: str) -> tuple[str, int | None]:
+    """A TraceProvenance label -> (short pass name, Thunder's measured milliseconds or None):
+    `Delete Last Used (took 9 milliseconds)` -> (`del_last_used`, 9)."""
+    took = _TOOK.search(label)
+    ms = int(took.group(1)) if took and took.group(1) else None
+    label = (label[: took.start()] if took else label).strip()
+    if label in _PASS_NAMES:
+        return _PASS_NAMES[label], ms
+    return re.sub(r"[^0-9a-zA-Z]+", "_", label).strip("_").lower() or "unnamed_pass", ms
 
 
 def pass_name(label: str) -> str:
     """`Delete Last Used (took 9 milliseconds)` -> `del_last_used`."""
-    label = _TOOK.sub("", label).strip()
-    if label in _PASS_NAMES:
-        return _PASS_NAMES[label]
-    return re.sub(r"[^0-9a-zA-Z]+", "_", label).strip("_").lower() or "unnamed_pass"
+    return pass_label(label)[0]
 
 
 _BOOKKEEPING_IDS = frozenset(
