@@ -2,8 +2,8 @@
 
 Capture hooks call the `Session` with plain values; it turns them into events (the TypedDicts of
 `provenance.events`, schema in docs/log-schema.md), emits each provenance record and span once
-with an id before its first reference, and hands every event to every exporter. With no
-exporter, nothing is built: capture alone costs nothing here.
+with an id before its first reference, and hands every event to every exporter
+(`exporters.base.Exporter`). With no exporter, nothing is built: capture alone costs nothing here.
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ import threading
 import time
 import warnings
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provenance.events import SCHEMA_VERSION, Calls, Event, Header, Prov, SpanEnd, SpanStart, frames_json
 from provenance.record import Provenance, Span
 from provenance.scope import span_end_listeners, span_start_listeners
+
+if TYPE_CHECKING:
+    from exporters.base import Exporter
 
 
 def _env_int(*names: str) -> int | None:
@@ -36,7 +39,7 @@ def process_rank() -> tuple[int | None, int | None]:
     """(rank, world size): torchrun's environment, else an initialized default process group."""
     rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
     if rank is None:
-        dist = sys.modules.get("torch.distributed")
+        dist = sys.modules.get("torch.distributed")  # never imported here: only if the program did
         if dist is not None and dist.is_available() and dist.is_initialized():
             rank, world = dist.get_rank(), dist.get_world_size()
     return rank, world
@@ -45,7 +48,7 @@ def process_rank() -> tuple[int | None, int | None]:
 class Session:
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self.exporters: list[Any] = []
+        self.exporters: list[Exporter] = []
         self._header_sent = False
         self._prov_ids: dict[Provenance, int] = {}
         self._span_ids: set[int] = set()
@@ -54,7 +57,6 @@ class Session:
         # strongly (a function that died before exit still gets its summary), the oldest
         # beyond MAX_TRACKED weakly, so a program that jits in a loop does not keep them all.
         self._compiles: list[tuple[Any, str, list[int]]] = []
-        self.dropped = 0  # events an exporter failed on
 
     # -- exporters ---------------------------------------------------------------------------
     @property
@@ -64,22 +66,37 @@ class Session:
     @property
     def wants_trace_text(self) -> bool:
         """Whether any exporter keeps traces' Python text (printing them is the costly part)."""
-        return any(getattr(e, "needs_trace_text", True) for e in self.exporters)
+        return any(e.needs_trace_text for e in self.exporters)
 
-    def add_exporter(self, exporter: Any) -> None:
+    def add_exporter(self, exporter: Exporter) -> None:
         """Add an exporter; joining a running session, it first gets the header and the records
         and spans already interned, so the ids it will see referenced resolve."""
         with self._lock:
+            if exporter in self.exporters:
+                return
             if self._header_sent:
                 for event in [self._header(), *self._interned]:
                     exporter.emit(event)
             self.exporters.append(exporter)
 
-    def remove_exporter(self, exporter: Any) -> None:
+    def remove_exporter(self, exporter: Exporter) -> None:
+        """Detach `exporter` and close it (an exporter not attached is left alone)."""
         with self._lock:
             if exporter in self.exporters:
                 self.exporters.remove(exporter)
-                exporter.close()
+                self._close(exporter)
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """Each attached exporter's `stats()`, by name (a second exporter of a name gets `name#2`)."""
+        with self._lock:
+            out: dict[str, dict[str, Any]] = {}
+            for exporter in self.exporters:
+                key, n = exporter.name, 1
+                while key in out:
+                    n += 1
+                    key = f"{exporter.name}#{n}"
+                out[key] = exporter.stats()
+            return out
 
     def close(self) -> None:
         """Summarize runtime calls, then close every exporter (at disable() or exit)."""
@@ -88,17 +105,21 @@ class Session:
                 return
             self.emit_call_summaries()
             for exporter in self.exporters:
-                try:
-                    exporter.close()
-                except Exception as exc:  # closing must not fail the program's exit
-                    warnings.warn(f"thunder-provenance: closing exporter {exporter.name!r} failed: {exc}",
-                                  RuntimeWarning, stacklevel=2)
+                self._close(exporter)
             self.exporters.clear()
             self._compiles.clear()
             self._header_sent = False
             self._prov_ids.clear()
             self._span_ids.clear()
             self._interned.clear()
+
+    @staticmethod
+    def _close(exporter: Exporter) -> None:
+        try:
+            exporter.close()
+        except Exception as exc:  # closing must not fail the program (or its exit)
+            warnings.warn(f"thunder-provenance: closing exporter {exporter.name!r} failed: {exc!r}",
+                          RuntimeWarning, stacklevel=3)
 
     def emit(self, event: Event) -> None:
         with self._lock:
@@ -111,10 +132,13 @@ class Session:
                 try:
                     exporter.emit(event)
                 except Exception as exc:  # an exporter never breaks the program
-                    self.dropped += 1
                     self.exporters.remove(exporter)
                     warnings.warn(f"thunder-provenance: exporter {exporter.name!r} failed ({exc!r}) and "
-                                  f"was disabled; the program runs on.", RuntimeWarning, stacklevel=2)
+                                  f"was removed; the program runs on.", RuntimeWarning, stacklevel=2)
+                    try:
+                        exporter.close()  # release its file or connection; it already warned once
+                    except Exception:
+                        pass
 
     def _header(self) -> Header:
         from provenance import __version__

@@ -1,12 +1,19 @@
-"""The event schema as code: docs/log-schema.md matches provenance/events.py."""
+"""The event schema as code: docs/log-schema.md matches provenance/events.py, and what the writers
+emit for real compiles matches its definitions."""
 
 from __future__ import annotations
 
 import json
 import re
 import typing
+import warnings
 from pathlib import Path
 
+import pytest
+import thunder
+import torch
+
+import provenance
 from provenance import events
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "log-schema.md"
@@ -83,3 +90,45 @@ def test_problems_names_what_is_wrong():
     end = {"type": "compile_end", "compile": 1, "status": "ok", "time_ns": 1, "seconds": 1, "log_seconds": 0.5,
            "cache": None, "final": {"ops": 1, "with_provenance": 1, "compute": 1, "compute_with_user_source": 1}}
     assert events.problems(end) == ["compile_end.final: missing 'fusions'"]
+
+
+class Collect:
+    """An exporter keeping every event (the contract of exporters.base.Exporter)."""
+
+    name = "collect"
+    needs_trace_text = True
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+
+    def emit(self, event) -> None:
+        self.events.append(event)
+
+    def close(self) -> None:
+        pass
+
+    def stats(self) -> dict:
+        return {"events": len(self.events)}
+
+
+def test_what_the_writers_emit_is_what_events_declares():
+    collect = Collect()
+    provenance.enable()
+    try:
+        provenance.add_exporter(collect)
+        with provenance.scope("step", role="training", step=1, weights=torch.ones(1)):
+            jf = thunder.jit(lambda x: torch.sin(x) * 2)
+            jf(torch.ones(3))
+            jf(torch.ones(3))
+        with pytest.raises(Exception) as raised, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            thunder.jit(lambda x: torch.nn.functional.conv2d(x, x, stride=(1, 2, 3)))(torch.ones(1, 1, 3, 3))
+    finally:
+        provenance.disable()
+    (error,) = [e for e in collect.events if e["type"] == "compile_error"]
+    assert error["message"] == str(raised.value)
+    seen = {e["type"] for e in collect.events}
+    assert seen == events.KNOWN_TYPES
+    assert any("same_as" in e for e in collect.events)  # both forms of "trace"
+    for event in collect.events:
+        assert events.problems(event) == [], (event["type"], events.problems(event))
