@@ -25,6 +25,7 @@ from typing import Any
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Status, StatusCode
 
+from provenance._version import __version__
 from provenance.events import Event
 
 WaitSnapshot = Callable[[], dict[tuple[str | None, str | None], tuple[float, int]]]  # provenance.waits
@@ -53,8 +54,6 @@ class OtelExporter:
     def __init__(self, tracer_provider: Any, meter_provider: Any, *, owned: bool = False,
                  rank: int | None = None, span_exporter: CountingExporter | None = None,
                  waits: WaitSnapshot | None = None) -> None:
-        from provenance import __version__
-
         self._tracer = tracer_provider.get_tracer("thunder-provenance", __version__)
         self._owned = (tracer_provider, meter_provider) if owned else None
         self._span_exporter = span_exporter

@@ -15,12 +15,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from provenance._version import __version__
 from provenance.annotation import annotate
 from provenance.record import Frame, Kind, Provenance, Span, of
 from provenance.scope import current_span, scope
 from provenance.stats import Coverage, coverage
-
-__version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from exporters.base import Exporter

@@ -4,6 +4,8 @@ Capture hooks call the `Session` with plain values; it turns them into events (t
 `provenance.events`, schema in docs/log-schema.md), emits each provenance record and span once
 with an id before its first reference, and hands every event to every exporter
 (`exporters.base.Exporter`). With no exporter, nothing is built: capture alone costs nothing here.
+Integrations name what they add to the header (`add_version`): this module knows nothing of
+Thunder or torch.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from provenance._version import __version__
 from provenance.events import SCHEMA_VERSION, Calls, Event, Header, Prov, SpanEnd, SpanStart, frames_json
 from provenance.record import Provenance, Span
 from provenance.scope import span_end_listeners, span_start_listeners
@@ -49,6 +53,7 @@ class Session:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self.exporters: list[Exporter] = []
+        self._versions: dict[str, Callable[[], str | None]] = {}  # header versions integrations add
         self._header_sent = False
         self._prov_ids: dict[Provenance, int] = {}
         self._span_ids: set[int] = set()
@@ -98,6 +103,10 @@ class Session:
                 out[key] = exporter.stats()
             return out
 
+    def add_version(self, name: str, read: Callable[[], str | None]) -> None:
+        """Have the header's `versions` name `name` (read when a header is written)."""
+        self._versions[name] = read
+
     def close(self) -> None:
         """Summarize runtime calls, then close every exporter (at disable() or exit)."""
         with self._lock:
@@ -141,17 +150,12 @@ class Session:
                         pass
 
     def _header(self) -> Header:
-        from provenance import __version__
-        from provenance.thunder import thunder_version
-
-        torch = sys.modules.get("torch")
         rank, world = process_rank()
+        versions = {"python": platform.python_version(), **{name: read() for name, read in self._versions.items()},
+                    "thunder_provenance": __version__}
         header: Header = {
-            "type": "header", "schema": SCHEMA_VERSION, "time_ns": time.time_ns(),
-            "versions": {"python": platform.python_version(), "torch": getattr(torch, "__version__", None),
-                         "thunder": thunder_version(), "thunder_provenance": __version__},
-            "argv": sys.argv, "pid": os.getpid(), "host": socket.gethostname(),
-            "rank": rank, "world_size": world,
+            "type": "header", "schema": SCHEMA_VERSION, "time_ns": time.time_ns(), "versions": versions,
+            "argv": sys.argv, "pid": os.getpid(), "host": socket.gethostname(), "rank": rank, "world_size": world,
         }
         return header
 
