@@ -72,12 +72,15 @@ def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bo
 
 
 def disable() -> None:
-    """Remove every hook (Thunder then runs exactly as without this package) and close the logs."""
+    """Remove every hook (Thunder then runs exactly as without this package), close the logs and
+    exporters, and empty capture's memo tables (provenance.caches)."""
     from provenance import thunder as integration
+    from provenance.caches import CACHES
     from provenance.session import SESSION
 
     integration.uninstall()
     SESSION.close()
+    CACHES.clear()
 
 
 def add_exporter(exporter: Exporter) -> None:

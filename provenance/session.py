@@ -222,6 +222,8 @@ class Session:
                 old, name, ids = self._compiles[-MAX_TRACKED - 1]
                 if not isinstance(old, weakref.ref):
                     self._compiles[-MAX_TRACKED - 1] = (weakref.ref(old), name, ids)
+                # functions that died have no summary to give: forget them
+                self._compiles = [c for c in self._compiles if _deref(c[0]) is not None]
             return 0
 
     def emit_call_summaries(self) -> None:

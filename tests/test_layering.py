@@ -15,7 +15,8 @@ PACKAGES = ("provenance", "exporters")
 # record → scope → events/session → exporters: what each core module may import of ours.
 ALLOWED = {
     "provenance._version": set(),
-    "provenance.record": set(),
+    "provenance.caches": set(),
+    "provenance.record": {"provenance.caches"},
     "provenance.scope": {"provenance.record"},
     "provenance.events": {"provenance.record"},
     "provenance.session": {"provenance._version", "provenance.events", "provenance.record", "provenance.scope"},
