@@ -35,6 +35,7 @@ def _run(cmd, **env):
     return done, time.monotonic() - start
 
 
+@pytest.mark.slow
 def test_a_traced_compile_arrives_as_a_compile_span_with_pass_children(collector, tmp_path):
     _run([sys.executable, *SCRIPT], THUNDER_TRACE=str(tmp_path), OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint)
     sink = collector.sink
@@ -54,6 +55,7 @@ def test_a_traced_compile_arrives_as_a_compile_span_with_pass_children(collector
                                     "thunder.cache.misses"} <= {m["name"] for m in s.metrics}, timeout=20)
 
 
+@pytest.mark.slow
 def test_two_ranks_arrive_with_their_rank(collector, tmp_path):
     before = len(collector.sink.spans)
     _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
@@ -68,6 +70,7 @@ def test_two_ranks_arrive_with_their_rank(collector, tmp_path):
     assert collector.sink.wait_for(both_ranks)
 
 
+@pytest.mark.slow
 def test_collector_down_delays_exit_by_at_most_two_seconds(tmp_path):
     dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     plain, plain_s = _run([sys.executable, *SCRIPT], THUNDER_TRACE=str(tmp_path / "a"))
@@ -77,6 +80,7 @@ def test_collector_down_delays_exit_by_at_most_two_seconds(tmp_path):
     assert down_s - plain_s <= 2.0 + 1.0, (plain_s, down_s)  # 2 s allowed, 1 s for this machine's noise
 
 
+@pytest.mark.slow
 def test_otel_sdk_disabled_turns_it_off(tmp_path):
     code = ("import os, provenance; provenance.enable(); from provenance.session import SESSION; "
             "print(sorted(e.name for e in SESSION.exporters))")

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 import thunder.core.rematerialization as rematerialization
-import thunder.distributed.tensor_parallel.column_wise  # noqa: F401 - defines the pre/post-processors
-import thunder.distributed.tensor_parallel.row_wise  # noqa: F401
+import thunder.distributed.tensor_parallel.column_wise  # defines pre/post-processors install() wraps
+import thunder.distributed.tensor_parallel.row_wise  # noqa: F401 - likewise
 from thunder.core.proxies import Proxy
 from thunder.distributed.tensor_parallel.common import (
     ComputationTraceTransformVisitorForTensorParallel,

@@ -51,9 +51,9 @@ from provenance.thunder.state import (
     start_compile,
 )
 
-# Fault-injection names of the hooks; the first group runs in every compile with autograd.
+# Fault-injection names (state.check_fault) of the hooks that run in every compile with autograd;
+# distributed.py's are "distributed" and "rematerialize".
 CORE_HOOKS = ("bind", "from_bsym", "source_location", "processor", "set_provenance", "pass", "compile", "jit")
-HOOKS = CORE_HOOKS + ("distributed", "rematerialize")
 
 _BACKWARD = BoundSymbolTag.BACKWARD
 # Autograd's processors (local classes of grad_transform_on_trace) and what their output is.
