@@ -39,7 +39,6 @@ class CompileState:
 
     id: int = field(default_factory=lambda: next(_compile_ids))
     disabled: bool = False
-    error: BaseException | None = None  # the internal error that disabled capture
     start_ns: int = field(default_factory=time.perf_counter_ns)
     ended: bool = False
     fn_name: str = "?"
@@ -107,7 +106,6 @@ def fail(hook: str, exc: BaseException) -> None:
         outcome = "that step was skipped; tracing goes on"
     else:
         outcome = "provenance tracing is disabled for this compile, which otherwise runs unchanged"
-        state.error = exc
     warnings.warn(f"thunder-provenance: internal error in hook {hook!r} ({detail}); {outcome}.",
                   RuntimeWarning, stacklevel=2)
 
