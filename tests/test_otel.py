@@ -128,6 +128,7 @@ print(json.dumps({"raised": raised, "spans": [
 """
 
 
+@pytest.mark.slow
 def test_application_provider_scope_spans_and_failed_compiles():
     import json
 
