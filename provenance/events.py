@@ -5,10 +5,11 @@ Capture writes them (`provenance.session`, `provenance.thunder.emit`), exporters
 describes them, and tests/test_events.py holds the doc to this module. An event is a JSON-able
 dict with a "type"; its keys are written in the order declared here.
 
-Adding an event type: declare its TypedDict below, add it to `EVENTS`, document it in
-docs/log-schema.md (a section with a JSON example and a field table), and bump the minor
-`SCHEMA_VERSION` (readers of the older minor count the new type as unknown and go on). Adding a
-field also bumps the minor; renaming or removing one, or changing its meaning, bumps the major.
+Adding an event type: declare its TypedDict below and add it to `EVENTS` and `Event` (the
+tests check that the two agree), document it in docs/log-schema.md (a section with a JSON
+example and a field table), and bump the minor `SCHEMA_VERSION` (readers of the older minor
+count the new type as unknown and go on). Adding a field also bumps the minor; renaming or
+removing one, or changing its meaning, bumps the major.
 """
 
 # No `from __future__ import annotations` here: on Python 3.11 a TypedDict only sees
@@ -180,7 +181,7 @@ EVENTS: dict[str, Any] = {
     "calls": Calls,
 }
 KNOWN_TYPES = frozenset(EVENTS)
-
+# Any event, for type checkers: the forms of EVENTS.
 Event = Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError | Calls
 
 

@@ -61,6 +61,14 @@ def test_the_doc_documents_every_event_type_and_field_and_nothing_else():
         assert f"[{', '.join(events.OP_FIELDS)}]" in section or event_type != "trace"
 
 
+def test_events_and_the_event_union_agree():
+    declared = [form for event_type in events.EVENTS for form in events.forms(event_type)]
+    assert set(typing.get_args(events.Event)) == set(declared) and len(declared) == len(set(declared))
+    for event_type in events.EVENTS:
+        for form in events.forms(event_type):
+            assert typing.get_type_hints(form)["type"] == typing.Literal[event_type]
+
+
 def test_the_doc_examples_are_valid_events_and_show_every_form():
     for event_type, section in _sections().items():
         examples = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
