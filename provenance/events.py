@@ -23,9 +23,9 @@ from typing import Any, Literal, NotRequired, TypedDict
 from provenance.record import Frame
 
 __all__ = [
-    "EVENTS", "FRAME_FIELDS", "KNOWN_TYPES", "OP_FIELDS", "SCHEMA_VERSION", "Calls", "CompileEnd",
-    "CompileError", "CompileStart", "Event", "FrameJSON", "Header", "OpJSON", "Prov", "SpanEnd", "SpanStart",
-    "Trace", "TraceRepeat", "forms", "frame_json", "frames_json", "problems",
+    "EVENTS", "FRAME_FIELDS", "KNOWN_TYPES", "OP_FIELDS", "SCHEMA_VERSION", "CacheCounts", "Calls", "CompileEnd",
+    "CompileError", "CompileStart", "Event", "FinalCounts", "FrameJSON", "Header", "OpJSON", "Prov", "SpanEnd",
+    "SpanStart", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json", "problems",
 ]
 
 SCHEMA_VERSION = "1.0"  # major.minor: readers refuse another major and read a newer minor
