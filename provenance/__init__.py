@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from provenance._version import __version__
 from provenance.annotation import annotate
+from provenance.coverage_stats import Coverage, coverage
 from provenance.record import Frame, Kind, Provenance, Span, of
 from provenance.scope import current_span, scope
-from provenance.stats import Coverage, coverage
 
 if TYPE_CHECKING:
     from exporters.base import Exporter

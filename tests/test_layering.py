@@ -108,6 +108,17 @@ def test_no_import_cycle():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+def test_no_public_name_of_the_package_shadows_an_unrelated_module():
+    """`def stats()` in provenance/__init__.py would replace the attribute a provenance/stats.py
+    sets (`import provenance.stats as m` would give the function). Only a module's own namesake
+    may be re-exported over it (`provenance.scope`, the function of provenance/scope.py)."""
+    import provenance
+
+    for name in provenance.__all__:
+        if f"provenance.{name}" in _modules():
+            assert getattr(provenance, name).__module__ == f"provenance.{name}", name
+
+
 def test_core_layers_import_only_what_is_below_them():
     graph = _graph()
     for module, allowed in ALLOWED.items():

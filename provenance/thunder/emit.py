@@ -10,10 +10,10 @@ from typing import Any
 import torch
 from thunder.core.proxies import Proxy
 
+from provenance.coverage_stats import coverage
 from provenance.events import CompileEnd, CompileError, CompileStart, OpJSON, Trace, TraceRepeat, frames_json
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.session import SESSION
-from provenance.stats import coverage
 from provenance.thunder.passes import pass_label
 from provenance.thunder.printing import printed_layout
 from provenance.thunder.stack import python_stack
