@@ -1,22 +1,32 @@
-"""The interface every exporter implements: it receives the session's events, in order.
+"""The contract between the session and an exporter: where the events of provenance.events go.
 
-An event is a JSON-able dict with a "kind" key (see docs/log-schema.md). Exporters must not
-raise into the program: the session disables an exporter whose emit fails, with one warning.
+The session hands every event, in order, to every attached exporter: a JSON-able dict with a
+"type" key, one of `provenance.events.EVENTS` (docs/log-schema.md). Attach one with
+`provenance.add_exporter`, detach (and close) it with `provenance.remove_exporter`. An exporter
+whose `emit` raises is removed and closed by the session, with one warning; the program runs on.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-Event = dict[str, Any]
+from provenance.events import Event
+
+__all__ = ["Event", "Exporter"]
 
 
 @runtime_checkable
 class Exporter(Protocol):
-    name: str
+    name: str  # short, for warnings and provenance.stats(): "jsonl", "otel"
+    # Whether trace events should carry the trace's Python text and op layout (`python`, `ops`):
+    # printing traces is most of the cost of logging, so the session prints only if one asks.
+    needs_trace_text: bool
 
     def emit(self, event: Event) -> None:
         """Handle one event. Called with the session's lock held: be quick."""
 
     def close(self) -> None:
-        """Flush and release resources; called once, at disable() or process exit."""
+        """Flush and release resources. Called once, at removal, disable() or process exit."""
+
+    def stats(self) -> dict[str, Any]:
+        """A few figures about what this exporter did (events, bytes, drops), for provenance.stats()."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable
+from typing import Any
 
 import orjson
 
@@ -43,14 +44,19 @@ def check_writable(directory: str) -> str:
 
 
 class JsonlExporter:
+    """THUNDER_TRACE logs: `directory` is created if needed (UnwritableDirectory if it cannot be
+    written); `rank()` names the file, asked when the first event arrives."""
+
     name = "jsonl"
+    needs_trace_text = True  # the report shows every trace
 
     def __init__(self, directory: str, rank: Callable[[], int | None] = lambda: None) -> None:
         self.directory = check_writable(directory)
         self._rank = rank
         self._fd: int | None = None
         self.path: str | None = None  # the file is created at the first event
-        self.bytes_written = 0
+        self._events = 0
+        self._bytes = 0
         self._closed = False
 
     def _open(self) -> None:
@@ -79,7 +85,11 @@ class JsonlExporter:
         while view:  # os.write may write less than asked (signals, huge records)
             written = os.write(self._fd, view)
             view = view[written:]
-        self.bytes_written += len(data)
+        self._events += 1
+        self._bytes += len(data)
+
+    def stats(self) -> dict[str, Any]:
+        return {"path": self.path, "events": self._events, "bytes": self._bytes}
 
     def close(self) -> None:
         self._closed = True

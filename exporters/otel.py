@@ -19,12 +19,16 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Status, StatusCode
 
-from exporters.base import Event
+from provenance._version import __version__
+from provenance.events import Event
+
+WaitSnapshot = Callable[[], dict[tuple[str | None, str | None], tuple[float, int]]]  # provenance.waits
 
 EXPORT_TIMEOUT_S = 1.0
 CLOSE_DEADLINE_S = 1.5
@@ -40,15 +44,21 @@ def _code_attributes(frames: list) -> dict[str, Any]:
 
 
 class OtelExporter:
+    """Spans and metrics through these providers. `owned`: this package configured them (it
+    shuts them down at close); `span_exporter`: the CountingExporter behind the tracer provider,
+    whose failed exports `stats()` reports; `waits`: observe wait counters (see observe_waits)."""
+
     name = "otel"
     needs_trace_text = False  # pass timings only: the session skips printing traces for us
 
     def __init__(self, tracer_provider: Any, meter_provider: Any, *, owned: bool = False,
-                 rank: int | None = None) -> None:
-        from provenance import __version__
-
+                 rank: int | None = None, span_exporter: CountingExporter | None = None,
+                 waits: WaitSnapshot | None = None) -> None:
         self._tracer = tracer_provider.get_tracer("thunder-provenance", __version__)
         self._owned = (tracer_provider, meter_provider) if owned else None
+        self._span_exporter = span_exporter
+        self._events = self._spans = 0
+        self._observing_waits = False
         self._common = {"thunder.rank": rank} if rank is not None else {}
         self._compiles: dict[int, Any] = {}
         self._scopes: dict[int, Any] = {}
@@ -67,9 +77,18 @@ class OtelExporter:
         self._hits = meter.create_counter("thunder.cache.hits", unit="{call}",
                                           description="calls served from the compile cache")
         self._meter = meter
+        if waits is not None:
+            self.observe_waits(waits)
+
+    def stats(self) -> dict[str, Any]:
+        """`events` received, `spans` ended, `dropped_spans`: spans whose export failed (None when
+        the application's providers export them: they are its to count)."""
+        dropped = self._span_exporter.dropped if self._span_exporter is not None else None
+        return {"events": self._events, "spans": self._spans, "dropped_spans": dropped}
 
     # -- events ------------------------------------------------------------------------------
     def emit(self, event: Event) -> None:
+        self._events += 1
         handler = getattr(self, f"_on_{event['type']}", None)
         if handler is not None:
             handler(event)
@@ -98,6 +117,7 @@ class OtelExporter:
             attributes={**self._common, "thunder.compile_id": event["compile"], "thunder.pass": event["pass"],
                         "thunder.trace_list": event["list"]})
         span.end(end_time=event["end_ns"])
+        self._spans += 1
         self._pass_seconds.record(seconds, {**self._common, "thunder.pass": event["pass"]})
 
     def _on_compile_end(self, event: Event) -> None:
@@ -112,6 +132,7 @@ class OtelExporter:
                                  "thunder.coverage.compute_with_user_source": final.get("compute_with_user_source", 0),
                                  "thunder.coverage.compute": final.get("compute", 0)})
             span.end(end_time=event["time_ns"])
+            self._spans += 1
 
     def _on_compile_error(self, event: Event) -> None:
         span = self._compiles.pop(event["compile"], None)
@@ -121,6 +142,7 @@ class OtelExporter:
                                      "exception.stacktrace": event["traceback"]}, timestamp=event["time_ns"])
         span.set_status(Status(StatusCode.ERROR, event["message"][:200]))
         span.end(end_time=event["time_ns"])
+        self._spans += 1
 
     def _on_span(self, event: Event) -> None:
         parent = self._scopes.get(event.get("parent"))
@@ -136,6 +158,7 @@ class OtelExporter:
         span = self._scopes.pop(event["id"], None)
         if span is not None:
             span.end(end_time=event["end_ns"])
+            self._spans += 1
 
     def _on_calls(self, event: Event) -> None:
         fn = event["fn"]
@@ -145,8 +168,11 @@ class OtelExporter:
             self._reported_hits[fn] = event["cache_hits"]
 
     # -- wait counters ---------------------------------------------------------------------------
-    def observe_waits(self, snapshot: Any) -> None:
-        """Observable instruments over `snapshot() -> {(role, module): (seconds, active)}`."""
+    def observe_waits(self, snapshot: WaitSnapshot) -> None:
+        """Observable instruments over `snapshot() -> {(role, module): (seconds, active)}` (once)."""
+        if self._observing_waits:
+            return
+        self._observing_waits = True
 
         def seconds(_options: Any) -> list:
             return [metrics.Observation(s, self._labels(key)) for key, (s, _) in snapshot().items()]
@@ -168,6 +194,7 @@ class OtelExporter:
     def close(self) -> None:
         for span in [*self._compiles.values(), *self._scopes.values()]:
             span.end()
+            self._spans += 1
         self._compiles.clear()
         self._scopes.clear()
         if self._owned is None:
@@ -179,11 +206,6 @@ class OtelExporter:
         deadline = time.monotonic() + CLOSE_DEADLINE_S
         for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
-
-    @property
-    def dropped_spans(self) -> int:
-        exporter = getattr(self, "span_exporter", None)
-        return exporter.dropped if exporter is not None else 0
 
 
 class CountingExporter:
@@ -219,13 +241,14 @@ def service_name() -> str:
     return script.removesuffix(".py") or "python"
 
 
-def from_environment(rank: int | None = None) -> OtelExporter | None:
-    """The OTel exporter OTel's own configuration asks for, or None (see the module doc)."""
+def from_environment(rank: int | None = None, waits: WaitSnapshot | None = None) -> OtelExporter | None:
+    """The OTel exporter OTel's own configuration asks for, or None (see the module doc);
+    `waits`: also export these wait counters."""
     if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return None
     provider = trace.get_tracer_provider()
     if not isinstance(provider, trace.ProxyTracerProvider):  # the application configured OTel
-        return OtelExporter(provider, metrics.get_meter_provider(), rank=rank)
+        return OtelExporter(provider, metrics.get_meter_provider(), rank=rank, waits=waits)
     if not (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")):
         return None
 
@@ -253,6 +276,5 @@ def from_environment(rank: int | None = None) -> OtelExporter | None:
                                              export_interval_millis=5000,
                                              export_timeout_millis=EXPORT_TIMEOUT_S * 1000)] if metrics_endpoint else []
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
-    exporter = OtelExporter(tracer_provider, meter_provider, owned=True, rank=rank)
-    exporter.span_exporter = span_exporter
-    return exporter
+    return OtelExporter(tracer_provider, meter_provider, owned=True, rank=rank, span_exporter=span_exporter,
+                        waits=waits)

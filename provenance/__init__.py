@@ -13,17 +13,22 @@ import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
+from provenance._version import __version__
 from provenance.annotation import annotate
+from provenance.coverage_stats import Coverage, coverage
 from provenance.record import Frame, Kind, Provenance, Span, of
 from provenance.scope import current_span, scope
-from provenance.stats import Coverage, coverage
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:
+    from exporters.base import Exporter
+    from provenance.report.reader import Log
 
 __all__ = [
-    "Coverage", "Frame", "Kind", "Provenance", "Span", "annotate", "coverage", "current_span", "disable",
-    "enable", "enabled", "load", "of", "scope", "tracing", "wait_counters",
+    "Coverage", "Frame", "Kind", "Provenance", "Span", "__version__", "add_exporter", "annotate", "coverage",
+    "current_span", "disable", "enable", "enabled", "load", "of", "remove_exporter", "scope", "stats", "tracing",
+    "wait_counters",
 ]
 
 
@@ -55,23 +60,56 @@ def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bo
                           stacklevel=2)
             return False
         SESSION.add_exporter(exporter)
+    waits = WAITS.snapshot if wait_counters else None
     otel = next((e for e in SESSION.exporters if isinstance(e, OtelExporter)), None)
-    if otel is None and (otel := from_environment(rank=process_rank()[0])) is not None:
-        SESSION.add_exporter(otel)
+    if otel is None:
+        if (otel := from_environment(rank=process_rank()[0], waits=waits)) is not None:
+            SESSION.add_exporter(otel)
+    elif waits is not None:
+        otel.observe_waits(waits)
     integration.install(wait_counters=wait_counters)
-    if wait_counters and otel is not None and not getattr(otel, "observing_waits", False):
-        otel.observe_waits(WAITS.snapshot)
-        otel.observing_waits = True
     return True
 
 
 def disable() -> None:
-    """Remove every hook (Thunder then runs exactly as without this package) and close the logs."""
+    """Remove every hook (Thunder then runs exactly as without this package), close the logs and
+    exporters, and empty capture's memo tables (provenance.caches)."""
     from provenance import thunder as integration
+    from provenance.caches import CACHES
     from provenance.session import SESSION
 
     integration.uninstall()
     SESSION.close()
+    CACHES.clear()
+
+
+def add_exporter(exporter: Exporter) -> None:
+    """Send the events of every compile to `exporter` too (see exporters.base.Exporter) while
+    tracing is enabled. Joining a running log, it first gets the header and the records already
+    written, so every id it sees resolves."""
+    from exporters.base import Exporter
+    from provenance.session import SESSION
+
+    if not isinstance(exporter, Exporter):
+        missing = [m for m in ("name", "needs_trace_text", "emit", "close", "stats") if not hasattr(exporter, m)]
+        raise TypeError(f"provenance.add_exporter() needs an exporters.base.Exporter; {exporter!r} lacks "
+                        f"{', '.join(missing)}")
+    SESSION.add_exporter(exporter)
+
+
+def remove_exporter(exporter: Exporter) -> None:
+    """Stop sending events to `exporter`, and close it."""
+    from provenance.session import SESSION
+
+    SESSION.remove_exporter(exporter)
+
+
+def stats() -> dict[str, dict[str, Any]]:
+    """What each attached exporter did so far, by name: `{"jsonl": {"path", "events", "bytes"},
+    "otel": {"events", "spans", "dropped_spans"}}` (a second exporter of a name is `name#2`)."""
+    from provenance.session import SESSION
+
+    return SESSION.stats()
 
 
 def enabled() -> bool:
@@ -104,7 +142,7 @@ def wait_counters() -> dict[tuple[str | None, str | None], tuple[float, int]]:
     return WAITS.snapshot()
 
 
-def load(path: str | os.PathLike[str]):  # noqa: ANN201 - see provenance.report.reader.Log
+def load(path: str | os.PathLike[str]) -> Log:
     """Stream a THUNDER_TRACE log file, or a directory of them, back into records."""
     from provenance.report.reader import Log
 

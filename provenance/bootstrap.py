@@ -12,6 +12,9 @@ import importlib.abc
 import os
 import sys
 import warnings
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 
 _activated = False
 
@@ -46,7 +49,8 @@ class _ThunderImportWatcher(importlib.abc.MetaPathFinder):
     def __init__(self, directory: str) -> None:
         self.directory = directory
 
-    def find_spec(self, fullname, path=None, target=None):  # noqa: ANN001, ANN201
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
         if fullname != "thunder":
             return None
         sys.meta_path.remove(self)
@@ -60,7 +64,7 @@ class _ThunderImportWatcher(importlib.abc.MetaPathFinder):
         loader, directory = spec.loader, self.directory
         exec_module = loader.exec_module
 
-        def exec_and_enable(module):  # noqa: ANN001, ANN202
+        def exec_and_enable(module: ModuleType) -> None:
             exec_module(module)
             _enable(directory)
 

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from provenance.caches import CACHES
+
 __all__ = ["Frame", "Span", "Provenance", "Kind", "intern", "of", "BSYM_ATTR"]
 
 BSYM_ATTR = "_provenance"  # the bound-symbol attribute holding its record
@@ -132,17 +134,19 @@ class Provenance:
                 f"transforms={self.transforms!r}, role={self.role!r})")
 
 
-_interned: dict[Provenance, Provenance] = {}
+_interned = CACHES.memo("record.intern", 1 << 18)
 _intern_lock = threading.Lock()
 
 
 def intern(record: Provenance) -> Provenance:
-    """The canonical instance equal to `record`: equal records are one shared object."""
+    """The canonical instance equal to `record`: equal records are one shared object (while the
+    record is in the bounded table; see provenance.caches)."""
     found = _interned.get(record)
     if found is not None:
         return found
     with _intern_lock:
-        return _interned.setdefault(record, record)
+        found = _interned.get(record)
+        return found if found is not None else _interned.put(record, record)
 
 
 def of(bsym: Any) -> Provenance | None:

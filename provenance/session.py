@@ -1,9 +1,11 @@
 """The process's event stream: compile ids, interned record ids, and fan-out to exporters.
 
-Capture hooks call the `Session` with plain values; it turns them into events (JSON-able dicts,
-schema in docs/log-schema.md), emits each provenance record and span once with an id before
-its first reference, and hands every event to every exporter. With no exporter, nothing is
-built: capture alone costs nothing here.
+Capture hooks call the `Session` with plain values; it turns them into events (the TypedDicts of
+`provenance.events`, schema in docs/log-schema.md), emits each provenance record and span once
+with an id before its first reference, and hands every event to every exporter
+(`exporters.base.Exporter`). With no exporter, nothing is built: capture alone costs nothing here.
+Integrations name what they add to the header (`add_version`): this module knows nothing of
+Thunder or torch.
 """
 
 from __future__ import annotations
@@ -17,19 +19,16 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from provenance.record import Frame, Provenance, Span
+from provenance._version import __version__
+from provenance.events import SCHEMA_VERSION, Calls, Event, Header, Prov, SpanEnd, SpanStart, frames_json
+from provenance.record import Provenance, Span
 from provenance.scope import span_end_listeners, span_start_listeners
 
-SCHEMA_VERSION = "1.0"  # major.minor: readers refuse another major, accept a newer minor
-
-Event = dict[str, Any]
-
-
-def frame_json(frame: Frame) -> list:
-    return [frame.file, frame.line, frame.function, frame.text, frame.user]
+if TYPE_CHECKING:
+    from exporters.base import Exporter
 
 
 def _env_int(*names: str) -> int | None:
@@ -44,7 +43,7 @@ def process_rank() -> tuple[int | None, int | None]:
     """(rank, world size): torchrun's environment, else an initialized default process group."""
     rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
     if rank is None:
-        dist = sys.modules.get("torch.distributed")
+        dist = sys.modules.get("torch.distributed")  # never imported here: only if the program did
         if dist is not None and dist.is_available() and dist.is_initialized():
             rank, world = dist.get_rank(), dist.get_world_size()
     return rank, world
@@ -53,7 +52,8 @@ def process_rank() -> tuple[int | None, int | None]:
 class Session:
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self.exporters: list[Any] = []
+        self.exporters: list[Exporter] = []
+        self._versions: dict[str, Callable[[], str | None]] = {}  # header versions integrations add
         self._header_sent = False
         self._prov_ids: dict[Provenance, int] = {}
         self._span_ids: set[int] = set()
@@ -62,7 +62,6 @@ class Session:
         # strongly (a function that died before exit still gets its summary), the oldest
         # beyond MAX_TRACKED weakly, so a program that jits in a loop does not keep them all.
         self._compiles: list[tuple[Any, str, list[int]]] = []
-        self.dropped = 0  # events an exporter failed on
 
     # -- exporters ---------------------------------------------------------------------------
     @property
@@ -72,22 +71,41 @@ class Session:
     @property
     def wants_trace_text(self) -> bool:
         """Whether any exporter keeps traces' Python text (printing them is the costly part)."""
-        return any(getattr(e, "needs_trace_text", True) for e in self.exporters)
+        return any(e.needs_trace_text for e in self.exporters)
 
-    def add_exporter(self, exporter: Any) -> None:
+    def add_exporter(self, exporter: Exporter) -> None:
         """Add an exporter; joining a running session, it first gets the header and the records
         and spans already interned, so the ids it will see referenced resolve."""
         with self._lock:
+            if exporter in self.exporters:
+                return
             if self._header_sent:
                 for event in [self._header(), *self._interned]:
                     exporter.emit(event)
             self.exporters.append(exporter)
 
-    def remove_exporter(self, exporter: Any) -> None:
+    def remove_exporter(self, exporter: Exporter) -> None:
+        """Detach `exporter` and close it (an exporter not attached is left alone)."""
         with self._lock:
             if exporter in self.exporters:
                 self.exporters.remove(exporter)
-                exporter.close()
+                self._close(exporter)
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """Each attached exporter's `stats()`, by name (a second exporter of a name gets `name#2`)."""
+        with self._lock:
+            out: dict[str, dict[str, Any]] = {}
+            for exporter in self.exporters:
+                key, n = exporter.name, 1
+                while key in out:
+                    n += 1
+                    key = f"{exporter.name}#{n}"
+                out[key] = exporter.stats()
+            return out
+
+    def add_version(self, name: str, read: Callable[[], str | None]) -> None:
+        """Have the header's `versions` name `name` (read when a header is written)."""
+        self._versions[name] = read
 
     def close(self) -> None:
         """Summarize runtime calls, then close every exporter (at disable() or exit)."""
@@ -96,17 +114,21 @@ class Session:
                 return
             self.emit_call_summaries()
             for exporter in self.exporters:
-                try:
-                    exporter.close()
-                except Exception as exc:  # closing must not fail the program's exit
-                    warnings.warn(f"thunder-provenance: closing exporter {exporter.name!r} failed: {exc}",
-                                  RuntimeWarning, stacklevel=2)
+                self._close(exporter)
             self.exporters.clear()
             self._compiles.clear()
             self._header_sent = False
             self._prov_ids.clear()
             self._span_ids.clear()
             self._interned.clear()
+
+    @staticmethod
+    def _close(exporter: Exporter) -> None:
+        try:
+            exporter.close()
+        except Exception as exc:  # closing must not fail the program (or its exit)
+            warnings.warn(f"thunder-provenance: closing exporter {exporter.name!r} failed: {exc!r}",
+                          RuntimeWarning, stacklevel=3)
 
     def emit(self, event: Event) -> None:
         with self._lock:
@@ -119,24 +141,23 @@ class Session:
                 try:
                     exporter.emit(event)
                 except Exception as exc:  # an exporter never breaks the program
-                    self.dropped += 1
                     self.exporters.remove(exporter)
                     warnings.warn(f"thunder-provenance: exporter {exporter.name!r} failed ({exc!r}) and "
-                                  f"was disabled; the program runs on.", RuntimeWarning, stacklevel=2)
+                                  f"was removed; the program runs on.", RuntimeWarning, stacklevel=2)
+                    try:
+                        exporter.close()  # release its file or connection; it already warned once
+                    except Exception:
+                        pass
 
-    def _header(self) -> Event:
-        from provenance import __version__
-        from provenance.thunder import thunder_version
-
-        torch = sys.modules.get("torch")
+    def _header(self) -> Header:
         rank, world = process_rank()
-        return {
-            "type": "header", "schema": SCHEMA_VERSION, "time_ns": time.time_ns(),
-            "versions": {"python": platform.python_version(), "torch": getattr(torch, "__version__", None),
-                         "thunder": thunder_version(), "thunder_provenance": __version__},
-            "argv": sys.argv, "pid": os.getpid(), "host": socket.gethostname(),
-            "rank": rank, "world_size": world,
+        versions = {"python": platform.python_version(), **{name: read() for name, read in self._versions.items()},
+                    "thunder_provenance": __version__}
+        header: Header = {
+            "type": "header", "schema": SCHEMA_VERSION, "time_ns": time.time_ns(), "versions": versions,
+            "argv": sys.argv, "pid": os.getpid(), "host": socket.gethostname(), "rank": rank, "world_size": world,
         }
+        return header
 
     # -- interned records --------------------------------------------------------------------
     def prov_id(self, record: Provenance | None) -> int | None:
@@ -151,13 +172,12 @@ class Session:
             members = [self.prov_id(m) for m in record.members]
             span = self._span_ref(record.span)
             new_id = self._prov_ids.setdefault(record, len(self._prov_ids) + 1)
-            self._emit_interned({
-                "type": "prov", "id": new_id, "kind": record.kind,
-                "source": [frame_json(f) for f in record.source],
-                "module": record.module, "module_type": record.module_type,
-                "transforms": list(record.transforms), "role": record.role, "span": span,
-                "derived_from": derived, "members": members,
-            })
+            event: Prov = {
+                "type": "prov", "id": new_id, "kind": record.kind, "source": frames_json(record.source),
+                "module": record.module, "module_type": record.module_type, "transforms": list(record.transforms),
+                "role": record.role, "span": span, "derived_from": derived, "members": members,
+            }
+            self._emit_interned(event)
             return new_id
 
     def _span_ref(self, span: Span | None) -> int | None:
@@ -166,12 +186,15 @@ class Session:
         if span.id not in self._span_ids:
             parent = self._span_ref(span.parent)
             self._span_ids.add(span.id)
-            self._emit_interned({"type": "span", "id": span.id, "name": span.name, "parent": parent,
-                       "attributes": {k: _jsonable(v) for k, v in span.attributes}, "role": span.role,
-                       "start_ns": span.start_ns})
+            event: SpanStart = {
+                "type": "span", "id": span.id, "name": span.name, "parent": parent,
+                "attributes": {k: _jsonable(v) for k, v in span.attributes}, "role": span.role,
+                "start_ns": span.start_ns,
+            }
+            self._emit_interned(event)
         return span.id
 
-    def _emit_interned(self, event: Event) -> None:
+    def _emit_interned(self, event: Prov | SpanStart) -> None:
         self._interned.append(event)
         self.emit(event)
 
@@ -183,7 +206,8 @@ class Session:
     def span_ended(self, span: Span) -> None:
         if self.active:
             with self._lock:
-                self.emit({"type": "span_end", "id": self._span_ref(span), "end_ns": time.time_ns()})
+                event: SpanEnd = {"type": "span_end", "id": self._span_ref(span), "end_ns": time.time_ns()}
+                self.emit(event)
 
     # -- compiles ----------------------------------------------------------------------------
     def track_compile(self, compile_stats: Any, fn_name: str, compile_id: int) -> int:
@@ -198,6 +222,8 @@ class Session:
                 old, name, ids = self._compiles[-MAX_TRACKED - 1]
                 if not isinstance(old, weakref.ref):
                     self._compiles[-MAX_TRACKED - 1] = (weakref.ref(old), name, ids)
+                # functions that died have no summary to give: forget them
+                self._compiles = [c for c in self._compiles if _deref(c[0]) is not None]
             return 0
 
     def emit_call_summaries(self) -> None:
@@ -205,9 +231,10 @@ class Session:
         for held, fn_name, ids in self._compiles:
             cs = _deref(held)
             if cs is not None:
-                self.emit({"type": "calls", "fn": fn_name, "compiles": ids, "calls": cs.calls,
-                           "cache_hits": cs.cache_hits, "cache_misses": cs.cache_misses,
-                           "time_ns": time.time_ns()})
+                event: Calls = {"type": "calls", "fn": fn_name, "compiles": ids, "calls": cs.calls,
+                                "cache_hits": cs.cache_hits, "cache_misses": cs.cache_misses,
+                                "time_ns": time.time_ns()}
+                self.emit(event)
 
 
 MAX_TRACKED = 64
@@ -229,7 +256,3 @@ SESSION = Session()
 atexit.register(SESSION.close)
 span_start_listeners.append(SESSION.span_started)
 span_end_listeners.append(SESSION.span_ended)
-
-
-def frames_json(frames: Iterable[Frame]) -> list[list]:
-    return [frame_json(f) for f in frames]

@@ -22,7 +22,7 @@ from provenance.thunder import state
 from provenance.thunder.workarounds import tensor_parallel_on_cpu
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
-from toy_model import ToyModel  # noqa: E402
+from toy_model import ToyModel
 
 
 def describe(jm) -> dict:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import models
+import pytest
 import thunder
 import torch
 
@@ -54,6 +55,7 @@ def test_annotate_of_untraced_trace_says_so():
     assert "# ── no provenance" in provenance.annotate(thunder.last_traces(jf)[-1])
 
 
+@pytest.mark.slow
 def test_example_prints_annotated_forward_and_backward():
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, str(root / "examples" / "annotate_nanogpt.py")],

@@ -10,7 +10,8 @@ import provenance
 from provenance import Kind
 
 
-@pytest.mark.parametrize("build", [models.nanogpt, models.llama2], ids=["nanogpt", "llama2"])
+@pytest.mark.parametrize("build", [models.nanogpt, pytest.param(models.llama2, marks=pytest.mark.slow)],
+                         ids=["nanogpt", "llama2"])
 def test_forward_and_backward_execution_traces_are_covered(traced, build):
     model, x = build()
     model_file = models.GPT.__module__ if build is models.nanogpt else models.Transformer.__module__
@@ -59,6 +60,7 @@ def test_every_trace_of_every_pass_is_covered(traced):
     assert dels and all(r.kind == Kind.BOOKKEEPING and r.transforms == ("del_last_used",) for r in dels)
 
 
+@pytest.mark.slow
 def test_records_are_shared_not_copied(traced):
     model, x = models.nanogpt()
     jm = thunder.jit(model)

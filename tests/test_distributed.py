@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # one torchrun run (about 25 s) serves most tests here
 
 
 @pytest.fixture(scope="module")

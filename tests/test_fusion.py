@@ -45,6 +45,7 @@ def _check_fusions(trace, *, expect_backward: bool) -> None:
     assert fused_lines and all(line.endswith("]") for line in fused_lines)
 
 
+@pytest.mark.slow  # inductor's C++ build
 def test_torch_compile_fusion_on_cpu(traced):
     from thunder.executors.torch_compile import torch_compile_ex
 
@@ -75,6 +76,7 @@ def test_nvfuser_fusion_on_gpu(traced):
     _check_fusions(bw, expect_backward=True)
 
 
+@pytest.mark.slow  # inductor's C++ build
 def test_fault_in_rematerialization_hook_warns_once_and_results_stay_correct(traced, monkeypatch):
     import warnings
 

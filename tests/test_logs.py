@@ -32,6 +32,7 @@ def _types(path) -> list[str]:
     return [r.type for r in Log(path)]
 
 
+@pytest.mark.slow
 def test_thunder_trace_env_logs_an_unmodified_program(tmp_path):
     logs = tmp_path / "logs"
     done = subprocess.run([sys.executable, str(ROOT / "examples" / "train_nanogpt.py"), "--layers", "1",
@@ -63,6 +64,7 @@ def test_thunder_trace_env_logs_an_unmodified_program(tmp_path):
             assert 0 <= start_line < start_line + length <= len(lines)
 
 
+@pytest.mark.slow
 def test_without_the_variable_nothing_is_written_or_installed(tmp_path):
     code = ("import sys, runpy; sys.argv = ['train_nanogpt.py', '--layers', '1', '--steps', '1']; "
             f"runpy.run_path({str(ROOT / 'examples' / 'train_nanogpt.py')!r}, run_name='__main__'); "
@@ -75,6 +77,7 @@ def test_without_the_variable_nothing_is_written_or_installed(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_unwritable_directory_warns_once_and_the_program_runs_untraced(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
@@ -92,6 +95,7 @@ def test_unwritable_directory_warns_once_and_the_program_runs_untraced(tmp_path)
     assert not provenance.enabled() and len(caught) == 1
 
 
+@pytest.mark.slow
 def test_torchrun_ranks_write_one_complete_file_each(tmp_path):
     logs = tmp_path / "logs"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
@@ -151,6 +155,7 @@ def test_sigkill_mid_compile_leaves_a_readable_log(tmp_path):
     assert cut.files[0].truncated and len(cut.bad) == 1 and "truncated" in cut.bad[0].reason
 
 
+@pytest.mark.slow
 def test_round_trip_every_final_op_resolves_to_its_record(tmp_path):
     model, x = models.nanogpt()
     with provenance.tracing(tmp_path):

@@ -103,6 +103,7 @@ def _pages(report: Path) -> dict[str, Path]:
         {k: report / v for k, v in c["pages"].items()} for c in directory["compiles"]]}
 
 
+@pytest.mark.slow
 def test_nanogpt_report_links_source_lines_to_forward_and_backward_ops(nanogpt_report, browser):
     pages = _pages(nanogpt_report)
     (compile_pages,) = pages["compiles"]
@@ -141,6 +142,7 @@ def test_nanogpt_report_links_source_lines_to_forward_and_backward_ops(nanogpt_r
     assert browser.errors == [] and browser.dialogs == []
 
 
+@pytest.mark.slow
 def test_tensor_parallel_report_shows_roles_and_ranks(tp_report, browser):
     pages = _pages(tp_report)
     assert sorted(c["rank_label"] for c in pages["directory"]["compiles"]) == ["rank 0", "rank 1"]

@@ -249,6 +249,7 @@ def test_worker_processes_write_the_same_report(tmp_path, capsys):
     assert statuses == ["ok", "failed", "incomplete", "incomplete"]
 
 
+@pytest.mark.slow
 def test_fuzzed_records_never_crash_the_report(tmp_path, capsys):
     """Known record types with fields dropped or of the wrong type: always a report (or, for a
     header that no longer says schema 1.x, a clear refusal)."""

@@ -46,6 +46,7 @@ def _run(enable: bool, extra: str = "") -> str:
 
 
 
+@pytest.mark.slow
 def test_generated_code_is_identical_with_tracing_on_and_off():
     off = _run(False)
     on = _run(True, extra=textwrap.dedent("""

@@ -17,13 +17,11 @@ from typing import Any
 
 import orjson
 
+from provenance.events import KNOWN_TYPES, SCHEMA_VERSION
 from provenance.record import Frame, Provenance, Span, intern
-from provenance.session import SCHEMA_VERSION
 
 __all__ = ["BadLine", "Log", "LogFile", "LogRecord", "SchemaError", "log_files"]
 
-KNOWN_TYPES = frozenset({"header", "prov", "span", "span_end", "compile_start", "trace", "compile_end",
-                         "compile_error", "calls"})
 _MAJOR = SCHEMA_VERSION.split(".")[0]
 
 

@@ -42,14 +42,24 @@ _lock = threading.Lock()
 _patcher = None
 
 
+def _torch_version() -> str:
+    import torch
+
+    return str(torch.__version__)
+
+
 def install(*, wait_counters: bool = False) -> None:
-    """Install every hook (idempotent); `wait_counters` also counts collective waits."""
+    """Install every hook (idempotent); `wait_counters` also counts collective waits. Log
+    headers name the torch and Thunder versions from then on."""
     global _patcher
     with _lock:
         check_version()
+        from provenance.session import SESSION
         from provenance.thunder import hooks, waits
         from provenance.thunder.patching import Patcher
 
+        SESSION.add_version("torch", _torch_version)
+        SESSION.add_version("thunder", thunder_version)
         if not _patcher:
             patcher = Patcher()
             try:

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 import thunder.core.rematerialization as rematerialization
-import thunder.distributed.tensor_parallel.column_wise  # noqa: F401 - defines the pre/post-processors
-import thunder.distributed.tensor_parallel.row_wise  # noqa: F401
+import thunder.distributed.tensor_parallel.column_wise  # defines pre/post-processors install() wraps
+import thunder.distributed.tensor_parallel.row_wise  # noqa: F401 - likewise
 from thunder.core.proxies import Proxy
 from thunder.distributed.tensor_parallel.common import (
     ComputationTraceTransformVisitorForTensorParallel,
@@ -30,6 +30,7 @@ from thunder.distributed.tensor_parallel.common import (
 from thunder.distributed.transforms.ddp_v2 import DDPTransform
 from thunder.distributed.transforms.fsdp_v2 import FSDPTransform
 
+from provenance.caches import CACHES
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.record import Kind, Provenance, of
 from provenance.thunder import passes
@@ -43,7 +44,7 @@ _TP_TRANSFORM = {
     TensorParallelLayerType.ROW_PARALLEL_EMBED: "row_parallel",
 }
 
-_roles: dict[tuple[Provenance | None, str, str], Provenance] = {}
+_roles = CACHES.memo("distributed.roles", 1 << 16)  # (record, transform, role) -> record
 
 
 def with_role(record: Provenance | None, transform: str, role: str) -> Provenance:
@@ -52,7 +53,7 @@ def with_role(record: Provenance | None, transform: str, role: str) -> Provenanc
     found = _roles.get(key)
     if found is None:
         base = record or Provenance(kind=Kind.PASS)
-        found = _roles[key] = base.derive(role=role, transforms=base.transforms + (transform,))
+        found = _roles.put(key, base.derive(role=role, transforms=base.transforms + (transform,)))
     return found
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 import traceback
 import weakref
@@ -11,15 +10,14 @@ from typing import Any
 import torch
 from thunder.core.proxies import Proxy
 
+from provenance.coverage_stats import coverage
+from provenance.events import CompileEnd, CompileError, CompileStart, OpJSON, Trace, TraceRepeat, frames_json
 from provenance.record import BSYM_ATTR as ATTR
-from provenance.session import SESSION, frames_json
-from provenance.stats import coverage
-from provenance.thunder.passes import pass_name
+from provenance.session import SESSION
+from provenance.thunder.passes import pass_label
 from provenance.thunder.printing import printed_layout
 from provenance.thunder.stack import python_stack
 from provenance.thunder.state import LABELLED_AT, CompileState
-
-_TOOK = re.compile(r"\(took (\d+) milliseconds\)")
 
 # The user stack of each thunder.jit call, by its CompileData.
 jit_stacks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -38,12 +36,13 @@ def compile_started(state: CompileState, compile_data: Any, compile_stats: Any) 
     fn = getattr(compile_data, "fn", None)
     state.fn_name = _fn_name(fn)
     state.index = SESSION.track_compile(compile_stats, state.fn_name, state.id) if compile_stats else 0
-    SESSION.emit({
+    event: CompileStart = {
         "type": "compile_start", "compile": state.id, "fn": state.fn_name, "index": state.index,
         "is_module": isinstance(fn, torch.nn.Module), "time_ns": time.time_ns(),
         "jit_stack": frames_json(jit_stacks.get(compile_data, ())),
         "call_stack": frames_json(python_stack()),
-    })
+    }
+    SESSION.emit(event)
     state.log_ns += time.perf_counter_ns() - began
 
 
@@ -55,8 +54,9 @@ def compile_finished(state: CompileState, entry: Any, compile_stats: Any) -> Non
         first_index: dict[int, int] = {}
         for index, trace in enumerate(traces or ()):
             if id(trace) in first_index:  # Thunder lists some traces twice
-                SESSION.emit({"type": "trace", "compile": state.id, "list": list_name, "index": index,
-                              "same_as": first_index[id(trace)]})
+                repeat: TraceRepeat = {"type": "trace", "compile": state.id, "list": list_name, "index": index,
+                                       "same_as": first_index[id(trace)]}
+                SESSION.emit(repeat)
                 continue
             first_index[id(trace)] = index
             SESSION.emit(trace_event(state.id, list_name, index, trace))
@@ -65,7 +65,7 @@ def compile_finished(state: CompileState, entry: Any, compile_stats: Any) -> Non
     covs = [coverage(t) for t in final]
     state.ended = True
     now = time.perf_counter_ns()
-    SESSION.emit({
+    event: CompileEnd = {
         "type": "compile_end", "compile": state.id, "status": "ok", "time_ns": time.time_ns(),
         "seconds": (now - state.start_ns) / 1e9,
         "log_seconds": (state.log_ns + now - began) / 1e9,  # of which: writing this log
@@ -75,35 +75,34 @@ def compile_finished(state: CompileState, entry: Any, compile_stats: Any) -> Non
                   "compute": sum(c.compute for c in covs),
                   "compute_with_user_source": sum(c.compute_with_user_source for c in covs),
                   "fusions": sum(1 for t in final for b in t.bound_symbols if b.sym.is_fusion)},
-    })
+    }
+    SESSION.emit(event)
 
 
 def compile_failed(state: CompileState, exc: BaseException) -> None:
     state.ended = True
-    SESSION.emit({
+    event: CompileError = {
         "type": "compile_error", "compile": state.id, "time_ns": time.time_ns(),
         "seconds": (time.perf_counter_ns() - state.start_ns) / 1e9,
         "error_type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": str(exc),
         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
         "last_prov": SESSION.prov_id(state.last_record),
-    })
+    }
+    SESSION.emit(event)
 
 
-def trace_event(compile_id: int, list_name: str, index: int, trace: Any) -> dict:
-    label = trace.get_provenance()
-    label_text = getattr(label, "pss", None)
-    took = _TOOK.search(label_text or "")
-    event = {
-        "type": "trace", "compile": compile_id, "list": list_name, "index": index,
-        "pass": pass_name(label_text) if label_text else ("acquire_trace" if index == 0 else "unlabelled"),
-        "label": label_text, "ms": int(took.group(1)) if took else None,
-        "end_ns": trace.__dict__.get(LABELLED_AT),
+def trace_event(compile_id: int, list_name: str, index: int, trace: Any) -> Trace:
+    label = getattr(trace.get_provenance(), "pss", None)
+    name, ms = pass_label(label) if label else ("acquire_trace" if index == 0 else "unlabelled", None)
+    event: Trace = {
+        "type": "trace", "compile": compile_id, "list": list_name, "index": index, "pass": name, "label": label,
+        "ms": ms, "end_ns": trace.__dict__.get(LABELLED_AT),
     }
     if SESSION.wants_trace_text:
         text, placed = printed_layout(trace)
-        ops = []
+        ops: list[OpJSON] = []
         for bsym, start, length in placed:
             outs = [o.name for o in bsym.flat_outs if isinstance(o, Proxy)]
-            ops.append([start, length, bsym.sym.name, outs, SESSION.prov_id(bsym.__dict__.get(ATTR))])
+            ops.append((start, length, bsym.sym.name, outs, SESSION.prov_id(bsym.__dict__.get(ATTR))))
         event["python"], event["ops"] = "\n".join(text), ops
     return event

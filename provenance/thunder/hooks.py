@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from contextvars import ContextVar
 from typing import Any
 
 import thunder
@@ -35,6 +34,7 @@ from provenance.scope import current_span
 from provenance.session import SESSION
 from provenance.thunder import distributed, emit, passes
 from provenance.thunder.patching import Patcher
+from provenance.thunder.printing import printed_ops
 from provenance.thunder.stack import python_stack
 from provenance.thunder.state import (
     ATTR,
@@ -51,9 +51,9 @@ from provenance.thunder.state import (
     start_compile,
 )
 
-# Fault-injection names of the hooks; the first group runs in every compile with autograd.
+# Fault-injection names (state.check_fault) of the hooks that run in every compile with autograd;
+# distributed.py's are "distributed" and "rematerialize".
 CORE_HOOKS = ("bind", "from_bsym", "source_location", "processor", "set_provenance", "pass", "compile", "jit")
-HOOKS = CORE_HOOKS + ("distributed", "rematerialize")
 
 _BACKWARD = BoundSymbolTag.BACKWARD
 # Autograd's processors (local classes of grad_transform_on_trace) and what their output is.
@@ -102,16 +102,11 @@ def _from_bsym(orig: Callable) -> Callable:
     return from_bsym
 
 
-# While set (by emit.trace_event), top-level BoundSymbol.python() calls report their lines, so a
-# trace is printed once and each op's place in the text is known.
-printing: ContextVar[list | None] = ContextVar("provenance_printing", default=None)
-
-
 def _python(orig: Callable) -> Callable:
     def python(self: BoundSymbol, indent: int, commented: bool = False, print_depth: int = 1) -> list[str]:
         lines = orig(self, indent, commented, print_depth)
         try:
-            placed = printing.get()
+            placed = printed_ops.get()
             if placed is not None and indent == 1 and not commented:
                 placed.append((self, lines))
         except Exception as exc:

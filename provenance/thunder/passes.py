@@ -9,6 +9,7 @@ from typing import Any
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy
 
+from provenance.caches import CACHES
 from provenance.record import Kind, Provenance, intern
 from provenance.thunder.state import ATTR, set_record
 
@@ -30,15 +31,24 @@ _PASS_NAMES = {
     "Sort Waits": "sort_waits",
     "Fusion": "fusion",
 }
-_TOOK = re.compile(r"\s*\(took [^)]*\)\s*$")
+# Thunder appends its timing to a pass's label: "Delete Last Used (took 9 milliseconds)".
+_TOOK = re.compile(r"\s*\(took (?:(\d+) milliseconds|[^)]*)\)\s*$")
+
+
+def pass_label(label: str) -> tuple[str, int | None]:
+    """A TraceProvenance label -> (short pass name, Thunder's measured milliseconds or None):
+    `Delete Last Used (took 9 milliseconds)` -> (`del_last_used`, 9)."""
+    took = _TOOK.search(label)
+    ms = int(took.group(1)) if took and took.group(1) else None
+    label = (label[: took.start()] if took else label).strip()
+    if label in _PASS_NAMES:
+        return _PASS_NAMES[label], ms
+    return re.sub(r"[^0-9a-zA-Z]+", "_", label).strip("_").lower() or "unnamed_pass", ms
 
 
 def pass_name(label: str) -> str:
     """`Delete Last Used (took 9 milliseconds)` -> `del_last_used`."""
-    label = _TOOK.sub("", label).strip()
-    if label in _PASS_NAMES:
-        return _PASS_NAMES[label]
-    return re.sub(r"[^0-9a-zA-Z]+", "_", label).strip("_").lower() or "unnamed_pass"
+    return pass_label(label)[0]
 
 
 _BOOKKEEPING_IDS = frozenset(
@@ -60,7 +70,7 @@ def is_bookkeeping(sym: Any) -> bool:
 # Data-parallel syncs do different work in the backward; tensor-parallel roles stay as they are.
 _GRAD_ROLES = {"fsdp.unshard": "fsdp.reduce_scatter", "ddp.sync_param": "ddp.grad_all_reduce"}
 
-_derived: dict[tuple[Provenance | None, str], Provenance] = {}
+_derived = CACHES.memo("passes.derived", 1 << 16)  # (record, "grad" | "recompute") -> record
 
 
 def derived(record: Provenance | None, how: str) -> Provenance | None:
@@ -72,13 +82,13 @@ def derived(record: Provenance | None, how: str) -> Provenance | None:
     if found is None:
         kind = Kind.BACKWARD if how == "grad" else Kind.RECOMPUTE
         role = _GRAD_ROLES.get(record.role, record.role) if how == "grad" else record.role
-        found = _derived[key] = record.derive(
+        found = _derived.put(key, record.derive(
             transforms=record.transforms + (how,), kind=kind, derived_from=record, role=role
-        )
+        ))
     return found
 
 
-_made_by: dict[tuple[str, str], Provenance] = {}
+_made_by = CACHES.memo("passes.made_by", 1 << 12)  # (pass, kind) -> record
 
 
 def made_by(pass_: str, kind: str) -> Provenance:
@@ -86,7 +96,7 @@ def made_by(pass_: str, kind: str) -> Provenance:
     key = (pass_, kind)
     found = _made_by.get(key)
     if found is None:
-        found = _made_by[key] = intern(Provenance(transforms=(pass_,), kind=kind))
+        found = _made_by.put(key, intern(Provenance(transforms=(pass_,), kind=kind)))
     return found
 
 
@@ -143,7 +153,7 @@ def fill_subsymbols(subsymbols: Iterable[Any], record: Provenance) -> None:
             fill_subsymbols(sub.subsymbols, own)
 
 
-_fusions: dict[tuple[Provenance, ...], Provenance] = {}
+_fusions = CACHES.memo("passes.fusions", 1 << 14)  # members -> fusion record
 
 
 def fusion_of(members: Iterable[Provenance | None]) -> Provenance:
@@ -160,12 +170,12 @@ def fusion_of(members: Iterable[Provenance | None]) -> Provenance:
     if found is None:
         roles = {m.role for m in key}
         modules = {m.module for m in key}
-        found = _fusions[key] = intern(Provenance(
+        found = _fusions.put(key, intern(Provenance(
             members=key,
             kind=Kind.FUSION,
             transforms=("fusion",),
             role=roles.pop() if len(roles) == 1 else None,
             module=modules.pop() if len(modules) == 1 else None,
             module_type=key[0].module_type if len({m.module_type for m in key}) == 1 and key else None,
-        ))
+        )))
     return found

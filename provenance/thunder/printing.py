@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 from thunder.core.trace import tracectx as tracing_context  # printing a symbol reads names from its trace
 
-__all__ = ["find_block", "layout", "printed_layout", "tracing_context"]
+__all__ = ["find_block", "layout", "printed_layout", "printed_ops", "tracing_context"]
+
+# While set (by printed_layout), the hook on BoundSymbol.python (hooks.py) appends each top-level
+# symbol with the lines it printed, so a trace is printed once and each op's place is known.
+printed_ops: ContextVar[list | None] = ContextVar("provenance_printed_ops", default=None)
 
 
 def layout(trace: Any, *, print_depth: int = 1) -> tuple[list[str], list[tuple[Any, int, int]]]:
@@ -28,14 +33,12 @@ def layout(trace: Any, *, print_depth: int = 1) -> tuple[list[str], list[tuple[A
 def printed_layout(trace: Any) -> tuple[list[str], list[tuple[Any, int, int]]]:
     """`layout`, printing the trace once: the ops report their lines as Thunder prints them
     (needs the hooks installed)."""
-    from provenance.thunder.hooks import printing
-
-    token = printing.set([])
+    token = printed_ops.set([])
     try:
         text = trace.python(print_depth=1).splitlines()
-        printed = printing.get()
+        printed = printed_ops.get()
     finally:
-        printing.reset(token)
+        printed_ops.reset(token)
     placed, pos = [], 0
     for bsym, lines in printed:
         start = find_block(text, lines, pos) if lines else None

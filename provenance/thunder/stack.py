@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from thunder.core.interpreter import get_interpreterruntimectx, unwrap
 
+from provenance.caches import CACHES
 from provenance.record import Frame, Kind, Provenance, Span, intern
 
 # Frames of Thunder's interpreter machinery: never part of an op's story.
@@ -28,6 +29,7 @@ _LIBRARY_PACKAGES = frozenset({"torch", "thunder", "provenance", "exporters"})
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
 
 
+@CACHES.lru("stack.is_user_code")
 @lru_cache(maxsize=4096)
 def is_user_code(module_name: str, path: str) -> bool:
     """User code: anything but torch, thunder (its bundled test models excepted), this package
@@ -40,6 +42,7 @@ def is_user_code(module_name: str, path: str) -> bool:
     return not (path.startswith(_STDLIB_DIR) and "-packages" + os.sep not in path)
 
 
+@CACHES.lru("stack.frames")
 @lru_cache(maxsize=65536)
 def _frame(path: str, line: int, function: str, module_name: str) -> Frame:
     text = linecache.getline(path, line).strip() if line else ""

@@ -13,6 +13,7 @@ from typing import Any
 from thunder.core.compile_data import _compile_data
 from thunder.core.trace import get_tracectx
 
+from provenance.caches import CACHES
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.record import Kind, Provenance, Span, intern
 from provenance.scope import current_span
@@ -38,7 +39,6 @@ class CompileState:
 
     id: int = field(default_factory=lambda: next(_compile_ids))
     disabled: bool = False
-    error: BaseException | None = None  # the internal error that disabled capture
     start_ns: int = field(default_factory=time.perf_counter_ns)
     ended: bool = False
     fn_name: str = "?"
@@ -106,7 +106,6 @@ def fail(hook: str, exc: BaseException) -> None:
         outcome = "that step was skipped; tracing goes on"
     else:
         outcome = "provenance tracing is disabled for this compile, which otherwise runs unchanged"
-        state.error = exc
     warnings.warn(f"thunder-provenance: internal error in hook {hook!r} ({detail}); {outcome}.",
                   RuntimeWarning, stacklevel=2)
 
@@ -128,7 +127,7 @@ def set_record(bsym: Any, record: Provenance | None) -> None:
         bsym.__dict__[ATTR] = record
 
 
-_with_span: dict[tuple[Provenance | None, Span], Provenance] = {}
+_with_span = CACHES.memo("state.with_span", 1 << 16)  # (record, span) -> record
 
 
 def with_span(record: Provenance | None, span: Span) -> Provenance:
@@ -142,7 +141,7 @@ def with_span(record: Provenance | None, span: Span) -> Provenance:
             found = record
         else:
             found = record.derive(span=span, role=record.role or span.role)
-        _with_span[key] = found
+        _with_span.put(key, found)
     return found
 
 

@@ -15,17 +15,19 @@ from typing import Any
 
 from thunder.core.trace import TraceCtx
 
+from provenance.caches import CACHES
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.thunder.patching import Patcher
 from provenance.thunder.state import fail
 from provenance.waits import WAITS
 
 WAIT_SYMBOL = "torch_wait_prim_impl"
-# (id(code), line) -> (role, module). Keyed by id: hashing a code object hashes its contents.
-_sites: dict[tuple[int, int], tuple[str | None, str | None]] = {}
-_codes: list = []  # keeps the mapped code objects alive, so their ids are not reused
+# id(code) -> (code, {line: (role, module)}) per generated function. Keyed by id (hashing a code
+# object hashes its contents); the entry holds the code, so its id is not reused meanwhile.
+_sites = CACHES.memo("waits.sites", 1 << 12)
 active = False  # set while the counting wrapper is installed
 _UNKNOWN = (None, None)
+_NO_LINES: dict = {}
 
 
 def _call_ctx() -> dict[str, Callable]:
@@ -43,7 +45,8 @@ def install(patcher: Patcher) -> None:
 
     def torch_wait_prim_impl(a: Any, /) -> Any:
         caller = sys._getframe(1)
-        token = WAITS.begin(_sites.get((id(caller.f_code), caller.f_lineno), _UNKNOWN))
+        lines = _sites.get(id(caller.f_code), (None, _NO_LINES))[1]
+        token = WAITS.begin(lines.get(caller.f_lineno, _UNKNOWN))
         try:
             return original(a)
         finally:
@@ -82,9 +85,10 @@ def register_sites(fn: Any, trace: Any) -> None:
     if not placed:
         return
     code = inspect.unwrap(fn).__code__
-    _codes.append(code)
+    lines: dict[int, tuple[str | None, str | None]] = {}
     for bsym, start, length in placed:
         record = bsym.__dict__.get(ATTR)
-        key = (record.role, record.module) if record is not None else (None, None)
+        key = (record.role, record.module) if record is not None else _UNKNOWN
         for line in range(start + 1, start + length + 1):  # code lines are 1-based
-            _sites[(id(code), line)] = key
+            lines[line] = key
+    _sites.put(id(code), (code, lines))

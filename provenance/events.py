@@ -1,0 +1,251 @@
+"""The events of a compile, as code: the one definition writers, exporters and the reader share.
+
+Capture writes them (`provenance.session`, `provenance.thunder.emit`), exporters consume them
+(`exporters/`), the log reader reads them back (`provenance.report.reader`); docs/log-schema.md
+describes them, and tests/test_events.py holds the doc to this module. An event is a JSON-able
+dict with a "type"; its keys are written in the order declared here.
+
+Adding an event type: declare its TypedDict below and add it to `EVENTS` and `Event` (the
+tests check that the two agree), document it in docs/log-schema.md (a section with a JSON
+example and a field table), and bump the minor `SCHEMA_VERSION` (readers of the older minor
+count the new type as unknown and go on). Adding a field also bumps the minor; renaming or
+removing one, or changing its meaning, bumps the major.
+"""
+
+# No `from __future__ import annotations` here: on Python 3.11 a TypedDict only sees
+# `NotRequired[...]` in evaluated annotations.
+
+import types
+import typing
+from collections.abc import Iterable
+from typing import Any, Literal, NotRequired, TypedDict
+
+from provenance.record import Frame
+
+__all__ = [
+    "EVENTS", "FRAME_FIELDS", "KNOWN_TYPES", "OP_FIELDS", "SCHEMA_VERSION", "CacheCounts", "Calls", "CompileEnd",
+    "CompileError", "CompileStart", "Event", "FinalCounts", "FrameJSON", "Header", "OpJSON", "Prov", "SpanEnd",
+    "SpanStart", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json", "problems",
+]
+
+SCHEMA_VERSION = "1.0"  # major.minor: readers refuse another major and read a newer minor
+
+# A stack frame is a JSON array, [file, line, function, source text, user code?].
+FRAME_FIELDS = ("file", "line", "function", "text", "user")
+FrameJSON = tuple[str, int, str, str, bool]
+# An op of a printed trace: [first line (0-based) in `python`, number of lines, symbol, output names, prov id].
+OP_FIELDS = ("line", "lines", "symbol", "outputs", "prov")
+OpJSON = tuple[int, int, str, list[str], int | None]
+
+
+class Header(TypedDict):
+    """The first line of a log: who wrote it."""
+
+    type: Literal["header"]
+    schema: str
+    time_ns: int
+    versions: dict[str, str | None]  # python, then what integrations register (torch, thunder), thunder_provenance
+    argv: list[str]
+    pid: int
+    host: str
+    rank: int | None
+    world_size: int | None
+
+
+class Prov(TypedDict):
+    """A provenance record, written once before its first reference (see provenance.record)."""
+
+    type: Literal["prov"]
+    id: int
+    kind: str
+    source: list[FrameJSON]  # innermost first
+    module: str | None
+    module_type: str | None
+    transforms: list[str]
+    role: str | None
+    span: int | None
+    derived_from: int | None
+    members: list[int]
+
+
+class SpanStart(TypedDict):
+    """A `provenance.scope` span, written before its first reference."""
+
+    type: Literal["span"]
+    id: int
+    name: str
+    parent: int | None
+    attributes: dict[str, Any]  # JSON values; anything else as its repr()
+    role: str | None
+    start_ns: int
+
+
+class SpanEnd(TypedDict):
+    type: Literal["span_end"]
+    id: int
+    end_ns: int
+
+
+class CompileStart(TypedDict):
+    type: Literal["compile_start"]
+    compile: int
+    fn: str
+    index: int
+    is_module: bool
+    time_ns: int
+    jit_stack: list[FrameJSON]  # user frames, outermost first
+    call_stack: list[FrameJSON]
+
+
+# A trace after a pass. Functional syntax: "pass" is a Python keyword.
+Trace = TypedDict("Trace", {
+    "type": Literal["trace"],
+    "compile": int,
+    "list": str,
+    "index": int,
+    "pass": str,
+    "label": str | None,
+    "ms": int | None,
+    "end_ns": int | None,
+    "python": NotRequired[str],  # only when an exporter keeps trace text (the JSONL log does)
+    "ops": NotRequired[list[OpJSON]],
+})
+
+
+class TraceRepeat(TypedDict):
+    """A trace Thunder lists a second time in the same list: a reference to the first."""
+
+    type: Literal["trace"]
+    compile: int
+    list: str
+    index: int
+    same_as: int
+
+
+class CacheCounts(TypedDict):
+    hits: int
+    misses: int
+    calls: int
+
+
+class FinalCounts(TypedDict):
+    ops: int
+    with_provenance: int
+    compute: int
+    compute_with_user_source: int
+    fusions: int
+
+
+class CompileEnd(TypedDict):
+    type: Literal["compile_end"]
+    compile: int
+    status: Literal["ok"]
+    time_ns: int
+    seconds: float
+    log_seconds: float
+    cache: CacheCounts | None
+    final: FinalCounts
+
+
+class CompileError(TypedDict):
+    type: Literal["compile_error"]
+    compile: int
+    time_ns: int
+    seconds: float
+    error_type: str
+    message: str
+    traceback: str
+    last_prov: int | None
+
+
+class Calls(TypedDict):
+    type: Literal["calls"]
+    fn: str
+    compiles: list[int]
+    calls: int
+    cache_hits: int
+    cache_misses: int
+    time_ns: int
+
+
+# Every event type, by its "type"; a type written in more than one form maps to their union.
+EVENTS: dict[str, Any] = {
+    "header": Header,
+    "prov": Prov,
+    "span": SpanStart,
+    "span_end": SpanEnd,
+    "compile_start": CompileStart,
+    "trace": Trace | TraceRepeat,
+    "compile_end": CompileEnd,
+    "compile_error": CompileError,
+    "calls": Calls,
+}
+KNOWN_TYPES = frozenset(EVENTS)
+# Any event, for type checkers: the forms of EVENTS.
+Event = Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError | Calls
+
+
+def frame_json(frame: Frame) -> FrameJSON:
+    return (frame.file, frame.line, frame.function, frame.text, frame.user)
+
+
+def frames_json(frames: Iterable[Frame]) -> list[FrameJSON]:
+    return [frame_json(f) for f in frames]
+
+
+def forms(event_type: str) -> tuple[type, ...]:
+    """The TypedDicts an event of this type is written as (one, or several for "trace")."""
+    declared = EVENTS[event_type]
+    return typing.get_args(declared) or (declared,)
+
+
+# -- checking an event against its definition -------------------------------------------------
+
+def problems(event: Any) -> list[str]:
+    """What is wrong with `event` against its definition ([] when nothing): unknown type, missing
+    or unexpected keys, values of the wrong JSON type (nested dicts and arrays included)."""
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        return ["not an event (a dict with a string \"type\")"]
+    if event["type"] not in EVENTS:
+        return [f"unknown event type {event['type']!r}"]
+    found = [_typed_dict(event, form, event["type"]) for form in forms(event["type"])]
+    return min(found, key=len)
+
+
+def _typed_dict(value: dict, form: Any, where: str) -> list[str]:
+    hints = typing.get_type_hints(form)
+    out = [f"{where}: missing {k!r}" for k in hints if k in form.__required_keys__ and k not in value]
+    out += [f"{where}: unexpected {k!r}" for k in value if k not in hints]
+    for key, hint in hints.items():
+        if key in value:
+            out += _value(value[key], hint, f"{where}.{key}")
+    return out
+
+
+def _value(value: Any, hint: Any, where: str) -> list[str]:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return []
+    if origin in (typing.Union, types.UnionType):
+        found = [_value(value, arg, where) for arg in args]
+        return [] if any(not f for f in found) else min(found, key=len)
+    if origin is Literal:
+        return [] if value in args else [f"{where}: {value!r} is not one of {args}"]
+    if typing.is_typeddict(hint):
+        return _typed_dict(value, hint, where) if isinstance(value, dict) else [f"{where}: not an object"]
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            return [f"{where}: not an array"]
+        if origin is tuple:
+            if len(value) != len(args):
+                return [f"{where}: {len(value)} items, not {len(args)}"]
+            return [p for i, (v, a) in enumerate(zip(value, args)) for p in _value(v, a, f"{where}[{i}]")]
+        return [p for i, v in enumerate(value) for p in _value(v, args[0], f"{where}[{i}]")]
+    if origin is dict:
+        if not isinstance(value, dict):
+            return [f"{where}: not an object"]
+        return [p for k, v in value.items() for p in _value(v, args[1], f"{where}.{k}")]
+    expected = {float: (int, float)}.get(hint, hint)
+    if isinstance(value, expected) and (hint is bool or not isinstance(value, bool)):
+        return []
+    return [f"{where}: {type(value).__name__} {value!r:.40}, not {hint.__name__}"]

@@ -1,0 +1,142 @@
+"""The event schema as code: docs/log-schema.md matches provenance/events.py, and what the writers
+emit for real compiles matches its definitions."""
+
+from __future__ import annotations
+
+import json
+import re
+import typing
+import warnings
+from pathlib import Path
+
+import pytest
+import thunder
+import torch
+
+import provenance
+from provenance import events
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "log-schema.md"
+
+
+def _sections() -> dict[str, str]:
+    """Event sections of the doc: "## `type` — ..." up to the next "## "."""
+    text = DOC.read_text()
+    found: dict[str, str] = {}
+    for match in re.finditer(r"^## `(\w+)`.*?(?=^## |\Z)", text, re.M | re.S):
+        assert match.group(1) not in found, f"two sections for {match.group(1)!r}"
+        found[match.group(1)] = match.group(0)
+    return found
+
+
+def _documented_fields(section: str) -> dict[str, str]:
+    """The field table of a section: {field: its type cell}."""
+    return {m.group(1): m.group(2) for m in re.finditer(r"^\| `([\w.]+)` \| ([^|]*) \|", section, re.M)}
+
+
+def _declared_fields(event_type: str) -> dict[str, bool]:
+    """Every field of the type's forms (nested objects as `outer.inner`): {field: optional}."""
+    fields: dict[str, bool] = {}
+    for form in events.forms(event_type):
+        hints = typing.get_type_hints(form)
+        for key, hint in hints.items():
+            if key == "type":
+                continue
+            fields[key] = fields.get(key, False) or key in form.__optional_keys__
+            for inner in (a for a in (typing.get_args(hint) or (hint,)) if typing.is_typeddict(a)):
+                fields.update((f"{key}.{k}", False) for k in typing.get_type_hints(inner))
+    return fields
+
+
+def test_the_doc_documents_every_event_type_and_field_and_nothing_else():
+    sections = _sections()
+    assert set(sections) == events.KNOWN_TYPES
+    assert DOC.read_text().splitlines()[0].endswith(f"version {events.SCHEMA_VERSION}")
+    assert f"[{', '.join(events.FRAME_FIELDS)}]" in DOC.read_text()
+    for event_type, section in sections.items():
+        documented, declared = _documented_fields(section), _declared_fields(event_type)
+        assert set(documented) == set(declared), (event_type, set(documented) ^ set(declared))
+        for field, optional in declared.items():
+            assert ("optional" in documented[field]) == optional, (event_type, field, documented[field])
+        assert f"[{', '.join(events.OP_FIELDS)}]" in section or event_type != "trace"
+
+
+def test_events_and_the_event_union_agree():
+    declared = [form for event_type in events.EVENTS for form in events.forms(event_type)]
+    assert set(typing.get_args(events.Event)) == set(declared) and len(declared) == len(set(declared))
+    for event_type in events.EVENTS:
+        for form in events.forms(event_type):
+            assert typing.get_type_hints(form)["type"] == typing.Literal[event_type]
+
+
+def test_the_doc_examples_are_valid_events_and_show_every_form():
+    for event_type, section in _sections().items():
+        examples = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
+        assert examples, event_type
+        for example in examples:
+            assert example["type"] == event_type
+            assert events.problems(example) == [], (event_type, events.problems(example))
+        for form in events.forms(event_type):  # each form (trace and its repeat) has an example
+            assert any(not events._typed_dict(e, form, event_type) for e in examples), (event_type, form)
+
+
+def test_problems_names_what_is_wrong():
+    good = {"type": "span_end", "id": 3, "end_ns": 5}
+    assert events.problems(good) == []
+    assert events.problems({**good, "extra": 1}) == ["span_end: unexpected 'extra'"]
+    assert events.problems({"type": "span_end", "id": 3}) == ["span_end: missing 'end_ns'"]
+    assert events.problems({**good, "id": True}) == ["span_end.id: bool True, not int"]
+    assert events.problems({"type": "nope"}) == ["unknown event type 'nope'"]
+    assert events.problems([1]) and events.problems({"type": 3})
+    repeat = {"type": "trace", "compile": 1, "list": "computation", "index": 2, "same_as": 1}
+    assert events.problems(repeat) == []
+    assert events.problems({**repeat, "same_as": "1"}) == ["trace.same_as: str '1', not int"]
+    frame = ["/m.py", 3, "f", "x = 1", True]
+    start = {"type": "compile_start", "compile": 1, "fn": "f", "index": 0, "is_module": False, "time_ns": 1,
+             "jit_stack": [frame], "call_stack": [frame[:4]]}
+    assert events.problems(start) == ["compile_start.call_stack[0]: 4 items, not 5"]
+    end = {"type": "compile_end", "compile": 1, "status": "ok", "time_ns": 1, "seconds": 1, "log_seconds": 0.5,
+           "cache": None, "final": {"ops": 1, "with_provenance": 1, "compute": 1, "compute_with_user_source": 1}}
+    assert events.problems(end) == ["compile_end.final: missing 'fusions'"]
+
+
+class Collect:
+    """An exporter keeping every event (the contract of exporters.base.Exporter)."""
+
+    name = "collect"
+    needs_trace_text = True
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+
+    def emit(self, event) -> None:
+        self.events.append(event)
+
+    def close(self) -> None:
+        pass
+
+    def stats(self) -> dict:
+        return {"events": len(self.events)}
+
+
+def test_what_the_writers_emit_is_what_events_declares():
+    collect = Collect()
+    provenance.enable()
+    try:
+        provenance.add_exporter(collect)
+        with provenance.scope("step", role="training", step=1, weights=torch.ones(1)):
+            jf = thunder.jit(lambda x: torch.sin(x) * 2)
+            jf(torch.ones(3))
+            jf(torch.ones(3))
+        with pytest.raises(Exception) as raised, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            thunder.jit(lambda x: torch.nn.functional.conv2d(x, x, stride=(1, 2, 3)))(torch.ones(1, 1, 3, 3))
+    finally:
+        provenance.disable()
+    (error,) = [e for e in collect.events if e["type"] == "compile_error"]
+    assert error["message"] == str(raised.value)
+    seen = {e["type"] for e in collect.events}
+    assert seen == events.KNOWN_TYPES
+    assert any("same_as" in e for e in collect.events)  # both forms of "trace"
+    for event in collect.events:
+        assert events.problems(event) == [], (event["type"], events.problems(event))

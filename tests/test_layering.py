@@ -1,0 +1,154 @@
+"""Layering: no import cycle among the package's modules, the core layers import only what is below
+them, and the report runs without torch, Thunder or the capture session."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("provenance", "exporters")
+
+# record → scope → events/session → exporters: what each core module may import of ours.
+ALLOWED = {
+    "provenance._version": set(),
+    "provenance.caches": set(),
+    "provenance.record": {"provenance.caches"},
+    "provenance.scope": {"provenance.record"},
+    "provenance.events": {"provenance.record"},
+    "provenance.session": {"provenance._version", "provenance.events", "provenance.record", "provenance.scope"},
+    "exporters.base": {"provenance.events"},
+    "exporters.jsonl": {"exporters.base"},
+    "exporters.otel": {"provenance._version", "provenance.events"},
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(module: str, path: Path, known: set[str]) -> set[str]:
+    """Our modules that `module` imports anywhere (functions included), `if TYPE_CHECKING:` aside."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package, up level - 1
+                parts = package.split(".")
+                base = ".".join([*parts[: len(parts) - node.level + 1], *filter(None, [base])])
+            for alias in node.names:  # `from pkg import mod` imports the module pkg.mod
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(), str(path)))
+    return {name for name in found if name in known and name != module}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle, as the modules along it, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if target not in state and (found := visit(target)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_the_graph_sees_function_level_imports_and_skips_type_checking_ones():
+    graph = _graph()
+    assert len(graph) > 30 and "provenance.report.reader" in graph
+    assert "provenance.thunder" in graph["provenance"]  # enable() imports it inside the function
+    assert "exporters.base" not in graph["provenance.session"]  # TYPE_CHECKING only
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+
+
+def test_no_import_cycle():
+    cycle = _cycle(_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_no_public_name_of_the_package_shadows_an_unrelated_module():
+    """`def stats()` in provenance/__init__.py would replace the attribute a provenance/stats.py
+    sets (`import provenance.stats as m` would give the function). Only a module's own namesake
+    may be re-exported over it (`provenance.scope`, the function of provenance/scope.py)."""
+    import provenance
+
+    for name in provenance.__all__:
+        if f"provenance.{name}" in _modules():
+            assert getattr(provenance, name).__module__ == f"provenance.{name}", name
+
+
+def test_core_layers_import_only_what_is_below_them():
+    graph = _graph()
+    for module, allowed in ALLOWED.items():
+        assert graph[module] <= allowed, (module, graph[module] - allowed)
+
+
+_REPORT_ONLY = """
+import atexit, sys
+registered = []  # every atexit handler registered from here on, by its module
+_register = atexit.register
+atexit.register = lambda fn, *a, **k: (registered.append(getattr(fn, "__module__", "?")), _register(fn, *a, **k))[1]
+before = atexit._ncallbacks()
+import provenance.report
+from provenance.report.cli import main
+code = main(["report", sys.argv[1], "-o", sys.argv[2], "--no-browser"])
+assert atexit._ncallbacks() - before == len(registered), "a handler registered without atexit.register"
+ours = [m for m in registered if m.partition(".")[0] in ("provenance", "exporters")]
+loaded = sorted(m for m in ("torch", "thunder", "provenance.session", "provenance.thunder") if m in sys.modules)
+print("RESULT", code, ours, loaded, "| handlers:", registered)
+"""
+
+
+def test_the_report_imports_neither_torch_thunder_nor_the_session(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests"))
+    import report_logs
+
+    log = report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.records())
+    env = {k: v for k, v in os.environ.items() if k != "THUNDER_TRACE"}
+    done = subprocess.run([sys.executable, "-c", _REPORT_ONLY, str(log), str(tmp_path / "out")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "RESULT 0 [] [] |" in done.stdout, done.stdout + done.stderr
+    assert (tmp_path / "out" / "index.html").is_file()
