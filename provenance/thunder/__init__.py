@@ -42,12 +42,13 @@ _lock = threading.Lock()
 _patcher = None
 
 
-def install(*, wait_counters: bool = False) -> None:
-    """Install every hook (idempotent); `wait_counters` also counts collective waits."""
+def install(*, wait_counters: bool = False, profile: int = 0) -> None:
+    """Install every hook (idempotent); `wait_counters` also counts collective waits; `profile`
+    times the ops of that many calls (after the first) of every compile from now on (0: off)."""
     global _patcher
     with _lock:
         check_version()
-        from provenance.thunder import hooks, waits
+        from provenance.thunder import hooks, profiling, waits
         from provenance.thunder.patching import Patcher
 
         if not _patcher:
@@ -60,6 +61,9 @@ def install(*, wait_counters: bool = False) -> None:
             _patcher = patcher
         if wait_counters and not waits.active:
             waits.install(_patcher)
+        if profile:
+            profiling.install(_patcher)
+        profiling.requested = profile
 
 
 def uninstall() -> None:
@@ -68,9 +72,10 @@ def uninstall() -> None:
     with _lock:
         if _patcher:
             _patcher.undo()
-            from provenance.thunder import waits
+            from provenance.thunder import profiling, waits
 
             waits.uninstalled()
+            profiling.uninstalled()
         _patcher = None
 
 
