@@ -130,6 +130,7 @@ def test_calls_after_the_window_run_the_code_thunder_generated(profiled):
     plain = thunder.jit(models.Net(n=8, depth=1))
     plain(x)
     plain_entry = thunder.compile_stats(plain).interpreter_cache[0]
+    assert generated(plain_entry.computation_fn).__code__.co_filename.startswith("thunder.computation")
     for ours, theirs in ((entry.computation_fn, plain_entry.computation_fn),
                          (entry.backward_fn, plain_entry.backward_fn)):
         ours, theirs = generated(ours), generated(theirs)
