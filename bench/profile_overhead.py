@@ -7,7 +7,8 @@ One model, three `thunder.jit`s of it in one process:
 - after: compiled with `profile=2`, called 3 times first: its window is over, it runs Thunder's
   generated code again.
 Rounds of one call each, the order rotating between rounds; ratios are taken within a round
-(neighbours in time share the machine's state) and the median ratio is reported.
+(neighbours in time share the machine's state) and the median ratio is reported, of wall time
+and of process CPU time (less sensitive to other processes on a shared machine).
 
 Coverage: attributed op time / profiled wall time (`CompileProfile.coverage`, computed in process
 from the same timestamps), for nanoGPT and llama2 (thunder.tests.llama2_model).
@@ -27,11 +28,12 @@ import warnings
 warnings.filterwarnings("ignore")
 
 
-def step(jm, x) -> float:  # noqa: ANN001
-    began = time.perf_counter()
+def step(jm, x) -> tuple[float, float]:  # noqa: ANN001
+    """One forward + backward: (wall, process CPU time) in seconds."""
+    began, cpu = time.perf_counter(), time.process_time()
     out = jm(x)
     (out[0] if isinstance(out, tuple) else out).sum().backward()
-    return time.perf_counter() - began
+    return time.perf_counter() - began, time.process_time() - cpu
 
 
 def jit_with(profile: int, model, x):  # noqa: ANN001, ANN201
@@ -59,7 +61,7 @@ def overhead(layers: int, rounds: int) -> dict:
     for jm in fns.values():  # warm up; `after` runs its window out
         for _ in range(3):
             step(jm, x)
-    times: dict[str, list[float]] = {name: [] for name in fns}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in fns}
     names = list(fns)
     gc.collect()
     gc.disable()  # a collection would land on one call of a round
@@ -71,18 +73,20 @@ def overhead(layers: int, rounds: int) -> dict:
                 gc.enable(), gc.collect(), gc.disable()
     finally:
         gc.enable()
-    profiled_ratio = [p / q for p, q in zip(times["profiled"], times["plain"])]
-    after_ratio = [p / q for p, q in zip(times["after"], times["plain"])]
+    def ratio(name: str, clock: int) -> float:
+        return statistics.median(p[clock] / q[clock] for p, q in zip(times[name], times["plain"]))
+
+    def ms(name: str) -> float:
+        return statistics.median(t[0] for t in times[name]) * 1e3
+
     (profile,) = provenance.profiles(fns["profiled"])
     ops = sum(len(t.ops) for t in profile.traces.values())
     assert profile.calls >= rounds, profile.calls  # every round's call was timed
     return {
         "layers": layers, "rounds": rounds, "ops_timed_per_call": ops,
-        "plain_ms": statistics.median(times["plain"]) * 1e3,
-        "profiled_ms": statistics.median(times["profiled"]) * 1e3,
-        "after_ms": statistics.median(times["after"]) * 1e3,
-        "profiled_over_plain": statistics.median(profiled_ratio),
-        "after_over_plain": statistics.median(after_ratio),
+        "plain_ms": ms("plain"), "profiled_ms": ms("profiled"), "after_ms": ms("after"),
+        "profiled_over_plain": ratio("profiled", 0), "after_over_plain": ratio("after", 0),
+        "profiled_over_plain_cpu": ratio("profiled", 1), "after_over_plain_cpu": ratio("after", 1),
         "coverage_nanogpt": profile.coverage, "coverage_nanogpt_median_call": per_call_coverage(profile),
         "profiled_calls": profile.calls,
     }

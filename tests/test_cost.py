@@ -88,7 +88,7 @@ def test_ops_cover_most_of_the_profiled_wall_time_on_nanogpt(profiled):
 
     # ops of realistic size: with tiny ones, one preemption of this shared machine landing
     # between two ops would weigh more than the timer code it interrupted
-    model = GPT(GPTConfig(n_layer=2, n_head=4, n_embd=128, block_size=64, vocab_size=256, dropout=0.0))
+    model = GPT(GPTConfig(n_layer=1, n_head=4, n_embd=128, block_size=64, vocab_size=256, dropout=0.0))
     x = torch.randint(0, 256, (8, 64))
     jm = thunder.jit(model)
     for _ in range(3):
@@ -436,3 +436,26 @@ def test_thunder_trace_profile_needs_no_code_change(tmp_path):
     assert result["enabled"] and result["exporters"] == 0  # captured, nothing logged
     assert result["calls"] == 2 and result["rows"] > 3 and result["top"] != BETWEEN
     assert {p.name for p in tmp_path.iterdir()} <= {"run.py", "site"}  # no log directory
+
+
+def test_profiling_with_logs_and_a_bad_environment_value(tmp_path, monkeypatch):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.setenv("THUNDER_TRACE_PROFILE", "three")
+    with pytest.warns(RuntimeWarning, match="THUNDER_TRACE_PROFILE must be a number of calls .*'three'"):
+        provenance.enable()
+    assert profiling.requested == 0 and provenance.enabled()
+    monkeypatch.setenv("THUNDER_TRACE_PROFILE", "1")
+    provenance.enable(tmp_path)  # logs and profiling together (the environment's setting)
+    try:
+        jm = thunder.jit(models.Net(n=8, depth=1))
+        x = torch.randn(4, 8)
+        for _ in range(2):
+            models.forward_backward(jm, x)
+    finally:
+        provenance.disable()
+        torch.set_num_threads(threads)
+    assert provenance.profiles(jm)[0].calls == 1
+    records = [r for r in provenance.load(tmp_path)]
+    ends = [r for r in records if r.type == "compile_end"]
+    assert len(ends) == 1 and ends[0]["status"] == "ok"

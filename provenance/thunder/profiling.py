@@ -230,10 +230,10 @@ def twin(trace: TraceCtx, original: Callable, which: str) -> Timed:
 class _Mark:
     """Replaces a profiled forward's saved non-tensor values: its backward runs timed too."""
 
-    __slots__ = ("other", "call", "window")
+    __slots__ = ("other", "call")
 
-    def __init__(self, other: Any, call: int, window: Window) -> None:
-        self.other, self.call, self.window = other, call, window
+    def __init__(self, other: Any, call: int) -> None:
+        self.other, self.call = other, call
 
 
 class Window:
@@ -314,7 +314,7 @@ def _forward_dispatcher(window: Window) -> Callable:
         if marks:
             try:
                 data, (saved_tensors, saved_other) = result
-                result = data, (saved_tensors, _Mark(saved_other, call, window))
+                result = data, (saved_tensors, _Mark(saved_other, call))
             except (TypeError, ValueError):
                 pass  # not the (data, saved) pair autograd needs: its backward runs untimed
         return result
