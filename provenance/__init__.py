@@ -150,7 +150,7 @@ def profiles(jfn=None) -> list:  # noqa: ANN001 - list[provenance.profile.Compil
     return profile.profiles(compile_stats)
 
 
-def cost(jfn=None, by: str = "line") -> list:  # noqa: ANN001 - list[provenance.cost.CostRow]
+def cost(jfn=None, by: str = "line") -> list:  # noqa: ANN001 - list[provenance.rollup.CostRow]
     """Where the profiled calls' time went, as rows sorted by total time (largest first).
 
     `by`: "line" (the user's source line; backward and recompute time charged to the forward
@@ -171,14 +171,15 @@ def print_cost(jfn=None, by: str = "line", *, top: int | None = 20, file=None) -
     from provenance.rollup import line_texts, rollup, summary, table
 
     kept = profiles(jfn)
+    rows = rollup(kept, by)
     totals = summary(kept)
     title = (f"Time by {by}: {totals['calls']} profiled call(s) of {totals['compiles']} compile(s), "
              f"{totals['wall_ns'] / 1e6:.3f} ms, {totals['coverage']:.1%} in ops")
     stream = file if file is not None else sys.stdout
     console = Console(file=file, width=None if getattr(stream, "isatty", lambda: False)() else 160)
-    if not kept:
+    if not totals["calls"]:
         console.print("No profiled calls: enable profiling with provenance.enable(profile=N) or "
-                      f"{PROFILE_ENV}=N, then call the compiled function N + 1 times.")
+                      f"{PROFILE_ENV}=N before the first call, then call the compiled function again.")
         return
-    console.print(table(rollup(kept, by), by=by, title=title, top=top,
+    console.print(table(rows, by=by, title=title, top=top,
                         texts=line_texts(kept) if by == "line" else None))

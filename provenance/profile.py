@@ -4,7 +4,7 @@ A `CompileProfile` belongs to one compile (one Thunder cache entry) and holds, f
 execution traces ("forward", "backward"), the ops that were timed (`Op`: position in the trace,
 symbol name, provenance record) and their times summed over the profiled calls. Live profiles
 are filled by provenance/thunder/profiling.py; a log reader can rebuild the same objects from
-profile records, so provenance.cost rolls both up the same way.
+profile records, so provenance.rollup (behind provenance.cost()) rolls both up the same way.
 
 Memory: a profile holds no tensor, trace, function or module (records are interned and shared);
 each profile keeps sums of fixed size plus its last `RECENT_CALLS` calls, and the process keeps

@@ -381,8 +381,10 @@ def test_print_cost_prints_the_table(capsys):
     try:
         jm = thunder.jit(models.Net(n=8, depth=1))
         x = torch.randn(4, 8)
-        for _ in range(2):
-            models.forward_backward(jm, x)
+        models.forward_backward(jm, x)  # the compile's call: not timed
+        provenance.print_cost(jm)
+        assert "No profiled calls" in capsys.readouterr().out
+        models.forward_backward(jm, x)
         provenance.print_cost(jm, by="line", top=5)
     finally:
         provenance.disable()

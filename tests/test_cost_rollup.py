@@ -1,4 +1,4 @@
-"""The roll-up rules of provenance.cost on hand-made profiles (no Thunder: the same code rolls up
+"""The roll-up rules of provenance.rollup (provenance.cost()) on hand-made profiles (no Thunder: the same code rolls up
 profiles rebuilt from logs). Every expected figure is derived here from the ops' times."""
 
 from __future__ import annotations
