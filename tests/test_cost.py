@@ -461,3 +461,19 @@ def test_profiling_with_logs_and_a_bad_environment_value(tmp_path, monkeypatch):
     records = [r for r in provenance.load(tmp_path)]
     ends = [r for r in records if r.type == "compile_end"]
     assert len(ends) == 1 and ends[0]["status"] == "ok"
+
+
+def test_profiling_off_installs_nothing_for_it(monkeypatch):
+    from thunder.core.trace import TraceCtx
+
+    monkeypatch.delenv("THUNDER_TRACE_PROFILE", raising=False)
+
+    thunders_own = TraceCtx.python_callable
+    provenance.enable()  # capture alone
+    try:
+        assert TraceCtx.python_callable is thunders_own and profiling.requested == 0
+        provenance.enable(profile=2)
+        assert TraceCtx.python_callable is not thunders_own
+    finally:
+        provenance.disable()
+    assert TraceCtx.python_callable is thunders_own and profiling.requested == 0
