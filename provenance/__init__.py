@@ -5,11 +5,15 @@
     jfn = thunder.jit(model); jfn(x)
     print(provenance.annotate(thunder.last_traces(jfn)[-1]))
     provenance.of(bsym)                      # -> Provenance | None
+
+    provenance.enable(profile=3)             # or THUNDER_TRACE_PROFILE=3: time 3 calls op by op
+    provenance.print_cost(jfn, by="line")    # where the time went: line, module, role, kind, op
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,13 +30,16 @@ if TYPE_CHECKING:
     from provenance.report.reader import Log
 
 __all__ = [
-    "Coverage", "Frame", "Kind", "Provenance", "Span", "__version__", "add_exporter", "annotate", "coverage",
-    "current_span", "disable", "enable", "enabled", "load", "of", "remove_exporter", "scope", "stats", "tracing",
-    "wait_counters",
+    "Coverage", "Frame", "Kind", "Provenance", "Span", "__version__", "add_exporter", "annotate", "cost", "coverage",
+    "current_span", "disable", "enable", "enabled", "load", "of", "print_cost", "profiles", "remove_exporter", "scope",
+    "stats", "tracing", "wait_counters",
 ]
 
+PROFILE_ENV = "THUNDER_TRACE_PROFILE"
 
-def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bool | None = None) -> bool:
+
+def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bool | None = None,
+           profile: int | None = None) -> bool:
     """Install the hooks into Thunder: every compile from now on records provenance.
 
     With `directory`, also log every compile there as JSONL (one file per process; what
@@ -42,6 +49,9 @@ def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bo
     endpoints; see exporters/otel.py), spans and metrics also go there.
     `wait_counters` (default: THUNDER_TRACE_WAIT_COUNTERS=1) counts time blocked in collective
     waits (`provenance.wait_counters()`, and OTel metrics); it wraps every wait Thunder generates.
+    `profile=N` (default: THUNDER_TRACE_PROFILE, else unchanged; 0 turns it off): for every
+    compile from now on, the N calls after the first are timed op by op (`provenance.cost()`);
+    the calls after those run Thunder's code untouched. See docs/cost.md.
     """
     from exporters.otel import OtelExporter, from_environment
     from provenance import thunder as integration
@@ -67,8 +77,24 @@ def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bo
             SESSION.add_exporter(otel)
     elif waits is not None:
         otel.observe_waits(waits)
-    integration.install(wait_counters=wait_counters)
+    integration.install(wait_counters=wait_counters, profile=_profile_setting(profile))
     return True
+
+
+def _profile_setting(profile: int | None) -> int:
+    from provenance.profile import parse_count
+    from provenance.thunder import profiling
+
+    if profile is not None:
+        return parse_count(profile, "profile")
+    value = os.environ.get(PROFILE_ENV)
+    if value is None:
+        return profiling.requested if enabled() else 0
+    try:
+        return parse_count(value, PROFILE_ENV)
+    except ValueError as exc:
+        warnings.warn(f"thunder-provenance: {exc}; profiling is off.", RuntimeWarning, stacklevel=3)
+        return 0
 
 
 def disable() -> None:
@@ -147,3 +173,51 @@ def load(path: str | os.PathLike[str]) -> Log:
     from provenance.report.reader import Log
 
     return Log(path)
+
+
+def profiles(jfn=None) -> list:  # noqa: ANN001 - list[provenance.profile.CompileProfile]
+    """The per-op profiles of `jfn`'s compiles (a function or module from thunder.jit), or of
+    every compile the process kept (the last 256) when `jfn` is None. See provenance.profile."""
+    from provenance import profile
+
+    if jfn is None:
+        return profile.profiles()
+    compile_stats = getattr(jfn, "_lc_cs", None)  # thunder.compile_stats(), without importing thunder
+    if compile_stats is None:
+        raise TypeError(f"expected a function or module returned by thunder.jit, got {type(jfn).__name__}")
+    return profile.profiles(compile_stats)
+
+
+def cost(jfn=None, by: str = "line") -> list:  # noqa: ANN001 - list[provenance.rollup.CostRow]
+    """Where the profiled calls' time went, as rows sorted by total time (largest first).
+
+    `by`: "line" (the user's source line; backward and recompute time charged to the forward
+    line through `derived_from`), "module" (hierarchical: a module includes its submodules),
+    "role" (distributed role), "kind" (forward/backward/recompute/bookkeeping/fusion) or "op".
+    Each row: key, forward_ns, backward_ns, recompute_ns, shared_ns (fusions shared with other
+    keys), calls, share (of the profiled wall time). Needs profiling: enable(profile=N).
+    """
+    from provenance.rollup import rollup
+
+    return rollup(profiles(jfn), by)
+
+
+def print_cost(jfn=None, by: str = "line", *, top: int | None = 20, file=None) -> None:  # noqa: ANN001
+    """Print `cost(jfn, by)` as a table (times in ms, summed over the profiled calls)."""
+    from rich.console import Console
+
+    from provenance.rollup import line_texts, rollup, summary, table
+
+    kept = profiles(jfn)
+    rows = rollup(kept, by)
+    totals = summary(kept)
+    title = (f"Time by {by}: {totals['calls']} profiled call(s) of {totals['compiles']} compile(s), "
+             f"{totals['wall_ns'] / 1e6:.3f} ms, {totals['coverage']:.1%} in ops")
+    stream = file if file is not None else sys.stdout
+    console = Console(file=file, width=None if getattr(stream, "isatty", lambda: False)() else 160)
+    if not totals["calls"]:
+        console.print("No profiled calls: enable profiling with provenance.enable(profile=N) or "
+                      f"{PROFILE_ENV}=N before the first call, then call the compiled function again.")
+        return
+    console.print(table(rows, by=by, title=title, top=top,
+                        texts=line_texts(kept) if by == "line" else None))

@@ -1,9 +1,12 @@
-"""THUNDER_TRACE=dir with no code change: run from `thunder_provenance.pth` at interpreter start.
+"""THUNDER_TRACE=dir (and THUNDER_TRACE_PROFILE=N) with no code change: run from
+`thunder_provenance.pth` at interpreter start.
 
-The .pth line costs one environment lookup when THUNDER_TRACE is unset and imports nothing.
-When it is set, this module enables tracing as soon as `thunder` has been imported (or at once,
-if it already is), so every `thunder.jit` of the program — every torchrun rank, which inherits
-the variable — is logged. It never raises: a failure is one warning and an untraced program.
+The .pth line costs two environment lookups when both are unset and imports nothing. When one
+is set, this module enables tracing as soon as `thunder` has been imported (or at once, if it
+already is), so every `thunder.jit` of the program — every torchrun rank, which inherits the
+variables — is captured: logged with THUNDER_TRACE, profiled with THUNDER_TRACE_PROFILE (alone,
+it captures and profiles without writing logs). It never raises: a failure is one warning and
+an untraced program.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ def activate() -> None:
         return
     _activated = True
     directory = os.environ.get("THUNDER_TRACE", "")
-    if not directory:
+    if not directory and not os.environ.get("THUNDER_TRACE_PROFILE", ""):
         return
     if "thunder" in sys.modules:
         _enable(directory)
@@ -34,12 +37,14 @@ def activate() -> None:
 
 
 def _enable(directory: str) -> None:
+    """Capture (THUNDER_TRACE_PROFILE alone: profiling, no log), and logs in `directory` if set."""
     try:
         import provenance
 
-        provenance.enable(directory)
+        provenance.enable(directory or None)
     except Exception as exc:  # the user's program must run regardless
-        warnings.warn(f"thunder-provenance: THUNDER_TRACE={directory!r} could not be enabled ({exc!r}); "
+        what = f"THUNDER_TRACE={directory!r}" if directory else "THUNDER_TRACE_PROFILE"
+        warnings.warn(f"thunder-provenance: {what} could not be enabled ({exc!r}); "
                       f"the program runs without tracing.", RuntimeWarning, stacklevel=2)
 
 

@@ -48,6 +48,20 @@ class Net(nn.Module):
         return self.head(y)  # <-- head call
 
 
+class OneBigLine(nn.Module):
+    """One line is a large matmul (and its weight gradient in the backward), the others are tiny."""
+
+    def __init__(self, n: int = 384) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(n, n) / n)
+        self.small = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = torch.tanh(self.small(x[:4, :4]))  # <-- tiny
+        b = x @ self.w  # <-- big matmul
+        return b[:4, :4] * a  # <-- tiny slice
+
+
 def line_of(marker: str) -> int:
     """The line number in this file of the line ending with `# <-- marker`."""
     with open(__file__) as f:

@@ -48,14 +48,15 @@ def _torch_version() -> str:
     return str(torch.__version__)
 
 
-def install(*, wait_counters: bool = False) -> None:
-    """Install every hook (idempotent); `wait_counters` also counts collective waits. Log
+def install(*, wait_counters: bool = False, profile: int = 0) -> None:
+    """Install every hook (idempotent); `wait_counters` also counts collective waits; `profile`
+    times the ops of that many calls (after the first) of every compile from now on (0: off). Log
     headers name the torch and Thunder versions from then on."""
     global _patcher
     with _lock:
         check_version()
         from provenance.session import SESSION
-        from provenance.thunder import hooks, waits
+        from provenance.thunder import hooks, profiling, waits
         from provenance.thunder.patching import Patcher
 
         SESSION.add_version("torch", _torch_version)
@@ -70,6 +71,9 @@ def install(*, wait_counters: bool = False) -> None:
             _patcher = patcher
         if wait_counters and not waits.active:
             waits.install(_patcher)
+        if profile:
+            profiling.install(_patcher)
+        profiling.requested = profile
 
 
 def uninstall() -> None:
@@ -78,9 +82,10 @@ def uninstall() -> None:
     with _lock:
         if _patcher:
             _patcher.undo()
-            from provenance.thunder import waits
+            from provenance.thunder import profiling, waits
 
             waits.uninstalled()
+            profiling.uninstalled()
         _patcher = None
 
 

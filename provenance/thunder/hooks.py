@@ -12,7 +12,8 @@ Where Thunder creates and rewrites bound symbols, and what each hook does there:
 - `TraceCtx.set_provenance`, the `bound_symbols` setter and a few pass functions: the trace a pass produced is fixed up,
   naming the pass on what it made by itself (del, return, unpack, ...).
 - `thunder.jit`, `thunder_general_jit`, `CacheEntry`, `_with_cache_info_ctx`: where a compile was
-  asked for, when it starts, ends, or raises (the events of provenance.session).
+  asked for, when it starts, ends, or raises (the events of provenance.session). With profiling
+  on, the CacheEntry stored runs a profiling window first (provenance/thunder/profiling.py).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 from provenance.record import Kind, of
 from provenance.scope import current_span
 from provenance.session import SESSION
-from provenance.thunder import distributed, emit, passes
+from provenance.thunder import distributed, emit, passes, profiling
 from provenance.thunder.patching import Patcher
 from provenance.thunder.printing import printed_ops
 from provenance.thunder.stack import python_stack
@@ -345,6 +346,8 @@ def _cache_entry(orig: type) -> type:
                         emit.compile_finished(state, entry, get_compile_stats())
             except Exception as exc:
                 fail("compile", exc)
+            if profiling.requested:  # never raises: a failure is one warning and Thunder's entry
+                entry = profiling.profiled_entry(entry, current_compile(), get_compile_stats())
             return entry
 
     CacheEntry.__qualname__ = orig.__qualname__

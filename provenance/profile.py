@@ -1,0 +1,182 @@
+"""Per-op runtime profiles of compiled functions: the data, with no torch or thunder import.
+
+A `CompileProfile` belongs to one compile (one Thunder cache entry) and holds, for each of its
+execution traces ("forward", "backward"), the ops that were timed (`Op`: position in the trace,
+symbol name, provenance record) and their times summed over the profiled calls. Live profiles
+are filled by provenance/thunder/profiling.py; a log reader can rebuild the same objects from
+profile records, so provenance.rollup (behind provenance.cost()) rolls both up the same way.
+
+Memory: a profile holds no tensor, trace, function or module (records are interned and shared);
+each profile keeps sums of fixed size plus its last `RECENT_CALLS` calls, and the process keeps
+its last `MAX_PROFILES` profiles. The jitted function is referred to weakly.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+import time
+import warnings
+import weakref
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from provenance.record import Provenance
+
+__all__ = ["CompileProfile", "Op", "ProfiledCall", "TraceProfile", "call_listeners", "profiles", "register"]
+
+FORWARD, BACKWARD = "forward", "backward"
+MAX_PROFILES = 256  # compiles whose profiles the process keeps (the oldest go first)
+RECENT_CALLS = 8  # per compile and trace: the raw per-op times of the last calls
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One timed top-level symbol of an execution trace."""
+
+    position: int  # index in the trace's bound_symbols (the final forward/backward trace)
+    name: str  # the symbol's name: `linear`, `python_del`, `TorchCompile0`, ...
+    record: Provenance | None
+    line: int  # 0-based line of its first printed line in the trace's Python text
+
+
+@dataclass(frozen=True, slots=True)
+class ProfiledCall:
+    """One timed run of one execution trace (what a profile log record will carry)."""
+
+    compile_id: int
+    call: int  # 1 = the first profiled call of this compile
+    trace: str  # FORWARD | BACKWARD
+    clock: str  # "cpu": wall time per op; "cuda": device time between CUDA events per op
+    wall_ns: int  # the whole generated function, on the same clock
+    op_ns: tuple[int, ...]  # aligned with TraceProfile.ops
+    host_ns: tuple[int, ...] | None = None  # cuda: the CPU time of each op (launches), else None
+    time_ns: int = field(default_factory=time.time_ns)  # when it ended (epoch)
+
+    @property
+    def between_ns(self) -> int:
+        """Time in the function outside every op (its call, decorators and return)."""
+        return self.wall_ns - sum(self.op_ns)
+
+
+@dataclass(eq=False)
+class TraceProfile:
+    """The timed ops of one execution trace and their times, summed over profiled calls."""
+
+    name: str  # FORWARD | BACKWARD
+    ops: tuple[Op, ...]
+    clock: str = "cpu"
+    op_ns: list[int] = field(default_factory=list)  # per op, summed over calls
+    host_ns: list[int] | None = None  # cuda: per op CPU time, summed
+    wall_ns: int = 0
+    calls: int = 0
+    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT_CALLS))
+
+    def __post_init__(self) -> None:
+        if not self.op_ns:
+            self.op_ns = [0] * len(self.ops)
+
+    def add(self, call: ProfiledCall) -> None:
+        if len(call.op_ns) != len(self.ops):
+            raise ValueError(f"{len(call.op_ns)} op times for {len(self.ops)} ops of the {self.name} trace")
+        # map() with operator: C loops, since this runs inside the profiled user call
+        self.op_ns = list(map(operator.add, self.op_ns, call.op_ns))
+        if call.host_ns is not None:
+            self.host_ns = list(map(operator.add, self.host_ns or [0] * len(self.ops), call.host_ns))
+        self.wall_ns += call.wall_ns
+        self.calls += 1
+        self.recent.append(call)
+
+    @property
+    def attributed_ns(self) -> int:
+        return sum(self.op_ns)
+
+
+@dataclass(eq=False)
+class CompileProfile:
+    """The profile of one compile: its forward and (if any) backward execution traces."""
+
+    compile_id: int
+    fn_name: str
+    requested: int  # calls to profile (after the first)
+    traces: dict[str, TraceProfile] = field(default_factory=dict)
+    owner: Any = None  # weak reference to Thunder's CompileStats of the jitted function
+    error: str | None = None  # why profiling stopped early, if it did
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def calls(self) -> int:
+        """Profiled calls (a forward whose backward has not run yet counts)."""
+        return max((t.calls for t in self.traces.values()), default=0)
+
+    @property
+    def wall_ns(self) -> int:
+        return sum(t.wall_ns for t in self.traces.values())
+
+    @property
+    def attributed_ns(self) -> int:
+        return sum(t.attributed_ns for t in self.traces.values())
+
+    @property
+    def coverage(self) -> float:
+        """Attributed op time / profiled wall time (1.0 before any profiled call)."""
+        return self.attributed_ns / self.wall_ns if self.wall_ns else 1.0
+
+    def belongs_to(self, compile_stats: Any) -> bool:
+        return self.owner is not None and self.owner() is compile_stats
+
+    def add(self, call: ProfiledCall) -> None:
+        with self._lock:
+            self.traces[call.trace].add(call)
+        for listener in list(call_listeners):
+            try:
+                listener(self, call)
+            except Exception as exc:  # an observer never breaks the program
+                call_listeners.remove(listener)
+                warnings.warn(f"thunder-provenance: profile listener {listener!r} failed ({exc!r}) and was "
+                              f"removed.", RuntimeWarning, stacklevel=2)
+
+
+# Observers of profiled calls: `listener(profile, call)` after each profiled run of a trace.
+call_listeners: list[Callable[[CompileProfile, ProfiledCall], None]] = []
+
+_profiles: deque[CompileProfile] = deque(maxlen=MAX_PROFILES)
+_profiles_lock = threading.Lock()
+
+
+def register(profile: CompileProfile, owner: Any = None) -> CompileProfile:
+    """Keep `profile` (the process keeps its last MAX_PROFILES); `owner` is held weakly."""
+    if owner is not None:
+        profile.owner = weakref.ref(owner)
+    with _profiles_lock:
+        _profiles.append(profile)
+    return profile
+
+
+def profiles(owner: Any = None) -> list[CompileProfile]:
+    """The kept profiles, oldest first; with `owner` (a CompileStats), only its compiles'."""
+    with _profiles_lock:
+        kept = list(_profiles)
+    return kept if owner is None else [p for p in kept if p.belongs_to(owner)]
+
+
+def clear() -> None:
+    with _profiles_lock:
+        _profiles.clear()
+
+
+def durations(stamps: Sequence[int]) -> tuple[int, ...]:
+    """Clock readings at op boundaries [b0, b1, ..., bn] -> the n ops' times (b1 - b0, ...)."""
+    return tuple(map(operator.sub, stamps[1:], stamps[:-1]))
+
+
+def parse_count(value: Any, source: str) -> int:
+    """A number of calls to profile: a non-negative int; anything else is a clear error."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"{source} must be a number of calls (an integer >= 0), got {value!r}")
+    text = str(value).strip()
+    if not text.isdigit():
+        raise ValueError(f"{source} must be a number of calls (an integer >= 0), got {value!r}")
+    return int(text)

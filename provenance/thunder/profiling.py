@@ -1,0 +1,386 @@
+"""Opt-in per-op timing of compiled functions (`provenance.enable(profile=N)`, THUNDER_TRACE_PROFILE=N).
+
+At the end of a compile, the forward and backward functions Thunder generated get a timed twin:
+the same trace printed again (same text, same names), the first statement of each op prefixed
+with `_provenance_stamps[k] = _provenance_clock(); ` (and the return too, which ends the last
+op): one clock reading per boundary, on the statements' own lines, so line numbers are the
+original's. Op k's time is stamps[k + 1] - stamps[k]. The cache entry Thunder stores holds two dispatchers
+instead of the generated functions, for the profiling window only:
+
+- the first call (the compile's own, which warms up executors) runs Thunder's functions;
+- the next N calls run the timed twins: the forward marks its saved-for-backward values, so the
+  backward of exactly those calls runs timed, whenever autograd calls it;
+- after the N-th, the cache entry Thunder built is put back: later calls run Thunder's generated
+  code objects themselves, with no hook at all.
+
+Profiling off (N = 0) changes nothing: no dispatcher, and compile_finished sees the same entry.
+An internal error stops profiling for that compile with one warning; the call's result is the
+timed twin's, which computes exactly what the original does.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import linecache
+import threading
+import time
+import warnings
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import thunder
+from thunder.core.compile_data import get_compile_data
+from thunder.core.devices import DeviceType
+from thunder.core.prims import PrimIDs
+from thunder.core.proxies import TensorProxy
+from thunder.core.trace import TraceCtx
+
+from provenance.profile import BACKWARD, FORWARD, CompileProfile, Op, ProfiledCall, TraceProfile, durations, register
+from provenance.record import BSYM_ATTR as ATTR
+from provenance.thunder.patching import Patcher
+from provenance.thunder.printing import printed_layout
+from provenance.thunder.state import CompileState, check_fault, current_compile, fail
+
+requested = 0  # calls to profile after the first, for compiles from now on; 0: off
+installed = False
+force_clock: str | None = None  # tests: "cuda" times with cuda_event_factory's events on any device
+cuda_event_factory: Callable[[], Any] | None = None  # default: torch.cuda.Event(enable_timing=True)
+
+MARK = "_provenance_stamps[{}] = _provenance_clock(); "  # the clock at an op boundary
+_GENERATED = "_provenance_generated"  # CompileState attribute: {id(fn): (fn, trace)} of this compile
+_names = itertools.count()
+_windows: weakref.WeakSet = weakref.WeakSet()  # open profiling windows, to close at uninstall
+
+
+class ProfilingError(RuntimeError):
+    pass
+
+
+# -- knowing which trace a generated function was printed from -------------------------------
+def _python_callable(orig: Callable) -> Callable:
+    def python_callable(self: TraceCtx, **kwargs: Any) -> Callable:
+        fn = orig(self, **kwargs)
+        try:
+            if requested and not kwargs:  # the computation and backward use the default printing
+                state = current_compile()
+                if state.id and not state.disabled:
+                    state.__dict__.setdefault(_GENERATED, {})[id(fn)] = (fn, self)
+        except Exception as exc:
+            fail("profile", exc)
+        return fn
+
+    return python_callable
+
+
+def install(patcher: Patcher) -> None:
+    global installed
+    if not installed:
+        patcher.wrap(TraceCtx, "python_callable", _python_callable)
+        installed = True
+
+
+def uninstalled() -> None:
+    """The hooks are gone: close every open window (Thunder's own entries go back in place)."""
+    global installed, requested
+    installed, requested = False, 0
+    for window in list(_windows):
+        window.finish()
+
+
+# -- timed twins --------------------------------------------------------------------------------
+class CpuClock:
+    name = "cpu"
+
+    def __init__(self, marks: int) -> None:
+        self.mark = time.perf_counter_ns  # what the generated code calls at each op boundary
+
+    def start(self) -> int:
+        return time.perf_counter_ns()
+
+    stop = start
+
+    def read(self, begin: int, end: int, stamps: list[int]) -> tuple[int, tuple[int, ...], None]:
+        return end - begin, durations(stamps), None
+
+
+class CudaClock:
+    """Device time: a CUDA event recorded at every op boundary on the current stream, read after
+    the call (one synchronize, profiled calls only). An op's time is the time between its two
+    boundary events on the GPU timeline: its kernels, not their launch (docs/cost.md says what
+    else it can include)."""
+
+    name = "cuda"
+
+    def __init__(self, marks: int) -> None:
+        make = cuda_event_factory
+        if make is None:
+            import torch
+
+            def make() -> Any:
+                return torch.cuda.Event(enable_timing=True)
+
+        self.events = [make() for _ in range(marks)]
+        self.bounds = (make(), make())
+        self.used = 0
+
+    def mark(self) -> int:
+        event = self.events[self.used]
+        self.used += 1
+        event.record()
+        return time.perf_counter_ns()
+
+    def start(self) -> int:
+        self.used = 0
+        self.bounds[0].record()
+        return time.perf_counter_ns()
+
+    def stop(self) -> int:
+        self.bounds[1].record()
+        return time.perf_counter_ns()
+
+    def read(self, begin: int, end: int, stamps: list[int]) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+        self.bounds[1].synchronize()
+        for event in self.events[: self.used]:  # events of other streams, if an op switched
+            event.synchronize()
+        events = self.events
+
+        def ns(a: Any, b: Any) -> int:
+            return max(0, round(a.elapsed_time(b) * 1e6))  # elapsed_time is in ms
+
+        if self.used != len(stamps):
+            raise ProfilingError(f"{self.used} CUDA events recorded for {len(stamps)} marks")
+        op_ns = tuple(ns(events[i], events[i + 1]) for i in range(self.used - 1))
+        return ns(*self.bounds), op_ns, durations(stamps)
+
+
+@dataclass(eq=False)
+class Timed:
+    """A generated function's timed twin, its timed ops, and the clock readings its marks store
+    (one per op boundary: len(ops) + 1)."""
+
+    fn: Callable
+    ops: tuple[Op, ...]
+    stamps: list
+    clock: CpuClock | CudaClock
+    filename: str
+    lock: threading.Lock
+
+
+def _on_cuda(trace: TraceCtx) -> bool:
+    """Whether the trace computes on a GPU: then ops are timed on the device's clock."""
+    return any(isinstance(out, TensorProxy) and out.device.devicetype is DeviceType.CUDA
+               for bsym in trace.bound_symbols for out in bsym.flat_proxy_outs)
+
+
+def _source(fn: Callable) -> str | None:
+    entry = linecache.cache.get(inspect.unwrap(fn).__code__.co_filename)
+    return "".join(entry[2]) if entry is not None and len(entry) == 4 else None
+
+
+def twin(trace: TraceCtx, original: Callable, which: str) -> Timed:
+    """The timed twin of `original`, which Thunder generated from `trace`: a clock reading at
+    every boundary between two ops (before the first, after the last)."""
+    text, placed = printed_layout(trace)
+    source = _source(original)
+    if source is not None and source != "\n".join(text):
+        raise ProfilingError(f"the {which} function's code differs from its trace's printing")
+    positions = {id(b): i for i, b in enumerate(trace.bound_symbols)}
+    lines = list(text)
+    ops: list[Op] = []
+    indent = "  "
+    for bsym, start, length in placed:
+        first = next((i for i in range(start, start + length)
+                      if lines[i].strip() and not lines[i].lstrip().startswith("#")), None)
+        if first is None:  # comments only: nothing runs
+            continue
+        stripped = lines[first].lstrip()
+        indent = lines[first][: len(lines[first]) - len(stripped)]
+        # on the statement's own line (line numbers stay the original's): the previous op ends here
+        lines[first] = f"{indent}{MARK.format(len(ops))}{stripped}"
+        if bsym.sym.id is PrimIDs.RETURN:
+            break
+        ops.append(Op(positions[id(bsym)], bsym.sym.name, bsym.__dict__.get(ATTR), start))
+    else:  # no return statement: the last op ends after its block
+        lines.append(f"{indent}{MARK.format(len(ops)).rstrip('; ')}")
+    marks = len(ops) + 1
+    clock = CudaClock(marks) if (force_clock or ("cuda" if _on_cuda(trace) else "cpu")) == "cuda" \
+        else CpuClock(marks)
+    stamps = [0] * marks
+    ctx = trace.python_ctx()  # what TraceCtx.python_callable gives the original
+    ctx["__function_obj"] = trace.fn
+    ctx["thunder"] = thunder
+    ctx["_provenance_stamps"] = stamps
+    ctx["_provenance_clock"] = clock.mark
+    program = "\n".join(lines)
+    filename = f"thunder.profiled_{trace.siginfo().name}_{next(_names)}"
+    exec(compile(program, filename, "exec"), ctx)
+    linecache.cache[filename] = (len(program), None, program.splitlines(keepends=True), filename)
+    fn = ctx[trace.siginfo().name]
+    from provenance.thunder import waits
+
+    if waits.active:  # the twin's lines are the original's: its waits map the same way
+        waits.register_sites(fn, trace)
+    return Timed(fn, tuple(ops), stamps, clock, filename, threading.Lock())
+
+
+# -- the profiling window of one cache entry ----------------------------------------------------
+class _Mark:
+    """Replaces a profiled forward's saved non-tensor values: its backward runs timed too."""
+
+    __slots__ = ("other", "call")
+
+    def __init__(self, other: Any, call: int) -> None:
+        self.other, self.call = other, call
+
+
+class Window:
+    def __init__(self, profile: CompileProfile, compile_stats: Any, original: Any,
+                 forward: Timed, backward: Timed | None, calls: int) -> None:
+        self.profile = profile
+        self.owner = weakref.ref(compile_stats)
+        self.original = original  # the cache entry Thunder built, put back at the end
+        self.forward_fn, self.backward_fn = original.computation_fn, original.backward_fn
+        self.forward, self.backward = forward, backward
+        self.calls = calls
+        self.seen = 0
+        self.active = True
+        self.dispatcher_id = 0
+        self._finalizer = weakref.finalize(self, _forget_sources, (forward.filename,
+                                                                   backward.filename if backward else None))
+
+    def run(self, timed: Timed, trace: str, call: int, args: tuple) -> Any:
+        stamps, clock = timed.stamps, timed.clock
+        begin = clock.start()
+        result = timed.fn(*args)  # straight-line code: when it returns, every mark has run
+        end = clock.stop()
+        try:
+            check_fault("profile")
+            wall, op_ns, host_ns = clock.read(begin, end, stamps)
+            self.profile.add(ProfiledCall(self.profile.compile_id, call, trace, clock.name, wall, op_ns, host_ns))
+        except Exception as exc:
+            self.fail(exc)
+        return result
+
+    def fail(self, exc: BaseException) -> None:
+        if self.profile.error is None:
+            self.profile.error = f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"thunder-provenance: profiling {self.profile.fn_name} failed ({exc!r}); it is off for "
+                          f"this compile, which runs on unchanged.", RuntimeWarning, stacklevel=3)
+        self.finish()
+
+    def finish(self) -> None:
+        """Put the entry Thunder built back in its cache: later calls run its functions directly."""
+        if not self.active:
+            return
+        self.active = False
+        compile_stats = self.owner()
+        cache = getattr(compile_stats, "interpreter_cache", None) or []
+        for i, entry in enumerate(cache):
+            if id(entry.computation_fn) == self.dispatcher_id:
+                cache[i] = self.original
+                break
+        self.original = None
+        self.forward = None
+        _windows.discard(self)
+
+
+def _forget_sources(filenames: tuple) -> None:
+    for filename in filenames:
+        if filename is not None:
+            linecache.cache.pop(filename, None)
+
+
+def _forward_dispatcher(window: Window) -> Callable:
+    original = window.forward_fn
+    marks = window.backward is not None
+
+    def computation(*args: Any) -> Any:
+        if not window.active:
+            return original(*args)
+        window.seen += 1
+        call = window.seen - 1  # the first call warms up
+        timed = window.forward
+        if call == 0 or timed is None or not timed.lock.acquire(blocking=False):
+            return original(*args)
+        try:
+            result = window.run(timed, FORWARD, call, args)
+        finally:
+            timed.lock.release()
+            if call >= window.calls:
+                window.finish()
+        if marks:
+            try:
+                data, (saved_tensors, saved_other) = result
+                result = data, (saved_tensors, _Mark(saved_other, call))
+            except (TypeError, ValueError):
+                pass  # not the (data, saved) pair autograd needs: its backward runs untimed
+        return result
+
+    return computation
+
+
+def _backward_dispatcher(window: Window) -> Callable:
+    original = window.backward_fn
+
+    def backward_fn(saved_for_backward: list, cotangents: Any) -> Any:
+        mark = saved_for_backward[1] if len(saved_for_backward) == 2 else None
+        if type(mark) is not _Mark:
+            return original(saved_for_backward, cotangents)
+        saved_for_backward[1] = mark.other
+        timed = window.backward
+        if window.profile.error is not None or not timed.lock.acquire(blocking=False):
+            return original(saved_for_backward, cotangents)
+        try:
+            return window.run(timed, BACKWARD, mark.call, (saved_for_backward, cotangents))
+        finally:
+            timed.lock.release()
+
+    return backward_fn
+
+
+def _fn_name(fn: Any) -> str:
+    from provenance.thunder.emit import _fn_name as name
+
+    return name(fn)
+
+
+def profiled_entry(entry: Any, state: CompileState, compile_stats: Any) -> Any:
+    """The cache entry to store: `entry` itself, or one whose functions run a profiling window."""
+    if not requested or not state.id or state.disabled or compile_stats is None:
+        return entry
+    generated = state.__dict__.pop(_GENERATED, {})
+    profile = None
+    try:
+        compile_data = get_compile_data()
+        profile = CompileProfile(state.id, _fn_name(getattr(compile_data, "fn", None)), requested)
+        check_fault("profile_build")
+        found = generated.get(id(entry.computation_fn))
+        if found is None or found[0] is not entry.computation_fn:
+            raise ProfilingError("the computation function was not generated from a trace")
+        forward = twin(found[1], entry.computation_fn, FORWARD)
+        backward = None
+        if entry.backward_fn is not None:
+            found = generated.get(id(entry.backward_fn))
+            if found is None or found[0] is not entry.backward_fn:
+                raise ProfilingError("the backward function was not generated from a trace")
+            backward = twin(found[1], entry.backward_fn, BACKWARD)
+        profile.traces[FORWARD] = TraceProfile(FORWARD, forward.ops, clock=forward.clock.name)
+        if backward is not None:
+            profile.traces[BACKWARD] = TraceProfile(BACKWARD, backward.ops, clock=backward.clock.name)
+        window = Window(profile, compile_stats, entry, forward, backward, requested)
+        computation = _forward_dispatcher(window)
+        window.dispatcher_id = id(computation)
+        replaced = entry._replace(computation_fn=computation)
+        if backward is not None:
+            replaced = replaced._replace(backward_fn=_backward_dispatcher(window))
+        register(profile, owner=compile_stats)
+        _windows.add(window)
+        return replaced
+    except Exception as exc:
+        name = profile.fn_name if profile is not None else "a function"
+        warnings.warn(f"thunder-provenance: cannot profile {name} ({exc!r}); it runs unprofiled.",
+                      RuntimeWarning, stacklevel=2)
+        return entry

@@ -1,0 +1,479 @@
+"""Per-op profiling of compiled functions and its roll-ups, on real Thunder compiles (CPU)."""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+import weakref
+from pathlib import Path
+
+import models
+import pytest
+import thunder
+import torch
+
+import provenance
+from provenance import Kind
+from provenance.profile import BACKWARD, FORWARD, RECENT_CALLS
+from provenance.rollup import BETWEEN
+from provenance.thunder import profiling, state
+
+MODELS_FILE = models.__file__
+
+
+@pytest.fixture
+def profiled(request):
+    """Capture with profiling of `request.param` calls (default 2), one intra-op thread: on this
+    shared 2-core machine a second OpenMP thread stalls whenever the other one is descheduled."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    provenance.enable(profile=getattr(request, "param", 2))
+    try:
+        yield
+    finally:
+        provenance.disable()
+        torch.set_num_threads(threads)
+
+
+def rows_by_key(rows):
+    return {r.key: r for r in rows}
+
+
+def line(marker: str) -> str:
+    return f"{MODELS_FILE}:{models.line_of(marker)}"
+
+
+def generated(fn):
+    """The generated Python function behind a Thunder callable (under its decorators)."""
+    return inspect.unwrap(fn)
+
+
+@pytest.mark.parametrize("profiled", [3], indirect=True)
+def test_the_big_matmul_line_ranks_first_with_its_backward(profiled):
+    model = models.OneBigLine(n=768)  # ~10 ms per matmul: well above this machine's preemptions
+    x = torch.randn(768, 768)
+    jm = thunder.jit(model)
+    for _ in range(4):
+        models.forward_backward(jm, x)
+
+    (profile,) = provenance.profiles(jm)
+    assert profile.calls == 3 and profile.traces[FORWARD].calls == profile.traces[BACKWARD].calls == 3
+    rows = provenance.cost(jm, by="line")
+    top = rows[0]
+    assert top.key == line("big matmul"), [(r.key, r.total_ns) for r in rows]
+    assert top.share > 0.5 and top.calls == 3
+    assert top.backward_ns > 0.3 * top.forward_ns > 0  # the weight gradient: another n^3 matmul
+    # the backward time reaches the line through derived_from: the backward ops' own records
+    # are grad(...) records whose forward op is the matmul
+    backward = profile.traces[BACKWARD]
+    charged = [(op, ns) for op, ns in zip(backward.ops, backward.op_ns)
+               if op.record is not None and op.record.kind == Kind.BACKWARD
+               and op.record.derived_from.user_frame.line == models.line_of("big matmul")]
+    assert charged and sum(ns for _, ns in charged) == top.backward_ns
+    assert all(op.record.derived_from.kind in (Kind.OP, Kind.DECOMPOSITION) for op, _ in charged)
+    for marker in ("tiny", "tiny slice"):
+        assert rows_by_key(rows)[line(marker)].total_ns < top.total_ns / 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("profiled", [2], indirect=True)
+def test_ops_cover_most_of_the_profiled_wall_time_on_nanogpt(profiled):
+    from thunder.tests.nanogpt_model import GPT, GPTConfig
+
+    # ops of realistic size: with tiny ones, one preemption of this shared machine landing
+    # between two ops would weigh more than the timer code it interrupted
+    model = GPT(GPTConfig(n_layer=1, n_head=4, n_embd=128, block_size=64, vocab_size=256, dropout=0.0))
+    x = torch.randint(0, 256, (8, 64))
+    jm = thunder.jit(model)
+    for _ in range(3):
+        models.forward_backward(jm, x)
+    (profile,) = provenance.profiles(jm)
+    assert profile.calls == 2 and len(profile.traces[FORWARD].ops) > 100 and len(profile.traces[BACKWARD].ops) > 100
+    assert profile.coverage >= 0.90, profile.coverage
+    rows = provenance.cost(jm)
+    between = rows_by_key(rows)[BETWEEN]
+    assert between.total_ns == profile.wall_ns - profile.attributed_ns
+    assert sum(r.total_ns for r in rows) == profile.wall_ns
+    assert between.share <= 0.10
+    # the model's lines get the time, forward and backward
+    model_file = sys.modules[type(model).__module__].__file__
+    at_model = sum(r.total_ns for r in rows if r.key.startswith(model_file))
+    assert at_model / profile.wall_ns > 0.8
+    assert any(r.key.startswith(model_file) and r.backward_ns > 0 for r in rows)
+
+
+@pytest.mark.parametrize("profiled", [2], indirect=True)
+def test_calls_after_the_window_run_the_code_thunder_generated(profiled):
+    x = torch.randn(4, 8)
+    jm = thunder.jit(models.Net(n=8, depth=1))
+    out = [jm(x) for _ in range(4)]  # the compile's call, 2 profiled, 1 after
+    entry = thunder.compile_stats(jm).interpreter_cache[0]
+    # the entry Thunder built is back in its cache, with Thunder's own generated functions
+    computation = generated(entry.computation_fn)
+    backward = generated(entry.backward_fn)
+    assert computation.__code__.co_filename.startswith("thunder.computation")
+    assert backward.__code__.co_filename.startswith("thunder.backward_fn")
+    # ... which is what the last call ran (Thunder wraps it in a timer closure per call)
+    ran = inspect.getclosurevars(thunder.compile_stats(jm).last_computation).nonlocals["fn"]
+    assert ran is entry.computation_fn
+    (profile,) = provenance.profiles(jm)
+    assert profile.traces[FORWARD].calls == 2  # the 4th call was not timed
+
+    # the same model compiled without profiling: the same program, byte for byte
+    provenance.enable(profile=0)
+    plain = thunder.jit(models.Net(n=8, depth=1))
+    plain(x)
+    plain_entry = thunder.compile_stats(plain).interpreter_cache[0]
+    assert generated(plain_entry.computation_fn).__code__.co_filename.startswith("thunder.computation")
+    for ours, theirs in ((entry.computation_fn, plain_entry.computation_fn),
+                         (entry.backward_fn, plain_entry.backward_fn)):
+        ours, theirs = generated(ours), generated(theirs)
+        assert inspect.getsource(ours) == inspect.getsource(theirs)
+        assert ours.__code__.co_code == theirs.__code__.co_code
+    assert provenance.profiles(plain) == []  # profiling off: no dispatcher, no profile
+    assert all(torch.equal(o, out[0]) for o in out)
+
+
+@pytest.mark.parametrize("profiled", [2], indirect=True)
+def test_profiled_calls_compute_the_same_values_and_gradients(profiled):
+    model = models.Net(n=8, depth=2)
+    x = torch.randn(4, 8)
+    expected = model(x)
+    expected.sum().backward()
+    expected_grads = [p.grad.clone() for p in model.parameters()]
+    jm = thunder.jit(model)
+    for call in range(4):  # warm-up, 2 profiled, 1 plain
+        model.zero_grad()
+        out = jm(x)
+        out.sum().backward()
+        torch.testing.assert_close(out, expected)
+        for p, g in zip(model.parameters(), expected_grads):
+            torch.testing.assert_close(p.grad, g, msg=f"call {call}")
+    assert provenance.profiles(jm)[0].calls == 2
+
+
+@pytest.mark.parametrize("profiled", [2], indirect=True)
+def test_every_top_level_op_is_timed_by_its_position(profiled):
+    jm = thunder.jit(models.Net(n=8, depth=1))
+    x = torch.randn(4, 8)
+    for _ in range(3):
+        models.forward_backward(jm, x)
+    (profile,) = provenance.profiles(jm)
+    for name, trace in ((FORWARD, thunder.last_traces(jm)[-1]), (BACKWARD, thunder.last_backward_traces(jm)[-1])):
+        timed = profile.traces[name]
+        code_ops = [i for i, b in enumerate(trace.bound_symbols)
+                    if b.sym.name not in ("python_return", "unpack_trivial", "comment")]
+        assert [op.position for op in timed.ops] == code_ops
+        for op in timed.ops:
+            bsym = trace.bound_symbols[op.position]
+            assert op.name == bsym.sym.name and op.record is provenance.of(bsym)
+        assert timed.calls == 2 and len(timed.recent) == 2 and all(ns >= 0 for ns in timed.op_ns)
+        assert sum(timed.op_ns) <= timed.wall_ns
+    kinds = rows_by_key(provenance.cost(jm, by="kind"))
+    assert kinds["bookkeeping"].forward_ns > 0 and kinds["bookkeeping"].backward_ns > 0  # dels are timed
+    ops = rows_by_key(provenance.cost(jm, by="op"))
+    assert ops["linear"].forward_ns > 0 and ops["python_del"].total_ns > 0
+
+
+@pytest.mark.parametrize("profiled", [1], indirect=True)
+def test_modules_roll_up_hierarchically(profiled):
+    jm = thunder.jit(models.Net(n=8, depth=2))
+    x = torch.randn(4, 8)
+    for _ in range(2):
+        models.forward_backward(jm, x)
+    rows = rows_by_key(provenance.cost(jm, by="module"))
+    (profile,) = provenance.profiles(jm)
+    # recompute each module's total from the raw per-op times: the ops of it and its submodules
+    per_op = [(op.record, ns) for t in profile.traces.values() for op, ns in zip(t.ops, t.op_ns)]
+
+    def module_of(record):
+        while record is not None and record.module is None:
+            record = record.derived_from
+        return record.module if record is not None else None
+
+    for key in ("blocks.0", "blocks.0.mlp", "blocks.0.mlp.fc1", "blocks.1", "blocks", "head"):
+        inside = sum(ns for r, ns in per_op
+                     if (m := module_of(r)) is not None and (m == key or m.startswith(key + ".")))
+        assert rows[key].total_ns == inside > 0, key
+    assert rows["blocks.0"].total_ns > rows["blocks.0.mlp"].total_ns > rows["blocks.0.mlp.fc1"].total_ns
+    assert rows["<root>"].total_ns == sum(ns for r, ns in per_op if module_of(r) is not None)
+    assert rows["<root>"].total_ns >= rows["blocks"].total_ns + rows["head"].total_ns
+
+
+class _Scoped(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = models.Net(n=8, depth=1)
+        self.out = torch.nn.Linear(1, 4)
+
+    def forward(self, x):
+        with provenance.scope("shard", role="row_parallel.post"):
+            h = self.inner(x)
+        return self.out(h)
+
+
+@pytest.mark.parametrize("profiled", [2], indirect=True)
+def test_roles_get_their_time(profiled):
+    jm = thunder.jit(_Scoped())
+    x = torch.randn(4, 8)
+    for _ in range(3):
+        models.forward_backward(jm, x)
+    rows = rows_by_key(provenance.cost(jm, by="role"))
+    role = rows["row_parallel.post"]
+    assert role.forward_ns > 0 and role.backward_ns > 0 and role.calls == 2
+    (profile,) = provenance.profiles(jm)
+    with_role = sum(ns for t in profile.traces.values() for op, ns in zip(t.ops, t.op_ns)
+                    if op.record is not None and op.record.role == "row_parallel.post")
+    assert role.total_ns == with_role
+    assert rows["(no role)"].total_ns > 0  # self.out and the bookkeeping
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("profiled", [1], indirect=True)
+def test_a_torch_compile_fusion_row_lists_its_member_lines(profiled):
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    jm = thunder.jit(models.Net(n=8, depth=1), executors=[torch_compile_ex, *thunder.get_default_executors()])
+    x = torch.randn(4, 8)
+    for _ in range(2):
+        models.forward_backward(jm, x)
+    rows = provenance.cost(jm, by="line")
+    fusions = [r for r in rows if r.kind == "fusion"]
+    assert fusions, [(r.key, r.kind) for r in rows]
+    members = {m for r in fusions for m in r.members}
+    assert {line("block residual"), line("helper"), line("root tanh")} & members
+    for row in fusions:
+        assert row.key.startswith("TorchCompile") and len(row.members) > 1 and row.total_ns > 0
+        for member in row.members:  # each member line shows the time it shares
+            assert rows_by_key(rows)[member].shared_ns >= row.total_ns
+    assert any("fusion TorchCompile" in r.label for r in fusions)
+
+
+@pytest.mark.parametrize("profiled", [20], indirect=True)
+def test_storage_is_bounded_and_nothing_keeps_the_model_alive(profiled):
+    model = models.Net(n=8, depth=1)
+    alive = weakref.ref(model)
+    jm = thunder.jit(model)
+    x = torch.randn(4, 8)
+    for _ in range(21):
+        models.forward_backward(jm, x)
+    (profile,) = provenance.profiles(jm)
+    forward = profile.traces[FORWARD]
+    assert forward.calls == 20 and len(forward.recent) == RECENT_CALLS
+    assert len(forward.op_ns) == len(forward.ops)  # sums, not one list per call
+    # during a window (a second model, its window still open) and after one: nothing of ours
+    # holds the model
+    other = models.Net(n=8, depth=1)
+    other_alive = weakref.ref(other)
+    jo = thunder.jit(other)
+    models.forward_backward(jo, x)
+    models.forward_backward(jo, x)  # profiled; 19 more to go
+    del model, jm, other, jo
+    gc.collect()
+    assert alive() is None and other_alive() is None
+    assert profile.calls == 20  # the profile outlives the model, for provenance.cost()
+
+
+@pytest.mark.parametrize("profiled", [2], indirect=True)
+def test_a_profiling_failure_warns_once_and_the_call_still_returns_the_right_result(profiled, monkeypatch):
+    model = models.Net(n=8, depth=1)
+    x = torch.randn(4, 8)
+    expected = model(x)
+    jm = thunder.jit(model)
+    jm(x)
+    monkeypatch.setattr(state, "fault_injection", "profile")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outs = [jm(x) for _ in range(3)]
+    ours = [w for w in caught if "thunder-provenance" in str(w.message)]
+    assert len(ours) == 1 and "profiling" in str(ours[0].message) and "InjectedFault" in str(ours[0].message)
+    for out in outs:
+        torch.testing.assert_close(out, expected)
+    (profile,) = provenance.profiles(jm)
+    assert profile.error is not None and profile.calls == 0
+    # profiling is off for that compile: Thunder's own entry is back in the cache
+    entry = thunder.compile_stats(jm).interpreter_cache[0]
+    assert generated(entry.computation_fn).__code__.co_filename.startswith("thunder.computation")
+
+
+@pytest.mark.parametrize("profiled", [2], indirect=True)
+def test_a_failure_to_build_the_timed_code_leaves_the_compile_unprofiled(profiled, monkeypatch):
+    monkeypatch.setattr(state, "fault_injection", "profile_build")
+    jm = thunder.jit(models.Net(n=8, depth=1))
+    x = torch.randn(4, 8)
+    with pytest.warns(RuntimeWarning, match="cannot profile .*Net.* it runs unprofiled") as caught:
+        for _ in range(3):
+            models.forward_backward(jm, x)
+    assert len([w for w in caught if "thunder-provenance" in str(w.message)]) == 1
+    assert provenance.profiles(jm) == []
+    entry = thunder.compile_stats(jm).interpreter_cache[0]
+    assert generated(entry.computation_fn).__code__.co_filename.startswith("thunder.computation")
+
+
+@pytest.mark.parametrize("profiled", [5], indirect=True)
+def test_disable_closes_open_windows(profiled):
+    jm = thunder.jit(models.Net(n=8, depth=1))
+    x = torch.randn(4, 8)
+    for _ in range(2):
+        models.forward_backward(jm, x)
+    assert provenance.profiles(jm)[0].calls == 1
+    provenance.disable()
+    entry = thunder.compile_stats(jm).interpreter_cache[0]
+    assert generated(entry.computation_fn).__code__.co_filename.startswith("thunder.computation")
+    models.forward_backward(jm, x)
+    assert provenance.profiles(jm)[0].calls == 1  # the profile stays readable
+
+
+class _FakeCudaEvent:
+    """Stands in for torch.cuda.Event on this GPU-less machine: a CPU timestamp per record(), so
+    the CUDA clock's plumbing (one event per mark, bounds, pairing, ms -> ns) runs for real."""
+
+    records = 0
+
+    def record(self):
+        import time
+
+        self.t = time.perf_counter_ns()
+        _FakeCudaEvent.records += 1
+
+    def synchronize(self):
+        assert hasattr(self, "t"), "synchronize() on an event never recorded"
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) / 1e6
+
+
+@pytest.mark.parametrize("profiled", [2], indirect=True)
+def test_the_cuda_clock_pairs_one_event_per_mark(profiled, monkeypatch):
+    monkeypatch.setattr(profiling, "force_clock", "cuda")
+    monkeypatch.setattr(profiling, "cuda_event_factory", _FakeCudaEvent)
+    jm = thunder.jit(models.OneBigLine())
+    x = torch.randn(384, 384)
+    for _ in range(3):
+        models.forward_backward(jm, x)
+    (profile,) = provenance.profiles(jm)
+    forward, backward = profile.traces[FORWARD], profile.traces[BACKWARD]
+    assert forward.clock == backward.clock == "cuda" and profile.calls == 2
+    ops = len(forward.ops) + len(backward.ops)
+    # per call and function: one event per op boundary (ops + 1), and the function's start and end
+    assert _FakeCudaEvent.records == 2 * (ops + 2 * (1 + 2))
+    assert forward.host_ns is not None and len(forward.host_ns) == len(forward.ops)
+    assert all(ns >= 0 for ns in forward.op_ns) and sum(forward.op_ns) <= forward.wall_ns
+    assert forward.recent[-1].clock == "cuda" and forward.recent[-1].host_ns is not None
+    # each op's events pair with that op: the op longest on the (stand-in) device clock is the
+    # one longest on the host clock, the big matmul
+    for trace in (forward, backward):
+        longest = max(range(len(trace.ops)), key=trace.op_ns.__getitem__)
+        assert longest == max(range(len(trace.ops)), key=trace.host_ns.__getitem__)
+        assert trace.ops[longest].name == "matmul"
+
+
+def test_print_cost_prints_the_table(capsys):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    provenance.enable(profile=1)
+    try:
+        jm = thunder.jit(models.Net(n=8, depth=1))
+        x = torch.randn(4, 8)
+        models.forward_backward(jm, x)  # the compile's call: not timed
+        provenance.print_cost(jm)
+        assert "No profiled calls" in capsys.readouterr().out
+        models.forward_backward(jm, x)
+        provenance.print_cost(jm, by="line", top=5)
+    finally:
+        provenance.disable()
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert "Time by line: 1 profiled call(s) of 1 compile(s)" in out
+    top = provenance.cost(jm)[0]
+    assert top.label in out and f"{top.total_ns / 1e6:.3f}" in out
+    with pytest.raises(TypeError, match="returned by thunder.jit"):
+        provenance.cost(models.Net())
+    with pytest.raises(ValueError, match="profile must be a number of calls"):
+        provenance.enable(profile=-1)
+
+
+_SCRIPT = """
+import json, sys
+sys.path.insert(0, {tests!r})
+import torch, thunder, models
+jm = thunder.jit(models.Net(n=8, depth=1))
+for _ in range(4):
+    models.forward_backward(jm, torch.randn(4, 8))
+import provenance
+from provenance.session import SESSION
+rows = provenance.cost(jm)
+print(json.dumps({{"enabled": provenance.enabled(), "exporters": len(SESSION.exporters),
+                  "calls": provenance.profiles(jm)[0].calls, "top": rows[0].key, "rows": len(rows)}}))
+"""
+
+
+@pytest.mark.slow
+def test_thunder_trace_profile_needs_no_code_change(tmp_path):
+    """THUNDER_TRACE_PROFILE alone: the .pth bootstrap enables capture and profiling, no logs."""
+    script = tmp_path / "run.py"
+    script.write_text(_SCRIPT.format(tests=str(Path(__file__).parent)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("THUNDER_TRACE", "OTEL_"))}
+    env["THUNDER_TRACE_PROFILE"] = "2"
+    cmd = [sys.executable, str(script)]
+    ours = Path(provenance.__file__).with_name("thunder_provenance.pth")
+    installed = Path(next(p for p in sys.path if p.endswith("site-packages"))) / "thunder_provenance.pth"
+    if not installed.is_file() or installed.read_text() != ours.read_text():
+        # the installed .pth is another checkout's older copy: let `site` process this one, the
+        # way it processes an installed one (the program itself is unchanged)
+        site_dir = tmp_path / "site"
+        site_dir.mkdir()
+        shutil.copy(ours, site_dir / ours.name)
+        cmd = [sys.executable, "-c", f"import site, runpy; site.addsitedir({str(site_dir)!r}); "
+                                     f"runpy.run_path({str(script)!r}, run_name='__main__')"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["enabled"] and result["exporters"] == 0  # captured, nothing logged
+    assert result["calls"] == 2 and result["rows"] > 3 and result["top"] != BETWEEN
+    assert {p.name for p in tmp_path.iterdir()} <= {"run.py", "site"}  # no log directory
+
+
+def test_profiling_with_logs_and_a_bad_environment_value(tmp_path, monkeypatch):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.setenv("THUNDER_TRACE_PROFILE", "three")
+    with pytest.warns(RuntimeWarning, match="THUNDER_TRACE_PROFILE must be a number of calls .*'three'"):
+        provenance.enable()
+    assert profiling.requested == 0 and provenance.enabled()
+    monkeypatch.setenv("THUNDER_TRACE_PROFILE", "1")
+    provenance.enable(tmp_path)  # logs and profiling together (the environment's setting)
+    try:
+        jm = thunder.jit(models.Net(n=8, depth=1))
+        x = torch.randn(4, 8)
+        for _ in range(2):
+            models.forward_backward(jm, x)
+    finally:
+        provenance.disable()
+        torch.set_num_threads(threads)
+    assert provenance.profiles(jm)[0].calls == 1
+    records = [r for r in provenance.load(tmp_path)]
+    ends = [r for r in records if r.type == "compile_end"]
+    assert len(ends) == 1 and ends[0]["status"] == "ok"
+
+
+def test_profiling_off_installs_nothing_for_it(monkeypatch):
+    from thunder.core.trace import TraceCtx
+
+    monkeypatch.delenv("THUNDER_TRACE_PROFILE", raising=False)
+
+    thunders_own = TraceCtx.python_callable
+    provenance.enable()  # capture alone
+    try:
+        assert TraceCtx.python_callable is thunders_own and profiling.requested == 0
+        provenance.enable(profile=2)
+        assert TraceCtx.python_callable is not thunders_own
+    finally:
+        provenance.disable()
+    assert TraceCtx.python_callable is thunders_own and profiling.requested == 0

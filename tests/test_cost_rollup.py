@@ -1,0 +1,147 @@
+"""The roll-up rules of provenance.rollup (provenance.cost()) on hand-made profiles (no Thunder: the same code rolls up
+profiles rebuilt from logs). Every expected figure is derived here from the ops' times."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from provenance.profile import BACKWARD, FORWARD, CompileProfile, Op, ProfiledCall, TraceProfile
+from provenance.record import Frame, Kind, Provenance, intern
+from provenance.rollup import BETWEEN, BOOKKEEPING, NO_ROLE, ROOT, rollup, summary
+
+FILE = "/src/model.py"
+
+
+def op_record(line: int, module: str | None = None, role: str | None = None) -> Provenance:
+    frames = (Frame("/lib/torch/linear.py", 7, "forward", user=False), Frame(FILE, line, "forward", f"line {line}"))
+    return intern(Provenance(source=frames, module=module, module_type="M", role=role))
+
+
+def grad(record: Provenance) -> Provenance:
+    return record.derive(transforms=("grad",), kind=Kind.BACKWARD, derived_from=record)
+
+
+def recompute(record: Provenance) -> Provenance:
+    return record.derive(transforms=("recompute",), kind=Kind.RECOMPUTE, derived_from=record)
+
+
+def fusion(*members: Provenance) -> Provenance:
+    return intern(Provenance(members=members, kind=Kind.FUSION, transforms=("fusion",)))
+
+
+BOOK = intern(Provenance(transforms=("del_last_used",), kind=Kind.BOOKKEEPING))
+L10 = op_record(10, "blocks.0.attn", role="column_parallel.post")
+L11 = op_record(11, "blocks.0.mlp")
+L12 = op_record(12, "blocks.1")
+L20 = op_record(20, "")  # the root module
+
+
+def profile(forward: list[tuple[Provenance, int]], backward: list[tuple[Provenance, int]],
+            between: tuple[int, int] = (100, 50), calls: int = 1, compile_id: int = 1) -> CompileProfile:
+    result = CompileProfile(compile_id, "net", requested=calls)
+    for name, ops, extra in ((FORWARD, forward, between[0]), (BACKWARD, backward, between[1])):
+        timed = tuple(Op(i, "fused" if r.kind == Kind.FUSION else f"op{i}", r, i) for i, (r, _) in enumerate(ops))
+        result.traces[name] = TraceProfile(name, timed)
+        for call in range(1, calls + 1):
+            ns = tuple(t for _, t in ops)
+            result.add(ProfiledCall(compile_id, call, name, "cpu", sum(ns) + extra, ns))
+    return result
+
+
+def rows_by_key(rows):
+    return {r.key: r for r in rows}
+
+
+def test_backward_and_recompute_are_charged_to_the_forward_line():
+    p = profile([(L10, 1000), (L11, 300), (BOOK, 5)], [(grad(L10), 2000), (recompute(L11), 70), (grad(L11), 400)])
+    rows = rollup([p], "line")
+    assert [r.key for r in rows[:2]] == [f"{FILE}:10", f"{FILE}:11"]
+    r10, r11 = rows[0], rows[1]
+    assert (r10.forward_ns, r10.backward_ns, r10.recompute_ns) == (1000, 2000, 0)
+    assert (r11.forward_ns, r11.backward_ns, r11.recompute_ns) == (300, 400, 70)
+    assert r10.label == "model.py:10" and r10.ops == 2 and r10.calls == 1
+    wall = 1305 + 100 + 2470 + 50
+    assert r10.share == pytest.approx(3000 / wall)
+    between = rows_by_key(rows)[BETWEEN]
+    assert (between.forward_ns, between.backward_ns, between.kind) == (100, 50, "between")
+    assert rows_by_key(rows)[BOOKKEEPING].forward_ns == 5
+    assert sum(r.total_ns for r in rows) == wall  # every ns once
+
+
+def test_a_fusion_of_several_lines_is_its_own_row_and_its_members_show_it_shared():
+    fused = fusion(L10, L11, grad(L12))
+    one_line = fusion(grad(L12), recompute(L12))
+    p = profile([(fused, 900), (L12, 40)], [(one_line, 300), (grad(L10), 10)])
+    rows = rows_by_key(rollup([p], "line"))
+    row = rows["fused (forward, compile 1)"]
+    assert row.kind == "fusion" and row.forward_ns == 900 and row.total_ns == 900
+    assert row.members == (f"{FILE}:10", f"{FILE}:11", f"{FILE}:12")
+    for line in (10, 11):
+        assert rows[f"{FILE}:{line}"].shared_ns == 900
+    # a fusion whose members are all one line is charged to it, whole (nothing is split):
+    # in the backward, with a grad member, it is backward time
+    assert rows[f"{FILE}:12"].forward_ns == 40 and rows[f"{FILE}:12"].backward_ns == 300
+    assert rows[f"{FILE}:12"].shared_ns == 900
+    assert rows[f"{FILE}:10"].total_ns == 10
+
+
+def test_a_backward_fusion_of_recomputed_ops_only_is_recompute_time():
+    p = profile([(L10, 1)], [(fusion(recompute(L10), recompute(L11)), 77)])
+    row = rows_by_key(rollup([p], "line"))["fused (backward, compile 1)"]
+    assert (row.recompute_ns, row.backward_ns) == (77, 0)
+    assert rows_by_key(rollup([p], "kind"))["fusion"].recompute_ns == 77
+
+
+def test_modules_are_hierarchical():
+    ops = [(L10, 1000), (L11, 300), (L12, 50), (L20, 7), (BOOK, 3)]
+    p = profile(ops, [(grad(L10), 2000), (fusion(L10, L11), 500)])
+    rows = rows_by_key(rollup([p], "module"))
+    assert rows["blocks.0.attn"].total_ns == 3000
+    assert rows["blocks.0.mlp"].total_ns == 300
+    assert rows["blocks.0"].total_ns == 3000 + 300 + 500  # children, and the fusion of both
+    assert rows["blocks.0.attn"].shared_ns == rows["blocks.0.mlp"].shared_ns == 500
+    assert rows["blocks"].total_ns == rows["blocks.0"].total_ns + rows["blocks.1"].total_ns
+    assert rows[ROOT].total_ns == rows["blocks"].total_ns + 7
+    assert rows["(no module)"].total_ns == 3
+    assert rollup([p], "module")[0].key == ROOT
+
+
+def test_roles_kinds_and_ops():
+    p = profile([(L10, 100), (L11, 10), (BOOK, 1), (fusion(L10, L11), 20)], [(grad(L10), 200)])
+    roles = rows_by_key(rollup([p], "role"))
+    assert roles["column_parallel.post"].total_ns == 300
+    assert roles[NO_ROLE].total_ns == 11
+    assert roles["fused (forward, compile 1)"].members == ("column_parallel.post", NO_ROLE)
+    kinds = rows_by_key(rollup([p], "kind"))
+    assert (kinds["forward"].total_ns, kinds["backward"].total_ns) == (110, 200)
+    assert (kinds["bookkeeping"].total_ns, kinds["fusion"].total_ns) == (1, 20)
+    ops = rows_by_key(rollup([p], "op"))
+    assert ops["op0"].total_ns == 100 + 200  # position 0 in both traces: same name
+    assert ops["fused (forward)"].total_ns == 20
+
+
+def test_calls_sum_over_calls_and_compiles():
+    a = profile([(L10, 10)], [(grad(L10), 20)], calls=3, compile_id=1)
+    b = profile([(L10, 5)], [], calls=2, compile_id=2)
+    row = rows_by_key(rollup([a, b], "line"))[f"{FILE}:10"]
+    assert row.calls == 5 and row.forward_ns == 3 * 10 + 2 * 5 and row.backward_ns == 60
+    totals = summary([a, b])
+    assert totals["calls"] == 5 and totals["wall_ns"] == a.wall_ns + b.wall_ns
+    assert totals["coverage"] == pytest.approx((a.attributed_ns + b.attributed_ns) / totals["wall_ns"])
+
+
+def test_a_bad_request_is_a_clear_error():
+    with pytest.raises(ValueError, match="choose one of line, module, role, kind, op"):
+        rollup([], "file")
+    with pytest.raises(ValueError, match="op times for 1 ops"):
+        TraceProfile(FORWARD, (Op(0, "x", None, 0),)).add(ProfiledCall(1, 1, FORWARD, "cpu", 5, (1, 2)))
+
+
+def test_the_rollup_modules_do_not_import_torch_or_thunder():
+    code = ("import sys, provenance.rollup, provenance.profile; "
+            "print(sorted(m for m in ('torch', 'thunder') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
