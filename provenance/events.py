@@ -23,12 +23,12 @@ from typing import Any, Literal, NotRequired, TypedDict
 from provenance.record import Frame
 
 __all__ = [
-    "EVENTS", "FRAME_FIELDS", "KNOWN_TYPES", "OP_FIELDS", "SCHEMA_VERSION", "CacheCounts", "Calls", "CompileEnd",
-    "CompileError", "CompileStart", "Event", "FinalCounts", "FrameJSON", "Header", "OpJSON", "Prov", "SpanEnd",
-    "SpanStart", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json", "problems",
+    "EVENTS", "FRAME_FIELDS", "KNOWN_TYPES", "OP_FIELDS", "SCHEMA_VERSION", "CacheCounts", "Calls",
+    "CaptureDisabled", "CompileEnd", "CompileError", "CompileStart", "Event", "FinalCounts", "FrameJSON", "Header",
+    "OpJSON", "Prov", "SpanEnd", "SpanStart", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json", "problems",
 ]
 
-SCHEMA_VERSION = "1.0"  # major.minor: readers refuse another major and read a newer minor
+SCHEMA_VERSION = "1.1"  # major.minor: readers refuse another major and read a newer minor
 
 # A stack frame is a JSON array, [file, line, function, source text, user code?].
 FRAME_FIELDS = ("file", "line", "function", "text", "user")
@@ -154,8 +154,20 @@ class CompileError(TypedDict):
     seconds: float
     error_type: str
     message: str
-    traceback: str
+    traceback: str  # without this package's own frames
     last_prov: int | None
+    user_frame: NotRequired[FrameJSON | None]  # the innermost user frame of the traceback (schema 1.1)
+
+
+class CaptureDisabled(TypedDict):
+    """An internal error in a hook stopped capture for this compile (which ran on unchanged):
+    no compile_end or compile_error follows (schema 1.1)."""
+
+    type: Literal["capture_disabled"]
+    compile: int
+    time_ns: int
+    hook: str
+    error: str
 
 
 class Calls(TypedDict):
@@ -178,11 +190,13 @@ EVENTS: dict[str, Any] = {
     "trace": Trace | TraceRepeat,
     "compile_end": CompileEnd,
     "compile_error": CompileError,
+    "capture_disabled": CaptureDisabled,
     "calls": Calls,
 }
 KNOWN_TYPES = frozenset(EVENTS)
 # Any event, for type checkers: the forms of EVENTS.
-Event = Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError | Calls
+Event = (Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError
+         | CaptureDisabled | Calls)
 
 
 def frame_json(frame: Frame) -> FrameJSON:
