@@ -46,6 +46,7 @@ from provenance.thunder.state import (
     ambient_record,
     check_fault,
     current_compile,
+    end_compile,
     fail,
     get_compile_stats,
     processing,
@@ -128,6 +129,7 @@ def _set_current_source_location(orig: Callable) -> Callable:
             self.__dict__[TRACE_SOURCE_ATTR] = (
                 state.stack.current(current_span()) if filename is not None else None
             )
+            state.acquiring = self
         except Exception as exc:
             fail("source_location", exc)
 
@@ -295,12 +297,15 @@ def _with_cache_info_ctx(orig: Callable) -> Callable:
 
 
 def _compile_raised(exc: BaseException) -> None:
+    state = active_compile.get()
     try:
-        state = active_compile.get()
         if state is not None and not state.ended and not state.disabled and SESSION.active:
             emit.compile_failed(state, exc)
     except Exception as internal:
         fail("compile", internal)
+    finally:
+        if state is not None:
+            end_compile(state)
 
 
 def _general_jit(orig: Callable) -> Callable:
@@ -346,6 +351,8 @@ def _cache_entry(orig: type) -> type:
                         emit.compile_finished(state, entry, get_compile_stats())
             except Exception as exc:
                 fail("compile", exc)
+            finally:
+                end_compile(current_compile())
             if profiling.requested:  # never raises: a failure is one warning and Thunder's entry
                 entry = profiling.profiled_entry(entry, current_compile(), get_compile_stats())
             return entry

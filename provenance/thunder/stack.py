@@ -44,7 +44,7 @@ def is_user_code(module_name: str, path: str) -> bool:
 
 @CACHES.lru("stack.frames")
 @lru_cache(maxsize=65536)
-def _frame(path: str, line: int, function: str, module_name: str) -> Frame:
+def stack_frame(path: str, line: int, function: str, module_name: str) -> Frame:
     text = linecache.getline(path, line).strip() if line else ""
     return Frame(file=path, line=line, function=function, text=text, user=is_user_code(module_name, path))
 
@@ -92,7 +92,7 @@ class StackReader:
                 modules.append(module)
             if frame.code.co_filename.endswith(_MODULE_PY):
                 continue
-            source.append(_frame(frame.code.co_filename, line, frame.code.co_qualname, module_name))
+            source.append(stack_frame(frame.code.co_filename, line, frame.code.co_qualname, module_name))
         module_path = module_type = None
         if modules:
             root, innermost = modules[-1], modules[0]
@@ -123,7 +123,7 @@ def python_stack(limit: int = 64) -> list[Frame]:
         module_name = frame.f_globals.get("__name__", "")
         path = frame.f_code.co_filename
         if is_user_code(module_name, path) and not path.startswith("<frozen"):
-            frames.append(_frame(path, frame.f_lineno, frame.f_code.co_qualname, module_name))
+            frames.append(stack_frame(path, frame.f_lineno, frame.f_code.co_qualname, module_name))
         frame = frame.f_back
     frames.reverse()
     return frames
