@@ -531,3 +531,18 @@ def test_a_torch_trace_log_is_refused_with_a_pointer_to_tlparse(tmp_path, capsys
     code, err = report(capsys, jsonl.parent, "-o", out)
     assert code == 2 and "torch.jsonl: this looks like a TORCH_TRACE log; use tlparse" in err, err
     assert not out.exists()
+
+
+def test_references_to_records_written_later_are_dropped_the_same_whatever_the_jobs(tmp_path, capsys):
+    """An op naming a provenance record the log has not written yet is an unknown record (then
+    -j 1, which renders a trace as it is read, and -j 2, which renders it later, agree)."""
+    records = report_logs.records()
+    provs = [r for r in records if r["type"] == "prov"]
+    body = [r for r in records if r["type"] != "prov"]
+    late = [*body[:2], *provs[:1], *body[2:-2], *provs[1:], *body[-2:]]  # records 2-5 after the traces
+    late[4]["ops"][0][4] = [1]  # and an unhashable one
+    log = report_logs.write(tmp_path / "a.jsonl", late)
+    code, err = report(capsys, log, "-o", tmp_path / "out", "--strict")
+    assert code == 1 and "not written before it" in err
+    page = (tmp_path / "out" / directory(tmp_path / "out")["compiles"][0]["pages"]["compile"]).read_text()
+    assert 'data-p="2"' not in page and 'data-p="1"' in page

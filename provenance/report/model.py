@@ -412,8 +412,8 @@ class Problems:
 
     def add(self, category: str, file: str, line: int | None, reason: str, text: str = "", count: int = 1) -> None:
         self.counts[category] += count
-        if len(self.entries) < MAX_PROBLEMS_LISTED:
-            self.entries.append(Problem(category, file, line, reason, text[:200]))
+        if len(self.entries) < MAX_PROBLEMS_LISTED:  # what comes from a log is shortened: 200 entries
+            self.entries.append(Problem(category, file[:300], line, reason[:500], text[:200]))
 
     @property
     def total(self) -> int:

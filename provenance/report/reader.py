@@ -170,6 +170,11 @@ class LogFile:
             problems += self._keep(data, self._prov, self._depth, ("derived_from", "members"))
         elif kind == "span":
             problems += self._keep(data, self._spans, self._span_depth, ("parent",))
+        elif kind == "trace" and "ops" in data:
+            problems += self._earlier_provs(data["ops"])
+        elif kind == "compile_error" and data.get("last_prov") is not None and data["last_prov"] not in self._prov:
+            problems.append("compile_error.last_prov refers to a record not written before it")
+            data["last_prov"] = None
         if problems:
             self._malformed(number, "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)"
                                                                   if len(problems) > 3 else ""))
@@ -209,6 +214,16 @@ class LogFile:
                 if frame[0] not in paths:
                     paths[frame[0]] = len(paths)
         return problems
+
+    def _earlier_provs(self, ops: list) -> list[str]:
+        """A trace's ops may name only provenance records written before it (what they name is
+        then the same whenever, and by whichever process, the trace is rendered)."""
+        known, later = self._prov, 0
+        for op in ops:
+            if type(op) is list and len(op) == 5 and type(op[4]) is int and op[4] not in known:
+                op[4] = None
+                later += 1
+        return [f"trace: {later} op{'s' if later != 1 else ''} refer to records not written before it"] if later else []
 
     def _unknown(self, kind: str) -> None:
         kind = kind[:100]
