@@ -141,8 +141,12 @@ class LogFile:
                     yield record
 
     def _parse(self, number: int, raw: bytes) -> LogRecord | None:
-        if not raw.strip():
-            return None
+        if raw[:1] != b"{":  # every record starts so: anything else is told apart without parsing it
+            if not raw.strip():
+                return None
+            if not raw.lstrip().startswith(b"{"):
+                self._bad(number, "not a record (a JSON object with a string \"type\")", raw)
+                return None
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
