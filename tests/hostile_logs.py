@@ -81,12 +81,14 @@ def _trace_of(ops: list[str], compile_id: int) -> dict:
             "ops": [[i, 1, op, [f"t{i}"], 2] for i, op in enumerate(ops)]}
 
 
-def desync(n_ops: int, seed: int = 0, differ: bool = True) -> Log:
-    """Two ranks, one compile each of `n_ops` random ops; rank 1's differ from op n_ops / 4 on
-    (`differ`=False: the same ops: the valid log of the same size)."""
+def desync(n_ops: int, seed: int = 0, differ: bool = True, start: int | None = None) -> Log:
+    """Two ranks, one compile each of `n_ops` random ops of 10 symbols (a trace has few: mul,
+    add, ...); rank 1's are other random ops from op `start` on (default n_ops / 4; `differ`=False:
+    the same ops: the valid log of the same size)."""
     rng = random.Random(seed)
-    ops = [f"op{rng.randrange(50)}" for _ in range(n_ops)]
-    other = ops[: n_ops // 4] + [f"op{rng.randrange(50)}" for _ in range(n_ops - n_ops // 4)] if differ else ops
+    ops = [f"op{rng.randrange(10)}" for _ in range(n_ops)]
+    start = n_ops // 4 if start is None else start
+    other = ops[:start] + [f"op{rng.randrange(10)}" for _ in range(n_ops - start)] if differ else ops
     out: Log = {}
     for rank, seq in ((0, ops), (1, other)):
         records = report_logs.records(rank=rank)
