@@ -15,7 +15,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -237,7 +237,3 @@ def _safe(record_of: Callable[[int], Provenance | None]) -> Callable[[int | None
             return None
 
     return safe
-
-
-def referenced(profiles: Iterable[LoggedProfile]) -> set[int]:
-    return {i for p in profiles for i in p.prov_ids()}
