@@ -188,8 +188,7 @@ class OtelExporter:
             return
         table, sums, lines = found
         for attributes, ns in zip(table.attributes, sums):
-            if ns:
-                self._op_seconds.record(ns / 1e9, attributes)
+            self._op_seconds.record(ns / 1e9, attributes)
         top = sorted(lines.items(), key=lambda item: -item[1])[:TOP_LINES]
         wall = event["wall_ns"]
         attributes = {**self._common, "thunder.compile_id": event["compile"], "thunder.function": table.fn,
