@@ -256,10 +256,12 @@ class OtelExporter:
 class _Table:
     """A profiled trace's ops, as the exporter needs them: each op's label set and user line."""
 
-    __slots__ = ("fn", "clock", "attributes", "labels", "lines", "texts", "frames")
+    __slots__ = ("fn", "clock", "attributes", "labels", "lines", "texts", "frames", "by_label", "by_line")
 
     def __init__(self, fn: str, clock: str) -> None:
         self.fn, self.clock = fn, clock
+        self.by_label: list[tuple[int, ...]] | None = None  # per label set, its ops' indices
+        self.by_line: dict[str, tuple[int, ...]] = {}  # per line, its ops' indices
         self.attributes: list[dict[str, Any]] = []  # the label sets of thunder.op.duration
         self.labels: list[int] = []  # per op, its label set's index
         self.lines: list[str] = []  # per op, its line key (file:line, or what stands for one)
@@ -347,17 +349,23 @@ class ProfileTables:
         return module, role, "(bookkeeping)" if kind == "bookkeeping" else "(no user line)", None
 
     def run(self, event: Event) -> tuple[_Table, list[int], dict[str, int]] | None:
-        """A profiled run's op times summed per label set and per line, or None (unknown table)."""
+        """A profiled run's op times summed per label set and per line, or None (unknown table).
+        Sums over index tuples with C-level map(): this runs inside the user's profiled call."""
         table = self.tables.get((event["compile"], event["trace"]))
         op_ns = event["op_ns"]
         if table is None or len(op_ns) != len(table.labels):
             return None
-        sums = [0] * len(table.attributes)
-        lines: dict[str, int] = {}
-        for label, line, ns in zip(table.labels, table.lines, op_ns):
-            sums[label] += ns
-            lines[line] = lines.get(line, 0) + ns
-        return table, sums, lines
+        if table.by_label is None:  # the ops of each label set and of each line, once per table
+            by_label: list[list[int]] = [[] for _ in table.attributes]
+            by_line: dict[str, list[int]] = {}
+            for i, (label, line) in enumerate(zip(table.labels, table.lines)):
+                by_label[label].append(i)
+                by_line.setdefault(line, []).append(i)
+            table.by_label = [tuple(ops) for ops in by_label]
+            table.by_line = {line: tuple(ops) for line, ops in by_line.items()}
+        get = op_ns.__getitem__
+        return (table, [sum(map(get, ops)) for ops in table.by_label],
+                {line: sum(map(get, ops)) for line, ops in table.by_line.items()})
 
 
 class CountingExporter:
