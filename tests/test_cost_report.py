@@ -116,6 +116,7 @@ def test_bad_profile_records_are_named_and_skipped(tmp_path, capsys):
         {**records[at], "ops": [[0, "mul", 2, 0]]},  # a second table
         {**records[at], "compile": 8, "ops": [[0, "mul"]]},
         {**call, "trace": "sideways"},
+        {**records[at], "compile": 9},  # a valid table of a compile the log never starts
     ]
     spaced = json.dumps({**call, "call": 3}).encode() + b"\n"  # `"type": "profile_call"`: found all the same
     items = records[:at + 2] + bad + [spaced] + records[at + 2:]
@@ -123,10 +124,11 @@ def test_bad_profile_records_are_named_and_skipped(tmp_path, capsys):
     assert main(["report", str(log), "-o", str(tmp_path / "out"), "--no-browser", "--strict"]) == 1
     problems = _directory(tmp_path / "out")["problems"]
     reasons = [e["reason"] for e in problems["entries"]]
-    assert problems["counts"] == {"malformed record": 6}, reasons
+    assert problems["counts"] == {"malformed record": 7}, reasons
     assert any("before its profile_ops" in r for r in reasons) and any("a second profile_ops" in r for r in reasons)
     assert any("not one per op (3)" in r for r in reasons) and any("'sideways'" in r for r in reasons)
-    assert [e["line"] for e in problems["entries"]] == list(range(at + 3, at + 3 + 6))  # 1-based, as the pass counts
+    assert reasons[-1] == "profile records of compile 9, which this log does not start"
+    assert [e["line"] for e in problems["entries"]][:6] == list(range(at + 3, at + 3 + 6))  # 1-based, as the pass
     (entry,) = _directory(tmp_path / "out")["compiles"]
     assert entry["time"]["calls"] == 3  # the 2 good calls, and the spaced one (forward only)
 

@@ -197,7 +197,10 @@ class CompileBuilder:
         self.page_roles, self.error = page.roles, compile_error
         line_time = None
         if self.profile is not None and self.profile.calls:
-            page.time, summary.time, line_time = compile_time(self.profile, self.provs.record, self.fn)
+            try:
+                page.time, summary.time, line_time = compile_time(self.profile, self.provs.record, self.fn)
+            except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as exc:
+                self.malformed(f"profile of compile {self.compile!r} unusable: {type(exc).__name__}: {exc}")
         source = source_view(summary, final_views, self.provs, self.sources, line_time) if final_views else None
         if page.time is not None and source is not None:  # the Time section links lines to the source view
             _link_lines(page.time, summary.time, source, self.pages.source)

@@ -139,6 +139,8 @@ class RunBuilder:
             missed = self._profile_records - found.records
             self._malformed(log, None, f"{missed} profile record(s) not written as one JSON object per line with "
                                        f"\"type\" first were skipped")
+        for cid in self._profiles:  # not handed to a compile
+            self._malformed(log, None, f"profile records of compile {cid!r}, which this log does not start")
         self._profiles = {}
         if provs.malformed:
             self.problems.add("malformed record", log.name, None,
