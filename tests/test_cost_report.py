@@ -90,6 +90,41 @@ def test_the_report_rolls_a_log_up_as_cost_did_in_the_process_that_wrote_it(tmp_
     assert first.group(1) == live["line"][0].key
 
 
+class Collect:
+    """An exporter keeping every event."""
+
+    name, needs_trace_text = "collect", True
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+
+    def emit(self, event) -> None:
+        self.events.append(event)
+
+    def close(self) -> None:
+        pass
+
+    def stats(self) -> dict:
+        return {}
+
+
+def test_a_call_record_goes_only_where_its_ops_table_went(tmp_path, one_thread):
+    provenance.enable(tmp_path / "logs", profile=2)
+    late = Collect()
+    try:
+        jm = thunder.jit(models.Net(n=8, depth=1))
+        x = torch.randn(4, 8)
+        models.forward_backward(jm, x)  # compiled: its ops tables are in the log
+        provenance.add_exporter(late)  # joins now: it never gets them, nor the calls
+        for _ in range(2):
+            models.forward_backward(jm, x)
+    finally:
+        provenance.disable()
+    assert not [e for e in late.events if e["type"].startswith("profile_")]
+    assert [r.type for r in provenance.load(tmp_path / "logs") if r.type.startswith("profile_")] == [
+        "profile_ops", "profile_ops"] + ["profile_call"] * 4
+
+
 def test_no_profile_no_time(tmp_path):
     log = report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.records())
     out = _report(log, tmp_path / "out")

@@ -121,9 +121,9 @@ def trace_event(compile_id: int, list_name: str, index: int, trace: Any) -> Trac
 
 
 # -- profiles (provenance/thunder/profiling.py): the ops table once per compile and trace, then one
-# record per profiled run. Profiles whose ops table this session wrote: only their calls are logged
-# (a call record must follow the table that says what its times are of).
-_logged: weakref.WeakSet = weakref.WeakSet()
+# record per profiled run. A call record goes only to the exporters its profile's ops table went to
+# (one attached later never saw the table that says what the times are of).
+_logged: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # profile -> the exporters it went to
 
 
 def _logged_index(traces: Any, trace: Any) -> int | None:
@@ -155,21 +155,22 @@ def profile_started(profile: CompileProfile, entry: Any, traces: dict[str, Any])
             "ops": [(op.position, op.name, SESSION.prov_id(op.record), op.printed) for op in timed.ops],
         }
         SESSION.emit(event)
-    _logged.add(profile)
+    _logged[profile] = tuple(SESSION.exporters)
 
 
 def profile_called(profile: CompileProfile, call: ProfiledCall) -> None:
     """A profiled run of a trace (provenance.profile.call_listeners): one record, written as it is
     (the op times are a tuple of ints already; orjson writes it as an array)."""
-    if profile not in _logged or not SESSION.active:
+    targets = _logged.get(profile)
+    if not targets or not SESSION.active:
         return
     try:
         event: ProfileCall = {
             "type": "profile_call", "compile": call.compile_id, "trace": call.trace, "call": call.call,
             "wall_ns": call.wall_ns, "op_ns": call.op_ns, "host_ns": call.host_ns, "time_ns": call.time_ns,
         }
-        SESSION.emit(event)
+        SESSION.emit(event, only=targets)
     except Exception as exc:  # this compile's calls go unlogged; the others' are still written
-        _logged.discard(profile)
+        _logged.pop(profile, None)
         warnings.warn(f"thunder-provenance: logging the profile of {profile.fn_name} failed ({exc!r}); its "
                       f"calls are still profiled, not logged.", RuntimeWarning, stacklevel=2)

@@ -13,6 +13,8 @@ instead of the generated functions, for the profiling window only:
 - after the N-th, the cache entry Thunder built is put back: later calls run Thunder's generated
   code objects themselves, with no hook at all.
 
+With a log open, the compile's ops tables are written when its window opens, and each timed run
+from the call listener (emit.profile_started, emit.profile_called: `profile_ops`, `profile_call`).
 Profiling off (N = 0) changes nothing: no dispatcher, and compile_finished sees the same entry.
 An internal error stops profiling for that compile with one warning; the call's result is the
 timed twin's, which computes exactly what the original does.
