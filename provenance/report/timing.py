@@ -188,7 +188,7 @@ def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Proven
     by_kind = rollup([profile], "kind")
     types = _module_types(profile)
     modules = [r for r in by_module if r.key != ROOT][:TOP_MODULES]
-    clock = next(iter({t.clock for t in profile.traces.values()}), "cpu")
+    clock = "/".join(sorted({t.clock for t in profile.traces.values()})) or "cpu"
     boxes, depth = icicle(by_module, wall, types, fn.rsplit(".", 1)[-1])
     time = CompileTime(
         calls=calls, clock=clock, wall_ms=_ms(wall, calls),
@@ -205,8 +205,9 @@ def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Proven
             lines[(path, int(number))] = LineTime(
                 _ms(row.total_ns, c), _ms(row.forward_ns, c), _ms(row.backward_ns, c), _ms(row.recompute_ns, c),
                 _ms(row.shared_ns, c), row.share, heat(row.share))
+    top = {r.key for r in by_line[:RUN_LINES * 4]}  # the run's page names at most so many lines
     kept = TimeSummary(calls, clock, wall, totals["attributed_ns"], by_line, by_role,
-                       {k: v for k, v in texts.items() if k in {r.key for r in by_line[:RUN_LINES * 4]}})
+                       {k: v for k, v in texts.items() if k in top})
     return time, kept, lines
 
 
