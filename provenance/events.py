@@ -23,12 +23,13 @@ from typing import Any, Literal, NotRequired, TypedDict
 from provenance.record import Frame
 
 __all__ = [
-    "EVENTS", "FRAME_FIELDS", "KNOWN_TYPES", "OP_FIELDS", "SCHEMA_VERSION", "CacheCounts", "Calls",
-    "CaptureDisabled", "CompileEnd", "CompileError", "CompileStart", "Event", "FinalCounts", "FrameJSON", "Header",
-    "OpJSON", "Prov", "SpanEnd", "SpanStart", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json", "problems",
+    "EVENTS", "FRAME_FIELDS", "KNOWN_TYPES", "OP_FIELDS", "PROFILE_OP_FIELDS", "SCHEMA_VERSION", "CacheCounts",
+    "Calls", "CaptureDisabled", "CompileEnd", "CompileError", "CompileStart", "Event", "FinalCounts", "FrameJSON",
+    "Header", "OpJSON", "ProfileCall", "ProfileOpJSON", "ProfileOps", "Prov", "SpanEnd", "SpanStart", "Trace",
+    "TraceRepeat", "forms", "frame_json", "frames_json", "problems",
 ]
 
-SCHEMA_VERSION = "1.1"  # major.minor: readers refuse another major and read a newer minor
+SCHEMA_VERSION = "1.2"  # major.minor: readers refuse another major and read a newer minor
 
 # A stack frame is a JSON array, [file, line, function, source text, user code?].
 FRAME_FIELDS = ("file", "line", "function", "text", "user")
@@ -36,6 +37,9 @@ FrameJSON = tuple[str, int, str, str, bool]
 # An op of a printed trace: [first line (0-based) in `python`, number of lines, symbol, output names, prov id].
 OP_FIELDS = ("line", "lines", "symbol", "outputs", "prov")
 OpJSON = tuple[int, int, str, list[str], int | None]
+# A timed op of a profiled trace: [position in bound_symbols, symbol, prov id, index in the trace record's ops].
+PROFILE_OP_FIELDS = ("position", "symbol", "prov", "op")
+ProfileOpJSON = tuple[int, str, int | None, int | None]
 
 
 class Header(TypedDict):
@@ -156,12 +160,12 @@ class CompileError(TypedDict):
     message: str
     traceback: str  # without this package's own frames
     last_prov: int | None
-    user_frame: NotRequired[FrameJSON | None]  # the innermost user frame of the traceback (schema 1.1)
+    user_frame: NotRequired[FrameJSON | None]  # the innermost user frame of the traceback (schema 1.2)
 
 
 class CaptureDisabled(TypedDict):
     """An internal error in a hook stopped capture for this compile (which ran on unchanged):
-    no compile_end or compile_error follows (schema 1.1)."""
+    no compile_end or compile_error follows (schema 1.2)."""
 
     type: Literal["capture_disabled"]
     compile: int
@@ -180,6 +184,32 @@ class Calls(TypedDict):
     time_ns: int
 
 
+class ProfileOps(TypedDict):
+    """The timed ops of one execution trace of a profiled compile, once, before its calls."""
+
+    type: Literal["profile_ops"]
+    compile: int
+    trace: Literal["forward", "backward"]
+    list: str  # the trace list holding the logged trace these ops are in ("computation" or "backward")
+    index: int | None  # that trace's index in its list (its first, if listed twice); None: not logged
+    clock: Literal["cpu", "cuda"]
+    requested: int  # calls to profile
+    ops: list[ProfileOpJSON]
+
+
+class ProfileCall(TypedDict):
+    """One profiled run of one execution trace: each op's time, in the order of its profile_ops."""
+
+    type: Literal["profile_call"]
+    compile: int
+    trace: Literal["forward", "backward"]
+    call: int
+    wall_ns: int
+    op_ns: list[int]
+    host_ns: list[int] | None
+    time_ns: int
+
+
 # Every event type, by its "type"; a type written in more than one form maps to their union.
 EVENTS: dict[str, Any] = {
     "header": Header,
@@ -192,11 +222,13 @@ EVENTS: dict[str, Any] = {
     "compile_error": CompileError,
     "capture_disabled": CaptureDisabled,
     "calls": Calls,
+    "profile_ops": ProfileOps,
+    "profile_call": ProfileCall,
 }
 KNOWN_TYPES = frozenset(EVENTS)
 # Any event, for type checkers: the forms of EVENTS.
 Event = (Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError
-         | CaptureDisabled | Calls)
+         | CaptureDisabled | Calls | ProfileOps | ProfileCall)
 
 
 def frame_json(frame: Frame) -> FrameJSON:

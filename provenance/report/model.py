@@ -142,6 +142,7 @@ class TraceView:
     n_ops: int = 0  # kept when the text is dropped
     code: str | None = None  # the rendered code, kept for the source view of a final trace
     keyed: dict | None = None  # its ops by identity, once diffed (the next pass diffs against it)
+    times: dict | None = None  # a profiled final trace: op index -> timing.OpTime
 
     @property
     def counts(self) -> dict[str, int]:
@@ -257,6 +258,7 @@ class CompileSummary:
     signature: dict[str, bytes] = field(default_factory=dict)  # final traces' ops, zlib'd, for desync
     cache_hits: int = 0  # from the calls records, at the end of the log
     calls: int = 0
+    time: Any = None  # timing.TimeSummary of a profiled compile
 
     @property
     def recompiled(self) -> bool:
@@ -278,6 +280,7 @@ class CompileSummary:
             "passes": [{"list": p.list, "index": p.index, "pass": p.pass_name, "ms": p.ms, "ops": p.ops, **p.counts}
                        for p in self.passes],
             "call_site": self.call_site, "jit_site": site_of(self.jit_stack),
+            "time": self.time.directory() if self.time is not None else None,
         }
 
 
@@ -338,6 +341,7 @@ class CompilePage:
     roles: list[RoleCount]
     provs: dict[int, ProvInfo]  # every record the page's traces name
     paths: dict[int, str]  # the files their frames name, by index
+    time: Any = None  # timing.CompileTime: the Time section, for a profiled compile
 
     @property
     def script(self) -> dict[str, Any]:
@@ -348,6 +352,7 @@ class SourceRow(NamedTuple):
     number: int
     html: str
     counts: list[int] | None  # forward ops, backward ops, fusions made directly by the line
+    time: Any = None  # timing.LineTime: the line's time per profiled call
 
 
 @dataclass(slots=True)
@@ -545,6 +550,7 @@ class RunModel:
     distributed: RankComparison
     problems: Problems
     files: dict[str, str]  # the report's files by name
+    time: Any = None  # timing.RunTime, when some compile was profiled
 
     def directory_head(self) -> dict[str, Any]:
         """compile_directory.json but its compiles (they are streamed, directory.py)."""
