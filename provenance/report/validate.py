@@ -24,6 +24,8 @@ Check = Callable[[Any], bool]
 # Kept even when malformed: a compile's records are tied together by their compile id, whatever
 # JSON value it is (the pages name such a compile `...-x<n>`, never after the value).
 _KEEP = frozenset({"type", "compile"})
+# Read and checked by profiles.scan, ahead of the pass (a bad one is counted there, once).
+_CHECKED_ELSEWHERE = frozenset({"profile_ops", "profile_call"})
 # Arrays whose entries the code that reads them checks one by one (compiles.parse_ops): only
 # their type is checked here.
 _SHALLOW = frozenset({("trace", "ops")})
@@ -138,6 +140,8 @@ def check(record: dict) -> list[str]:
     """What is wrong with a record of a known type ([] if nothing); what is wrong is removed from
     it. Fields this reader does not know (a newer minor schema's) are left alone."""
     event_type = record["type"]
+    if event_type in _CHECKED_ELSEWHERE:
+        return []
     forms = _FORMS[event_type]
     fields = forms[0] if len(forms) == 1 or "same_as" not in record else forms[1]
     out: list[str] = []
