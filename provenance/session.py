@@ -63,10 +63,13 @@ class Session:
         self._prov_ids: dict[Provenance, int] = {}
         self._span_ids: set[int] = set()
         self._interned: list[Event] = []  # prov and span events, replayed to a joining exporter
-        # id(CompileStats) -> (weak reference to it, fn name, compile ids) of the jitted functions
-        # alive, for the exit summary. Weak: the stats hold the traces, which hold the model, and
-        # nothing of ours may keep a model alive (a function collected before exit has no summary).
-        self._compiles: dict[int, tuple[weakref.ref, str, list[int]]] = {}
+        # id(CompileStats) -> (weak reference to it, fn name, compile ids, counts) of the jitted
+        # functions alive, for the exit summary. Weak: the stats hold the traces, which hold the
+        # model, and nothing of ours may keep a model alive. `counts` ([calls, cache hits, cache
+        # misses], also at COUNTS_ATTR on the stats) is copied after each call by the integration,
+        # so a function collected before exit still gets its summary: its entry moves to `_dead`.
+        self._compiles: dict[int, tuple[weakref.ref, str, list[int], list[int]]] = {}
+        self._dead: list[tuple[str, list[int], list[int]]] = []
 
     # -- exporters ---------------------------------------------------------------------------
     @property
@@ -122,6 +125,7 @@ class Session:
                 self._close(exporter)
             self.exporters.clear()
             self._compiles.clear()
+            self._dead.clear()
             self._header_sent = False
             self._prov_ids.clear()
             self._span_ids.clear()
@@ -142,6 +146,7 @@ class Session:
         self._span_ids.clear()
         self._interned.clear()
         self._compiles.clear()
+        self._dead.clear()
         for exporter in list(self.exporters):
             after_fork = getattr(exporter, "after_fork", None)
             if after_fork is None:
@@ -247,30 +252,52 @@ class Session:
 
     # -- compiles ----------------------------------------------------------------------------
     def track_compile(self, compile_stats: Any, fn_name: str, compile_id: int) -> int:
-        """Remember a jitted function's stats (weakly) for the runtime summary; its compile's index."""
+        """Remember a jitted function's stats (weakly) for the runtime summary; its compile's index.
+        `compile_stats` has `calls`, `cache_hits` and `cache_misses`; it gets the list its
+        integration copies them into after each call (COUNTS_ATTR)."""
         with self._lock:
             key = id(compile_stats)
             entry = self._compiles.get(key)
             if entry is not None and entry[0]() is compile_stats:
                 entry[2].append(compile_id)
                 return len(entry[2]) - 1
+            if len(self._dead) > MAX_DEAD:  # a program that jits in a loop: summarize the dead now
+                self._summarize_dead()
 
-            def forget(ref: weakref.ref, key: int = key) -> None:
-                if self._compiles.get(key, (None,))[0] is ref:
+            def died(ref: weakref.ref, key: int = key) -> None:  # in the garbage collector: only moves data
+                entry = self._compiles.get(key)
+                if entry is not None and entry[0] is ref:
                     self._compiles.pop(key, None)
+                    self._dead.append(entry[1:])
 
-            self._compiles[key] = (weakref.ref(compile_stats, forget), fn_name, [compile_id])
+            counts = compile_stats.__dict__.setdefault(COUNTS_ATTR, [0, 0, 0])
+            counts[:] = (compile_stats.calls, compile_stats.cache_hits, compile_stats.cache_misses)
+            self._compiles[key] = (weakref.ref(compile_stats, died), fn_name, [compile_id], counts)
             return 0
 
     def emit_call_summaries(self) -> None:
-        """Runtime calls per jitted function, read from Thunder's own counters (no per-call hook)."""
-        for held, fn_name, ids in list(self._compiles.values()):
+        """Runtime calls per jitted function, read from Thunder's own counters (no per-call
+        event): live for the functions alive, as of their last call for those collected."""
+        for held, fn_name, ids, counts in list(self._compiles.values()):
             cs = held()
             if cs is not None:
-                event: Calls = {"type": "calls", "fn": fn_name, "compiles": ids, "calls": cs.calls,
-                                "cache_hits": cs.cache_hits, "cache_misses": cs.cache_misses,
-                                "time_ns": time.time_ns()}
-                self.emit(event)
+                counts[:] = (cs.calls, cs.cache_hits, cs.cache_misses)
+                self._emit_calls(fn_name, ids, counts)
+        self._summarize_dead()
+
+    def _summarize_dead(self) -> None:
+        dead, self._dead = self._dead, []
+        for fn_name, ids, counts in dead:
+            self._emit_calls(fn_name, ids, counts)
+
+    def _emit_calls(self, fn_name: str, ids: list[int], counts: list[int]) -> None:
+        event: Calls = {"type": "calls", "fn": fn_name, "compiles": ids, "calls": counts[0],
+                        "cache_hits": counts[1], "cache_misses": counts[2], "time_ns": time.time_ns()}
+        self.emit(event)
+
+
+MAX_DEAD = 1024  # summaries of collected functions kept for the exit; beyond, written at once
+COUNTS_ATTR = "_provenance_counts"  # on a jitted function's stats: [calls, cache hits, cache misses]
 
 
 SESSION = Session()

@@ -138,6 +138,26 @@ def test_a_dropped_model_is_collected_with_logging_on(tmp_path):
     assert len([r for r in _records(next(tmp_path.glob("*.jsonl"))) if r["type"] == "compile_start"]) == 3
 
 
+def test_a_function_collected_before_exit_still_gets_its_summary(tmp_path):
+    def train() -> None:  # the usual shape: the jitted function lives in main() only
+        jf = thunder.jit(lambda x: torch.sin(x) * 2)
+        for _ in range(3):
+            jf(torch.ones(3))
+
+    provenance.enable(tmp_path)
+    try:
+        train()
+        gc.collect()
+        kept = thunder.jit(lambda x: torch.cos(x) + 1)
+        kept(torch.ones(3))
+        kept(torch.ones(3))
+    finally:
+        provenance.disable()
+    calls = sorted((r["calls"], r["cache_hits"], r["cache_misses"], r["compiles"])
+                   for r in _records(next(tmp_path.glob("*.jsonl"))) if r["type"] == "calls")
+    assert calls == [(2, 1, 1, [2]), (3, 2, 1, [1])]
+
+
 # -- 13. scope attributes ----------------------------------------------------------------------------------
 class _NoRepr:
     def __repr__(self) -> str:

@@ -32,7 +32,7 @@ from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
 from provenance.record import Kind, of
 from provenance.scope import current_span
-from provenance.session import SESSION
+from provenance.session import COUNTS_ATTR, SESSION
 from provenance.thunder import distributed, emit, passes, profiling
 from provenance.thunder.patching import Patcher
 from provenance.thunder.printing import printed_ops
@@ -279,10 +279,13 @@ def _jit(orig: Callable) -> Callable:
 
 def _with_cache_info_ctx(orig: Callable) -> Callable:
     """Wraps each jitted function's compile-or-fetch step: a compile that raises is logged, and
-    the exception reaches the user unchanged. (No event on the call path otherwise.)"""
+    the exception reaches the user unchanged. After each call, the function's counters are
+    copied for its runtime summary (the session holds the function's stats only weakly, so the
+    summary of a function collected before exit comes from that copy). No event on the call path."""
 
     def _with_cache_info_ctx(fn: Callable) -> Callable:
         inner = orig(fn)
+        stats = _closure(fn, "weakref_cs")  # Thunder's weak reference to the function's CompileStats
 
         def cache_info_wrapper(*args: Any, **kwargs: Any) -> Any:
             try:
@@ -290,10 +293,30 @@ def _with_cache_info_ctx(orig: Callable) -> Callable:
             except BaseException as exc:
                 _compile_raised(exc)
                 raise
+            finally:
+                if stats is not None:
+                    _copy_counts(stats)
 
         return cache_info_wrapper
 
     return _with_cache_info_ctx
+
+
+def _closure(fn: Callable, name: str) -> Any:
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
+    if code is None or name not in code.co_freevars:
+        return None
+    return cells[code.co_freevars.index(name)].cell_contents
+
+
+def _copy_counts(stats: Callable[[], Any]) -> None:
+    try:
+        cs = stats()
+        counts = cs.__dict__.get(COUNTS_ATTR) if cs is not None else None
+        if counts is not None:
+            counts[0], counts[1], counts[2] = cs.calls, cs.cache_hits, cs.cache_misses
+    except Exception as exc:
+        fail("calls", exc)
 
 
 def _compile_raised(exc: BaseException) -> None:
