@@ -82,10 +82,11 @@ def uninstall() -> None:
     with _lock:
         if _patcher:
             _patcher.undo()
-            from provenance.thunder import profiling, waits
+            from provenance.thunder import phases, profiling, waits
 
             waits.uninstalled()
             profiling.uninstalled()
+            phases.uninstalled()
         _patcher = None
 
 
