@@ -247,6 +247,7 @@ def install(patcher: Patcher) -> None:
     for attr, (name, detail) in thunder_names.items():
         patcher.wrap(thunder, attr, lambda f, n=name, d=detail: timed(f, n, d))
     patcher.wrap(autodiff, "grad_transform_on_trace", lambda f: timed(f, "grad"))
+    patcher.wrap(autodiff, "split_into_forward_and_backward", lambda f: timed(f, "split_forward_backward"))
     patcher.wrap(executor_passes, "_transform_for_operator_executor_execution",
                  lambda f: timed(f, "executor_claiming"))
     patcher.wrap(executor_passes, "del_last_used", lambda f: timed(f, "del_last_used", _trace_list))
