@@ -34,7 +34,7 @@ from provenance.thunder.passes import pass_label
 from provenance.thunder.phases import MADE_BY
 from provenance.thunder.printing import printed_layout
 from provenance.thunder.stack import python_stack
-from provenance.thunder.state import LABELLED_AT, CompileState
+from provenance.thunder.state import LABELLED_AT, CompileState, check_fault
 
 # The user stack of each thunder.jit call, by its CompileData.
 jit_stacks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -57,7 +57,8 @@ def compile_started(state: CompileState, compile_data: Any, compile_stats: Any) 
     state.call_frame = call_stack[-1] if call_stack else None
     event: CompileStart = {
         "type": "compile_start", "compile": state.id, "fn": state.fn_name, "index": state.index,
-        "is_module": isinstance(fn, torch.nn.Module), "time_ns": time.time_ns(),
+        "is_module": isinstance(fn, torch.nn.Module),
+        "time_ns": state.phases.window_start + state.phases.wall_offset,  # the call that missed the cache
         "jit_stack": frames_json(jit_stacks.get(compile_data, ())),
         "call_stack": frames_json(call_stack),
     }
@@ -74,6 +75,7 @@ def recompiled(state: CompileState, compile_data: Any, compile_stats: Any, args:
     entries = list(getattr(compile_stats, "interpreter_cache", None) or ())
     if not entries or getattr(compile_data, "cache_option", None) not in _LOOKS_UP:
         return
+    check_fault("recompile")
     # Thunder's prologue wrapper times itself into the stats: leave them as Thunder left them.
     timers = ("last_prologue_execution_start", "last_prologue_execution_stop")
     saved = [getattr(compile_stats, t, None) for t in timers]
@@ -136,7 +138,7 @@ def compile_finished(state: CompileState, entry: Any, compile_stats: Any) -> Non
     phases(state, now)
     event: CompileEnd = {
         "type": "compile_end", "compile": state.id, "status": "ok", "time_ns": now + state.phases.wall_offset,
-        "seconds": (now - state.start_ns) / 1e9,
+        "seconds": (now - state.phases.window_start) / 1e9,
         "log_seconds": (state.log_ns + now - began) / 1e9,  # of which: writing this log
         "cache": {"hits": compile_stats.cache_hits, "misses": compile_stats.cache_misses,
                   "calls": compile_stats.calls} if compile_stats is not None else None,
@@ -154,7 +156,7 @@ def compile_failed(state: CompileState, exc: BaseException) -> None:
     phases(state, now)
     event: CompileError = {
         "type": "compile_error", "compile": state.id, "time_ns": now + state.phases.wall_offset,
-        "seconds": (now - state.start_ns) / 1e9,
+        "seconds": (now - state.phases.window_start) / 1e9,
         "error_type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": str(exc),
         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
         "last_prov": SESSION.prov_id(state.last_record),

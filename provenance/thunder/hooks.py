@@ -326,7 +326,6 @@ def _general_jit(orig: Callable) -> Callable:
             fail("compile", exc)
         if state is not None and not state.disabled and SESSION.active and len(args) >= 3:
             try:  # thunder_general_jit(fn, args, kwargs, ...): the call's inputs
-                check_fault("recompile")
                 emit.recompiled(state, get_compile_data(), get_compile_stats(), args[1], args[2])
             except Exception as exc:
                 fail("recompile", exc)

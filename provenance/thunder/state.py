@@ -39,7 +39,6 @@ class CompileState:
 
     id: int = field(default_factory=lambda: next(_compile_ids))
     disabled: bool = False
-    start_ns: int = field(default_factory=time.perf_counter_ns)
     ended: bool = False
     fn_name: str = "?"
     index: int = 0  # the how-manieth compile of this jitted function
