@@ -7,6 +7,10 @@ the first forward and backward, on a freshly built model each time.
   enabled and disabled, the order alternating between pairs; the ratio is taken within each
   pair (neighbours in time share the machine's state), and the median ratio is reported.
 - disabled/plain: fresh processes, package imported but not enabled vs not imported at all.
+- with --log-dir: from the logs' own `phases` records (timed in process, immune to the machine's
+  noise), the share of each compile's wall time in named phases and in this package's own
+  `provenance` phases; and a recompile (a new sequence length) of the same model: what reading
+  its reason (re-running the cached entry's prologue) costs, next to Thunder's own cache lookup.
 
     python bench/compile_overhead.py [--pairs 9] [--layers 4] [--processes 5] [--log-dir DIR]
 """
@@ -97,6 +101,58 @@ def disabled_vs_plain(processes: int, layers: int) -> None:
     print(f"median ratio imported-but-disabled/plain: {statistics.median(ratios):.3f}")
 
 
+def phase_shares(log_dir: str) -> None:
+    """Median shares of the compiles' wall time, from the logs' phases records."""
+    import glob
+
+    import orjson
+
+    named, ours = [], []
+    for path in glob.glob(f"{log_dir}/*.jsonl"):
+        for line in open(path, "rb"):
+            record = orjson.loads(line)
+            if record.get("type") != "phases":
+                continue
+            window = record["end_ns"] - record["start_ns"]
+            top = [p for p in record["phases"] if p[3] == 0]
+            named.append(sum(p[2] - p[1] for p in top) / window)
+            ours.append(sum(p[2] - p[1] for p in top if p[0] == "provenance") / window)
+    print(f"{len(named)} logged compiles: named phases cover a median {statistics.median(named):.1%} "
+          f"(min {min(named):.1%}) of the wall time; this package's own phases {statistics.median(ours):.2%}")
+
+
+def recompile_cost(layers: int, log_dir: str, repeats: int = 5) -> None:
+    """A recompile of nanoGPT (a new sequence length): reading why (our re-run of the rejected
+    entry's prologue) against Thunder's cache lookup, both from the log's phases."""
+    import glob
+    import tempfile
+
+    import orjson
+    import thunder
+    import torch
+    from thunder.tests.nanogpt_model import GPT, GPTConfig
+
+    import provenance
+
+    ours, lookups = [], []
+    for _ in range(repeats):
+        out = tempfile.mkdtemp(dir=log_dir)
+        provenance.enable(out)
+        model = GPT(GPTConfig(n_layer=layers, n_head=4, n_embd=64, block_size=32, vocab_size=128, dropout=0.0))
+        jm = thunder.jit(model)
+        jm(torch.randint(0, 128, (2, 32)))
+        jm(torch.randint(0, 128, (2, 16)))  # rejected by the first entry's prologue: a recompile
+        provenance.disable()
+        found = [r for r in map(orjson.loads, open(glob.glob(f"{out}/*.jsonl")[0], "rb"))
+                 if r.get("type") == "phases"]
+        phases = found[1]["phases"]  # the recompile's
+        ours.append(next(p[2] - p[1] for p in phases if p[4] == "compile start") / 1e6)
+        lookups.append(next(p[2] - p[1] for p in phases if p[0] == "cache_lookup") / 1e6)
+    print(f"recompile of nanoGPT {layers} layers, {repeats} runs: reading its reason "
+          f"(provenance 'compile start' phase) median {statistics.median(ours):.2f} ms; "
+          f"Thunder's cache lookup {statistics.median(lookups):.2f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pairs", type=int, default=9)
@@ -105,6 +161,9 @@ def main() -> None:
     parser.add_argument("--log-dir", help="also write JSONL logs there when on (THUNDER_TRACE's cost)")
     args = parser.parse_args()
     on_off(args.pairs, args.layers, args.log_dir)
+    if args.log_dir:
+        phase_shares(args.log_dir)
+        recompile_cost(args.layers, args.log_dir)
     if args.processes:
         disabled_vs_plain(args.processes, args.layers)
 

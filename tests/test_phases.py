@@ -183,3 +183,71 @@ def test_otel_phase_spans_nest_at_the_logged_times():
         else:  # under the phase it ran in
             assert depth[parent.context.span_id] == phase[3] - 1
             assert parent.start_time <= span.start_time <= span.end_time <= parent.end_time
+
+
+@pytest.mark.slow
+def test_the_torch_compile_executors_own_compile_is_timed_at_the_first_call(tmp_path, monkeypatch):
+    """One inductor build (~30 s on CPU); the second compile of the same region hits inductor's cache."""
+    import warnings
+
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    from provenance.thunder import state
+
+    def f(x, w):
+        return torch.tanh(x @ w).sum() * 2
+
+    x, w = torch.randn(4, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
+    expected = f(x, w)
+    expected.backward()
+    grads = (x.grad.clone(), w.grad.clone())
+    x.grad = w.grad = None
+    with provenance.tracing(tmp_path / "logs"):
+        thunder.jit(f, executors=[torch_compile_ex])(x, w).backward()
+    records = _records(tmp_path / "logs")
+    compiled = [r for r in records if r["type"] == "executor_compile"]
+    (end,) = [r for r in records if r["type"] == "compile_end"]
+    assert all(events.problems(r) == [] for r in compiled)
+    assert {(r["compile"], r["executor"], r["trace"]) for r in compiled} == {
+        (end["compile"], "torchcompile", "computation"), (end["compile"], "torchcompile", "backward")}
+    fusions = {op[2] for r in records if r["type"] == "trace" and "ops" in r for op in r["ops"]}
+    assert {r["fusion"] for r in compiled} <= fusions
+    assert all(end["time_ns"] <= r["start_ns"] < r["end_ns"] for r in compiled)  # after the compile: lazily
+    (phases,) = [r for r in records if r["type"] == "phases"]
+    assert {"fusion", "torch_compile_setup", "rematerialization"} <= {p[0] for p in phases["phases"]}
+
+    out = tmp_path / "out"
+    assert report_main(["report", str(tmp_path / "logs"), "-o", str(out), "--no-browser"]) == 0
+    page = (out / "compiles" / f"log0-c{end['compile']}.html").read_text()
+    assert "Executor compiles at the first call" in page and all(r["fusion"] in page for r in compiled)
+    trace = orjson.loads((out / "perfetto_trace.json").read_bytes())["traceEvents"]
+    assert len([e for e in trace if e.get("cat") == "executor_compile"]) == len(compiled)
+
+    # a fault in the executor hook: one warning, the results stay right
+    x.grad = w.grad = None
+    monkeypatch.setattr(state, "fault_injection", "executor_compile")
+    with warnings.catch_warnings(record=True) as caught, provenance.tracing():
+        warnings.simplefilter("always")
+        out_ = thunder.jit(f, executors=[torch_compile_ex])(x, w)
+        out_.backward()
+    ours = [str(w.message) for w in caught if "thunder-provenance" in str(w.message)]
+    assert len(ours) == 1 and "hook 'executor_compile'" in ours[0]
+    torch.testing.assert_close(out_, expected)
+    torch.testing.assert_close((x.grad, w.grad), grads)
+
+
+def test_no_phase_hook_runs_on_a_cache_hit(monkeypatch):
+    from provenance.thunder import phases
+
+    seen = []
+    active = phases._active
+    monkeypatch.setattr(phases, "_active", lambda: seen.append(1) or active())
+    with provenance.tracing():
+        provenance.add_exporter(Collect())
+        jf = thunder.jit(lambda x: torch.tanh(x) * 2)
+        x = torch.ones(3, requires_grad=True)
+        jf(x).sum().backward()
+        compiled = len(seen)
+        for _ in range(5):
+            jf(x).sum().backward()
+    assert compiled > 10 and len(seen) == compiled

@@ -180,6 +180,7 @@ def _fuse(orig: Callable) -> Callable:
     def fuse(self: Any, region: Any, fusion_counter: int) -> Any:
         bsym = orig(self, region, fusion_counter)
         try:
+            check_fault("executor_compile")
             state = _active()
             if state is not None and SESSION.active:
                 wrapper = (bsym._call_ctx or {}).get(bsym.sym.name)
@@ -189,7 +190,7 @@ def _fuse(orig: Callable) -> Callable:
                         _wrapper_code.append(wrapper.__code__)
                     _fusions[inner] = (state.id, bsym.sym.name, str(self.name))
         except Exception as exc:
-            fail("phases", exc)
+            fail("executor_compile", exc)
         return bsym
 
     return fuse
