@@ -13,6 +13,7 @@ the first forward and backward, on a freshly built model each time.
   its reason (re-running the cached entry's prologue) costs, next to Thunder's own cache lookup.
 
     python bench/compile_overhead.py [--pairs 9] [--layers 4] [--processes 5] [--log-dir DIR]
+                                     [--versus off|no-phase-hooks]
 """
 
 from __future__ import annotations
@@ -47,16 +48,24 @@ def compile_once(layers: int) -> tuple[float, float, int]:
     return wall, cpu, bsyms
 
 
-def on_off(pairs: int, layers: int, log_dir: str | None) -> None:
+def on_off(pairs: int, layers: int, log_dir: str | None, versus: str = "off") -> None:
     """`on`: capture (provenance.enable()), or with `log_dir` capture + JSONL logs (what
-    THUNDER_TRACE does); `off`: provenance.disable()."""
+    THUNDER_TRACE does); against `off` (provenance.disable()), or, with versus="no-phase-hooks",
+    against the same with the compile-phase wrappers of provenance/thunder/phases.py left out
+    (what timing every phase costs)."""
     import provenance
+    from provenance.thunder import phases
 
     def run(mode: str) -> tuple[float, float, int]:
+        provenance.disable()
         if mode == "on":
             provenance.enable(log_dir)
-        else:
-            provenance.disable()
+        elif versus == "no-phase-hooks":
+            install, phases.install = phases.install, lambda patcher: None
+            try:
+                provenance.enable(log_dir)
+            finally:
+                phases.install = install
         return compile_once(layers)
 
     run("on"), run("off")  # warm-up: imports, kernels, caches
@@ -66,11 +75,13 @@ def on_off(pairs: int, layers: int, log_dir: str | None) -> None:
         got = {mode: run(mode) for mode in order}
         walls.append(got["on"][0] / got["off"][0])
         cpus.append(got["on"][1] / got["off"][1])
-        print(f"pair {i + 1}: on {got['on'][0]:.2f}s off {got['off'][0]:.2f}s  ratio {walls[-1]:.3f}", flush=True)
+        print(f"pair {i + 1}: on {got['on'][0]:.2f}s {versus} {got['off'][0]:.2f}s  ratio {walls[-1]:.3f}",
+              flush=True)
+    provenance.disable()
     what = f"capture + JSONL logs in {log_dir}" if log_dir else "capture only"
     print(f"nanoGPT {layers} layers fwd+bwd ({got['on'][2]} bound symbols in the final traces), {pairs} pairs, "
           f"on = {what}")
-    print(f"median ratio on/off: wall {statistics.median(walls):.3f}, cpu {statistics.median(cpus):.3f}")
+    print(f"median ratio on/{versus}: wall {statistics.median(walls):.3f}, cpu {statistics.median(cpus):.3f}")
 
 
 _CHILD = """
@@ -159,8 +170,10 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--processes", type=int, default=5, help="process pairs for disabled/plain (0: skip)")
     parser.add_argument("--log-dir", help="also write JSONL logs there when on (THUNDER_TRACE's cost)")
+    parser.add_argument("--versus", choices=("off", "no-phase-hooks"), default="off",
+                        help="what `on` is compared with: tracing off, or on without the phase wrappers")
     args = parser.parse_args()
-    on_off(args.pairs, args.layers, args.log_dir)
+    on_off(args.pairs, args.layers, args.log_dir, args.versus)
     if args.log_dir:
         phase_shares(args.log_dir)
         recompile_cost(args.layers, args.log_dir)

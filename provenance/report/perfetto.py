@@ -3,7 +3,8 @@ ui.perfetto.dev or chrome://tracing: one process track per rank (log file), comp
 events in µs from the earliest time written, so no event starts before 0.
 
 Events are spooled as compiles end (absolute times, to disk when large) and written out at
-`close()`, once the earliest time is known. A compile spans its wall time (the `phases` record's
+`close()`, once the earliest time is known, sorted by rank and time (so the file does not depend
+on the order in which worker processes delivered compiles). A compile spans its wall time (the `phases` record's
 window) with every phase nested at its real start and end. Logs without phases (schema 1.0)
 get the old placement: passes that report a duration laid end to end from the compile's start
 (`args.placement` says so).
@@ -89,20 +90,23 @@ class PerfettoWriter:
                    start_ns, max(end_ns - start_ns, 0))
 
     def close(self) -> None:
+        """Write the trace: metadata first, then the events by rank and start (longer first, so
+        a phase precedes what it contains): the same file however compiles were delivered."""
         base = self.base_ns or 0
         self._spool.seek(0)
+        meta, timed = [], []
+        for line in self._spool:
+            event, ts_ns, dur_ns = orjson.loads(line)
+            if ts_ns is None:
+                meta.append(event)
+                continue
+            event["ts"] = (ts_ns - base) / 1000.0
+            if dur_ns is not None:
+                event["dur"] = dur_ns / 1000.0
+            timed.append((event["pid"], ts_ns, -(dur_ns or 0), event["tid"], line, event))
+        self._spool.close()
+        timed.sort(key=lambda item: item[:5])
         with open(self.path, "wb") as f:
             f.write(b'{"displayTimeUnit": "ms", "traceEvents": [\n')
-            first = True
-            for line in self._spool:
-                event, ts_ns, dur_ns = orjson.loads(line)
-                if ts_ns is not None:
-                    event["ts"] = (ts_ns - base) / 1000.0
-                if dur_ns is not None:
-                    event["dur"] = dur_ns / 1000.0
-                if not first:
-                    f.write(b",\n")
-                first = False
-                f.write(orjson.dumps(event))
+            f.write(b",\n".join(orjson.dumps(e) for e in [*meta, *(item[5] for item in timed)]))
             f.write(b"\n]}\n")
-        self._spool.close()
