@@ -251,3 +251,16 @@ def test_no_phase_hook_runs_on_a_cache_hit(monkeypatch):
         for _ in range(5):
             jf(x).sum().backward()
     assert compiled > 10 and len(seen) == compiled
+
+
+def test_a_zero_length_or_odd_phases_record_still_makes_a_page(tmp_path):
+    items = report_logs.records(why=True)
+    (phases,) = [r for r in items if r["type"] == "phases"]
+    phases["end_ns"] = phases["start_ns"]
+    phases["phases"] = [["acquire_trace", phases["start_ns"], phases["start_ns"], 0, None],
+                        ["codegen", phases["start_ns"] + 5, phases["start_ns"] + 1, 0, 7], "junk", [1, 2, 3, 4, 5]]
+    log = report_logs.write(tmp_path / "a.jsonl", items)
+    out = tmp_path / "out"
+    assert report_main(["report", str(log), "-o", str(out), "--no-browser"]) == 0
+    page = (out / "compiles" / "log0-c1.html").read_text()
+    assert "Every phase (1)" in page  # the one well-formed phase

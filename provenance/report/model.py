@@ -388,6 +388,7 @@ class PhaseGroup:
 class PhaseView:
     """compile.html's pipeline bar and phase table, from the phases record."""
 
+    start_ns: int  # the window's start
     window_ms: float
     segments: list[Phase]  # top level and the gaps between them (group "other"), in time order
     phases: list[Phase]  # every phase, in time order, nested ones after their parent

@@ -96,7 +96,7 @@ def phase_view(window: tuple[int, int] | None, phases: list[Phase],
     groups = [PhaseGroup(g, ns / 1e6, 100.0 * ns / total if total else 0.0) for g, ns in by_group.items()
               if ns or g == "other"]
     covered = 100.0 * (total - by_group["other"]) / total if total else 100.0
-    return PhaseView(total / 1e6, segments, phases, groups, covered, executor_compiles)
+    return PhaseView(start, total / 1e6, segments, phases, groups, covered, executor_compiles)
 
 
 # -- recompiles ---------------------------------------------------------------------------------------

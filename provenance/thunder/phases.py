@@ -24,6 +24,7 @@ import re
 import sys
 import threading
 import time
+import types
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -152,7 +153,8 @@ def watch_transforms(transforms: Any) -> None:
     for transform in transforms or ():
         for which in TRANSFORM_METHODS:
             owner = next((k for k in type(transform).__mro__ if which in vars(k)), None)
-            if owner is None or (owner, which) in _patched or not callable(vars(owner)[which]):
+            # a plain function only: a staticmethod or classmethod is not called with the instance
+            if owner is None or (owner, which) in _patched or not isinstance(vars(owner)[which], types.FunctionType):
                 continue
             with _lock:
                 if (owner, which) not in _patched:

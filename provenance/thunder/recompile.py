@@ -135,7 +135,10 @@ def _show(value: Any) -> str:
         return str(value).removeprefix("torch.")
     if isinstance(value, (tuple, list, torch.Size)) and all(isinstance(v, int) for v in value):
         return "[" + ", ".join(map(str, value)) + "]"
-    text = repr(value)
+    try:
+        text = repr(value)
+    except Exception:  # a user object whose repr fails
+        text = f"<{type(value).__name__}>"
     return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 3] + "..."
 
 
