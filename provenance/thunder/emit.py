@@ -31,10 +31,9 @@ from provenance.record import BSYM_ATTR as ATTR
 from provenance.session import SESSION
 from provenance.thunder import recompile as recompiles
 from provenance.thunder.passes import pass_label
-from provenance.thunder.phases import MADE_BY
 from provenance.thunder.printing import printed_layout
 from provenance.thunder.stack import python_stack
-from provenance.thunder.state import LABELLED_AT, CompileState, check_fault
+from provenance.thunder.state import LABELLED_AT, MADE_BY, CompileState, check_fault
 
 # The user stack of each thunder.jit call, by its CompileData.
 jit_stacks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -40,6 +40,7 @@ from provenance.thunder.stack import python_stack
 from provenance.thunder.state import (
     ATTR,
     LABELLED_AT,
+    MADE_BY,
     TRACE_SOURCE_ATTR,
     Processing,
     active_compile,
@@ -383,7 +384,7 @@ def _cache_entry(orig: type) -> type:
                                    entry.epilogue_traces, entry.backward_traces):
                         for trace in traces or ():
                             label = trace.get_provenance()
-                            name = passes.pass_name(label.pss) if label else trace.__dict__.get(phases.MADE_BY, "final")
+                            name = passes.pass_name(label.pss) if label else trace.__dict__.get(MADE_BY, "final")
                             passes.fix_up(trace.bound_symbols, name)
                     state.phases.end(ours)
                     if SESSION.active and state.id:

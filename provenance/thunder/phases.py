@@ -36,10 +36,10 @@ import thunder.transforms.autodiff as autodiff
 from thunder.core.trace import TraceCtx, TraceTag
 
 from provenance.session import SESSION
+from provenance.thunder import emit
 from provenance.thunder.patching import Patcher
-from provenance.thunder.state import CompileState, check_fault, current_compile, fail
+from provenance.thunder.state import MADE_BY, CompileState, check_fault, current_compile, fail
 
-MADE_BY = "_provenance_made_by"  # on a TraceCtx a transform returned: the transform's pass name
 TRANSFORM_METHODS = ("transform_traces_pre_prologue", "transform_trace_post_optimization")
 
 _patcher: Patcher | None = None
@@ -227,8 +227,6 @@ def _dynamo_ended(_args: Any) -> None:
     if pending is None:
         return
     try:
-        from provenance.thunder import emit
-
         (compile_id, fusion, executor), trace, start = pending
         emit.executor_compiled(compile_id, executor, fusion, trace, start, time.time_ns())
     except Exception:

@@ -22,6 +22,7 @@ from provenance.thunder.stack import StackReader
 TRACE_SOURCE_ATTR = "_provenance_source"  # on a TraceCtx being acquired: the current op's record
 COMPILE_ATTR = "_provenance_compile"  # on thunder's CompileStats: the CompileState
 LABELLED_AT = "_provenance_labelled_ns"  # on a TraceCtx: when its pass labelled it (its end)
+MADE_BY = "_provenance_made_by"  # on a TraceCtx a transform returned: the transform's pass name
 
 _compile_ids = itertools.count(1)
 
