@@ -54,58 +54,64 @@ def shape_dtype_value(tmp_path_factory):
     return records, out
 
 
+def _ids(records: list[dict]) -> list[int]:
+    """The compile ids in the log (process-wide: other tests' compiles came first)."""
+    return [r["compile"] for r in records if r["type"] == "compile_start"]
+
+
 def test_shape_dtype_and_value_changes_are_logged_in_the_users_terms(shape_dtype_value):
     records, _ = shape_dtype_value
-    starts = {r["compile"]: r for r in records if r["type"] == "compile_start"}
+    c1, c2, c3, c4 = _ids(records)  # four compiles: the last call was a hit
     recompiles = [r for r in records if r["type"] == "recompile"]
-    assert [r["compile"] for r in recompiles] == [2, 3, 4] and len(starts) == 4  # the last call was a hit
+    assert [r["compile"] for r in recompiles] == [c2, c3, c4]
     assert all(events.problems(r) == [] for r in recompiles)
     shape, dtype, value = recompiles
 
     assert shape["reason"] == "tokens: shape [2, 16] \u2192 [2, 8]"
     (entry,) = shape["rejected"]
-    assert entry["compile"] == 1 and entry["subject"] == "tokens"
+    assert entry["compile"] == c1 and entry["subject"] == "tokens"
     assert entry["changes"] == [["shape", "[2, 16]", "[2, 8]"]]
     assert entry["check"].startswith("check_tensor_metadata(tokens, (2, 16)")
     assert entry["error"].startswith("AssertionError: expected tensor with (2, 16)")  # Thunder's words, kept
     assert shape["call"][1] == _line("# <-- shape change") and shape["call"][0] == __file__
 
     # newest first, as Thunder tries them: compile 2's entry, then compile 1's
-    assert [e["compile"] for e in dtype["rejected"]] == [2, 1]
+    assert [e["compile"] for e in dtype["rejected"]] == [c2, c1]
     assert dtype["rejected"][1]["reason"] == "tokens: dtype float32 \u2192 float64"
     assert dtype["rejected"][0]["changes"] == [["shape", "[2, 8]", "[2, 16]"], ["dtype", "float32", "float64"]]
     assert dtype["call"][1] == _line("# <-- dtype change")
 
-    assert [e["compile"] for e in value["rejected"]] == [3, 2, 1]
+    assert [e["compile"] for e in value["rejected"]] == [c3, c2, c1]
     assert value["rejected"][2]["reason"] == "scale: value 2.0 \u2192 3.0"
     assert value["rejected"][2]["check"] == "check_number_type_and_value(f0, 2.0)"
     assert value["call"][1] == _line("# <-- value change")
 
 
 def test_the_compile_page_shows_the_reasons_links_and_prologue_diff(shape_dtype_value):
-    _, out = shape_dtype_value
+    records, out = shape_dtype_value
+    c1, c2, c3, c4 = _ids(records)
     directory = orjson.loads((out / "compile_directory.json").read_bytes())
     by_id = {c["compile"]: c for c in directory["compiles"]}
-    assert by_id[1]["recompile_reason"] is None
-    assert by_id[2]["recompile_reason"] == "tokens: shape [2, 16] \u2192 [2, 8]"
-    assert by_id[4]["recompile_reason"] == "tokens: dtype float64 \u2192 float32"  # compile 3's entry, tried first
+    assert by_id[c1]["recompile_reason"] is None
+    assert by_id[c2]["recompile_reason"] == "tokens: shape [2, 16] \u2192 [2, 8]"
+    assert by_id[c4]["recompile_reason"] == "tokens: dtype float64 \u2192 float32"  # c3's entry, tried first
 
-    page = (out / by_id[2]["pages"]["compile"]).read_text()
+    page = (out / by_id[c2]["pages"]["compile"]).read_text()
     why = page[page.index('id="why"'):page.index("</section>", page.index('id="why"'))]
     assert "Why it compiled again" in why
     assert re.search(r"<code>tokens</code></b>\s*shape <code>\[2, 16\]</code> &rarr; <code>\[2, 8\]</code>", why)
-    assert '<a href="log0-c1.html">compile 1</a>' in why  # the compile it diverged from
+    assert f'<a href="log0-c{c1}.html">compile {c1}</a>' in why  # the compile it diverged from
     assert f"test_recompile.py:{_line('# <-- shape change')}" in why
     # the prologue diff: compile 1's check against this one's
     assert "<span class=\"u-rem\">-  check_tensor_metadata(tokens, (2, 16), &#39;cpu&#39;, torch.float32, False)" in why
     assert "<span class=\"u-add\">+  check_tensor_metadata(tokens, (2, 8), &#39;cpu&#39;, torch.float32, False)" in why
 
-    page4 = (out / by_id[4]["pages"]["compile"]).read_text()
+    page4 = (out / by_id[c4]["pages"]["compile"]).read_text()
     assert "value <code>2.0</code> &rarr; <code>3.0</code>" in page4
-    assert all(f'<a href="log0-c{n}.html">compile {n}</a>' in page4 for n in (1, 2, 3))
+    assert all(f'<a href="log0-c{n}.html">compile {n}</a>' in page4 for n in (c1, c2, c3))
 
     index = (out / "index.html").read_text()  # the "recompiled" chip's hover: a title, no script needed
-    chip = re.search(r'<a class="cref [^"]*rc" href="compiles/log0-c2.html" title="([^"]*)"', index)
+    chip = re.search(rf'<a class="cref [^"]*rc" href="compiles/log0-c{c2}.html" title="([^"]*)"', index)
     assert chip and chip.group(1).endswith("recompiled: tokens: shape [2, 16] \u2192 [2, 8]")
     assert 'title="recompile 3 of this function: tokens: dtype float64 \u2192 float32"' in index
 
