@@ -128,8 +128,8 @@ def phase_shares(log_dir: str) -> None:
             top = [p for p in record["phases"] if p[3] == 0]
             named.append(sum(p[2] - p[1] for p in top) / window)
             ours.append(sum(p[2] - p[1] for p in top if p[0] == "provenance") / window)
-    print(f"{len(named)} logged compiles: named phases cover a median {statistics.median(named):.1%} "
-          f"(min {min(named):.1%}) of the wall time; this package's own phases {statistics.median(ours):.2%}")
+    print(f"{len(named)} logged compiles: named phases cover a median {statistics.median(named):.2%} "
+          f"(min {min(named):.2%}) of the wall time; this package's own phases {statistics.median(ours):.2%}")
 
 
 def recompile_cost(layers: int, log_dir: str, repeats: int = 5) -> None:

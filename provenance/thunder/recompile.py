@@ -188,35 +188,57 @@ def _changes(bsym: Any, actual: Any) -> list[tuple[str, str, str]]:
 
 
 # -- where a prologue proxy comes from, as the user wrote it ----------------------------------------
-def _paths(trace: Any, fn: Any) -> dict[str, str]:
-    """Every proxy the prologue unpacks -> its path in the user's terms (`tokens`, `self.lin.weight`,
-    `global SCALE`, ...)."""
-    steps: dict[str, tuple] = {}
-    for bsym in trace.bound_symbols:
-        sid, args = bsym.sym.id, bsym.args
-        outs = [o for o in bsym.flat_outs if isinstance(o, Proxy)]
-        parent = steps.get(args[0].name) if args and isinstance(args[0], Proxy) else None
-        if sid is PrimIDs.UNPACK_TRIVIAL and outs:
-            steps[outs[0].name] = (outs[0].name,)  # args, kwargs
-        elif sid is PrimIDs.UNPACK_FUNCTION_OBJ and outs:
-            steps[outs[0].name] = ("fn",)
-        elif sid is PrimIDs.UNPACK_THUNDER_MODULE and outs:
-            steps[outs[0].name] = ("fn",)
-        elif sid is PrimIDs.UNPACK_CACHE_INFO and outs:
-            steps[outs[0].name] = ("cache_info",)
-        elif parent is None or not outs:
-            continue
-        elif sid in _UNPACK_BY_KEY and len(args) > 1:
-            steps[outs[0].name] = (*parent, ("[]", args[1]))
-        elif sid is PrimIDs.UNPACK_ATTR and len(args) > 1:
-            steps[outs[0].name] = (*parent, (".", args[1]))
-        elif sid in _UNPACK_BY_PATH and len(args) > 1:
-            steps[outs[0].name] = (*parent, *((".", part) for part in str(args[1]).split(".")))
-        elif sid in _UNPACK_SEQUENCE:
-            for i, out in enumerate(outs):
-                steps[out.name] = (*parent, ("[]", i))
-    names = _Names(fn)
-    return {proxy: names.render(path) for proxy, path in steps.items()}
+_ROOTS = {PrimIDs.UNPACK_TRIVIAL: None, PrimIDs.UNPACK_FUNCTION_OBJ: "fn", PrimIDs.UNPACK_THUNDER_MODULE: "fn",
+          PrimIDs.UNPACK_CACHE_INFO: "cache_info"}  # None: the proxy's own name (args, kwargs)
+# By identity: PrimIDs' hash is Python code, and a prologue has a thousand symbols.
+_UNPACKS = frozenset(map(id, (*_ROOTS, *_UNPACK_BY_KEY, *_UNPACK_BY_PATH, *_UNPACK_SEQUENCE, PrimIDs.UNPACK_ATTR)))
+
+
+class _Paths:
+    """Where the proxies a prologue unpacks come from: each one's parent and the step from it,
+    rendered on demand in the user's terms (`tokens`, `self.lin.weight`, `global SCALE`)."""
+
+    def __init__(self, trace: Any, fn: Any) -> None:
+        self.links: dict[str, tuple[str | None, tuple]] = {}  # name -> (parent, step), or (None, (root,))
+        for bsym in trace.bound_symbols:
+            sid = bsym.sym.id
+            if id(sid) not in _UNPACKS:  # the checks: most of a prologue
+                continue
+            args = bsym.args
+            outs = [o for o in bsym.flat_outs if isinstance(o, Proxy)]
+            if not outs:
+                continue
+            if sid in _ROOTS:
+                self.links[outs[0].name] = (None, (_ROOTS[sid] or outs[0].name,))
+                continue
+            if not (args and isinstance(args[0], Proxy)) or len(args) < 2 and sid not in _UNPACK_SEQUENCE:
+                continue
+            parent = args[0].name
+            if sid in _UNPACK_BY_KEY:
+                self.links[outs[0].name] = (parent, (("[]", args[1]),))
+            elif sid is PrimIDs.UNPACK_ATTR:
+                self.links[outs[0].name] = (parent, ((".", args[1]),))
+            elif sid in _UNPACK_BY_PATH:
+                self.links[outs[0].name] = (parent, tuple((".", part) for part in str(args[1]).split(".")))
+            else:
+                for i, out in enumerate(outs):
+                    self.links[out.name] = (parent, (("[]", i),))
+        self.names = _Names(fn)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        steps: list = []
+        seen = 0
+        while name in self.links and seen < 256:
+            parent, step = self.links[name]
+            if parent is None:
+                return self.names.render((step[0], *reversed(steps)))
+            steps.extend(reversed(step))
+            name, seen = parent, seen + 1
+        return default
+
+
+def _paths(trace: Any, fn: Any) -> _Paths:
+    return _Paths(trace, fn)
 
 
 class _Names:
