@@ -132,6 +132,34 @@ def phase_shares(log_dir: str) -> None:
           f"(min {min(named):.2%}) of the wall time; this package's own phases {statistics.median(ours):.2%}")
 
 
+def wrapper_cost(log_dir: str) -> None:
+    """What one phase wrapper costs inside a compile (timeit on a no-op), times the phases a
+    logged compile records: the phase hooks' whole cost per compile."""
+    import glob
+    import timeit
+
+    import orjson
+    from thunder.common import CompileStats
+    from thunder.core.compile_data import compile_data_and_stats
+
+    from provenance.thunder import phases
+    from provenance.thunder.state import COMPILE_ATTR, CompileState
+
+    counts = [len(r["phases"]) for path in glob.glob(f"{log_dir}/*.jsonl")
+              for r in map(orjson.loads, open(path, "rb")) if r.get("type") == "phases"]
+    stats = CompileStats()
+    setattr(stats, COMPILE_ATTR, CompileState())
+    noop = phases.timed(lambda: None, "bench")
+    with compile_data_and_stats(None, stats):
+        n = 100_000
+        wrapped = min(timeit.repeat(noop, number=n, repeat=5)) / n
+        getattr(stats, COMPILE_ATTR).phases.items.clear()
+    plain = min(timeit.repeat(lambda: None, number=n, repeat=5)) / n
+    per = wrapped - plain
+    print(f"one phase wrapper: {per * 1e9:.0f} ns; a logged compile records a median {statistics.median(counts)} "
+          f"phases: {per * statistics.median(counts) * 1e6:.1f} us per compile")
+
+
 def recompile_cost(layers: int, log_dir: str, repeats: int = 5) -> None:
     """A recompile of nanoGPT (a new sequence length): reading why (our re-run of the rejected
     entry's prologue) against Thunder's cache lookup, both from the log's phases."""
@@ -176,6 +204,7 @@ def main() -> None:
     on_off(args.pairs, args.layers, args.log_dir, args.versus)
     if args.log_dir:
         phase_shares(args.log_dir)
+        wrapper_cost(args.log_dir)
         recompile_cost(args.layers, args.log_dir)
     if args.processes:
         disabled_vs_plain(args.processes, args.layers)
