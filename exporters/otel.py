@@ -2,9 +2,11 @@
 
 Spans: one per compile (root; a recompile carries its reason), its phases as children at their
 real start and end (nested phases under theirs), a fusion executor's compile at the first call as
-a late child, one span per `provenance.scope` span; a compile that raised records the exception.
-Metrics: compile, phase and pass durations, ops and fusions per compile, cache hits and misses,
-and (opt-in) wait counters.
+a late child, one span per `provenance.scope` span; a compile that raised records the exception;
+with profiling on, one per profiled run of a forward or backward trace, its top user lines as
+attributes. Metrics: compile, phase and pass durations, ops and fusions per compile, cache hits
+and misses, (opt-in) wait counters, and with profiling on `thunder.op.duration`: op time by module
+and role (ProfileMetrics).
 
 Configuration follows OpenTelemetry's conventions (`from_environment`): an application that
 configured a TracerProvider gets its spans there; otherwise, when OTEL_EXPORTER_OTLP_ENDPOINT
@@ -35,6 +37,9 @@ WaitSnapshot = Callable[[], dict[tuple[str | None, str | None], tuple[float, int
 
 EXPORT_TIMEOUT_S = 1.0
 CLOSE_DEADLINE_S = 1.5
+MAX_PROFILED = 256  # profiled (compile, trace) ops tables kept: the calls of older ones are not exported
+MAX_LABEL_SETS = 2000  # distinct thunder.op.duration label sets; beyond, the module is "(other)"
+TOP_LINES = 5  # lines named on a profiled run's span
 
 
 def _code_attributes(frames: list) -> dict[str, Any]:
@@ -78,6 +83,10 @@ class OtelExporter:
                                            description="bound symbols in the final forward+backward traces")
         self._fusions = meter.create_histogram("thunder.compile.fusions", unit="{fusion}",
                                                description="fusions in the final traces")
+        self._op_seconds = meter.create_histogram(
+            "thunder.op.duration", unit="s",
+            description="time of the ops of one module and role in one profiled run of a trace (profiling on)")
+        self._profiled = ProfileTables()
         self._misses = meter.create_counter("thunder.cache.misses", unit="{compile}",
                                             description="calls that compiled")
         self._hits = meter.create_counter("thunder.cache.hits", unit="{call}",
@@ -103,7 +112,13 @@ class OtelExporter:
         if event.get("rank") is not None:
             self._common["thunder.rank"] = event["rank"]
 
+    def _on_prov(self, event: Event) -> None:
+        self._profiled.prov(event)
+
     def _on_compile_start(self, event: Event) -> None:
+        self._profiled.fns[event["compile"]] = event["fn"]
+        while len(self._profiled.fns) > 4 * MAX_PROFILED:
+            self._profiled.fns.popitem(last=False)
         attributes = {**self._common, "thunder.compile_id": event["compile"], "thunder.function": event["fn"],
                       "thunder.compile_index": event["index"],
                       **_code_attributes(event.get("call_stack") or event.get("jit_stack") or [])}
@@ -203,6 +218,35 @@ class OtelExporter:
             span.end(end_time=event["end_ns"])
             self._spans += 1
 
+    def _on_profile_ops(self, event: Event) -> None:
+        self._profiled.table(event, self._common)
+
+    def _on_profile_call(self, event: Event) -> None:
+        """One profiled run of a trace: op time per (module, role) into the histogram, and a span
+        with its top lines. Aggregated per run first: the SDK takes ~10 us per recorded value, so
+        recording each op would double a profiled call of a large model."""
+        found = self._profiled.run(event)
+        if found is None:
+            return
+        table, sums, lines = found
+        for attributes, ns in zip(table.attributes, sums):
+            self._op_seconds.record(ns / 1e9, attributes)
+        top = sorted(lines.items(), key=lambda item: -item[1])[:TOP_LINES]
+        wall = event["wall_ns"]
+        attributes = {**self._common, "thunder.compile_id": event["compile"], "thunder.function": table.fn,
+                      "thunder.trace": event["trace"], "thunder.call": event["call"], "thunder.clock": table.clock,
+                      "thunder.ops": len(table.lines), "thunder.coverage": sum(sums) / wall if wall else 1.0,
+                      "thunder.top_lines": [key for key, _ in top],
+                      "thunder.top_lines.ms": [ns / 1e6 for _, ns in top],
+                      "thunder.top_lines.text": [table.texts.get(key, "") for key, _ in top]}
+        if top and top[0][0] in table.frames:  # the top line, in the semantic conventions for code
+            file, line, function = table.frames[top[0][0]]
+            attributes.update({"code.file.path": file, "code.line.number": line, "code.function.name": function})
+        span = self._tracer.start_span(f"thunder.profiled {event['trace']} {table.fn.rsplit('.', 1)[-1]}",
+                                       start_time=event["time_ns"] - wall, attributes=attributes)
+        span.end(end_time=event["time_ns"])
+        self._spans += 1
+
     def _on_calls(self, event: Event) -> None:
         fn = event["fn"]
         new_hits = event["cache_hits"] - self._reported_hits.get(fn, 0)
@@ -249,6 +293,121 @@ class OtelExporter:
         deadline = time.monotonic() + CLOSE_DEADLINE_S
         for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
+
+
+class _Table:
+    """A profiled trace's ops, as the exporter needs them: each op's label set and user line."""
+
+    __slots__ = ("fn", "clock", "attributes", "labels", "lines", "texts", "frames", "by_label", "by_line")
+
+    def __init__(self, fn: str, clock: str) -> None:
+        self.fn, self.clock = fn, clock
+        self.by_label: list[tuple[int, ...]] | None = None  # per label set, its ops' indices
+        self.by_line: dict[str, tuple[int, ...]] = {}  # per line, its ops' indices
+        self.attributes: list[dict[str, Any]] = []  # the label sets of thunder.op.duration
+        self.labels: list[int] = []  # per op, its label set's index
+        self.lines: list[str] = []  # per op, its line key (file:line, or what stands for one)
+        self.texts: dict[str, str] = {}
+        self.frames: dict[str, tuple[str, int, str]] = {}
+
+
+class ProfileTables:
+    """What the profile records need from the other events (provenance records, function names),
+    bounded: the label sets of thunder.op.duration have no op id, shape or line, only the
+    function, trace, module (the op's, a backward op's forward module, a fusion's members'
+    innermost common one; `<root>` the jitted module itself, "" none) and role."""
+
+    def __init__(self) -> None:
+        # prov id -> (kind, module, role, derived_from, members, user frame (file, line, function, text))
+        self.records: dict[int, tuple] = {}
+        self.fns: OrderedDict[Any, str] = OrderedDict()
+        self.tables: OrderedDict[tuple, _Table] = OrderedDict()
+        self.label_sets: dict[tuple, dict[str, Any]] = {}
+
+    def prov(self, event: Event) -> None:
+        user = next((f for f in event.get("source") or () if len(f) >= 5 and f[4]), None)
+        self.records[event["id"]] = (event.get("kind"), event.get("module"), event.get("role"),
+                                     event.get("derived_from"), tuple(event.get("members") or ()),
+                                     (user[0], user[1], user[2], user[3]) if user else None)
+
+    def _follow(self, prov_id: Any, field: int) -> Any:
+        """A field of a record, else of the record it derives from (a backward op's forward op)."""
+        for _ in range(64):
+            record = self.records.get(prov_id)
+            if record is None:
+                return None
+            if record[field] is not None:
+                return record[field]
+            prov_id = record[3]
+        return None
+
+    def table(self, event: Event, common: dict[str, Any]) -> None:
+        fn = self.fns.get(event["compile"], "?")
+        table = _Table(fn, event["clock"])
+        index: dict[tuple, int] = {}
+        for _position, symbol, prov_id, _op in event["ops"]:
+            module, role, line, frame = self._describe(prov_id, symbol)
+            key = (fn, event["trace"], module, role)
+            if key not in self.label_sets:
+                if len(self.label_sets) >= MAX_LABEL_SETS:
+                    key = (fn, event["trace"], "(other)", role)
+                self.label_sets.setdefault(key, {**common, "thunder.function": fn, "thunder.trace": event["trace"],
+                                                 "thunder.module": key[2], "thunder.role": role})
+            if key not in index:
+                index[key] = len(table.attributes)
+                table.attributes.append(self.label_sets[key])
+            table.labels.append(index[key])
+            table.lines.append(line)
+            if frame is not None:
+                table.frames.setdefault(line, frame[:3])
+                table.texts.setdefault(line, frame[3])
+        self.tables[(event["compile"], event["trace"])] = table
+        while len(self.tables) > MAX_PROFILED:
+            self.tables.popitem(last=False)
+
+    def _describe(self, prov_id: Any, symbol: str) -> tuple[str, str, str, tuple | None]:
+        """An op's module and role labels, and its line key (and frame)."""
+        record = self.records.get(prov_id)
+        members = record[4] if record is not None and record[0] == "fusion" else (prov_id,)
+        modules = [m for m in dict.fromkeys(self._follow(m, 1) for m in members) if m is not None]
+        roles = {self.records[m][2] if m in self.records else None for m in members}
+        frames = list(dict.fromkeys(self._follow(m, 5) for m in members))
+        if not modules:
+            module = ""
+        else:
+            parts = [m.split(".") if m else [] for m in modules]
+            common = []
+            for names in zip(*parts):
+                if len(set(names)) != 1:
+                    break
+                common.append(names[0])
+            module = ".".join(common) or "<root>"
+        role = (roles.pop() or "") if len(roles) == 1 else "(mixed)"
+        if len(frames) == 1 and frames[0] is not None:
+            return module, role, f"{frames[0][0]}:{frames[0][1]}", frames[0]
+        if len(frames) > 1:
+            return module, role, f"{symbol} (fusion of {len(frames)} lines)", None
+        kind = record[0] if record is not None else None
+        return module, role, "(bookkeeping)" if kind == "bookkeeping" else "(no user line)", None
+
+    def run(self, event: Event) -> tuple[_Table, list[int], dict[str, int]] | None:
+        """A profiled run's op times summed per label set and per line, or None (unknown table).
+        Sums over index tuples with C-level map(): this runs inside the user's profiled call."""
+        table = self.tables.get((event["compile"], event["trace"]))
+        op_ns = event["op_ns"]
+        if table is None or len(op_ns) != len(table.labels):
+            return None
+        if table.by_label is None:  # the ops of each label set and of each line, once per table
+            by_label: list[list[int]] = [[] for _ in table.attributes]
+            by_line: dict[str, list[int]] = {}
+            for i, (label, line) in enumerate(zip(table.labels, table.lines)):
+                by_label[label].append(i)
+                by_line.setdefault(line, []).append(i)
+            table.by_label = [tuple(ops) for ops in by_label]
+            table.by_line = {line: tuple(ops) for line, ops in by_line.items()}
+        get = op_ns.__getitem__
+        return (table, [sum(map(get, ops)) for ops in table.by_label],
+                {line: sum(map(get, ops)) for line, ops in table.by_line.items()})
 
 
 class CountingExporter:

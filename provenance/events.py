@@ -23,13 +23,14 @@ from typing import Any, Literal, NotRequired, TypedDict
 from provenance.record import Frame
 
 __all__ = [
-    "CHANGE_FIELDS", "EVENTS", "FRAME_FIELDS", "KNOWN_TYPES", "OP_FIELDS", "PHASE_FIELDS", "SCHEMA_VERSION",
-    "CacheCounts", "Calls", "ChangeJSON", "CompileEnd", "CompileError", "CompileStart", "Event", "ExecutorCompile",
-    "FinalCounts", "FrameJSON", "Header", "OpJSON", "PhaseJSON", "Phases", "Prov", "Recompile", "RejectedEntry",
-    "SpanEnd", "SpanStart", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json", "problems",
+    "CHANGE_FIELDS", "EVENTS", "FRAME_FIELDS", "KNOWN_TYPES", "OP_FIELDS", "PHASE_FIELDS", "PROFILE_OP_FIELDS",
+    "SCHEMA_VERSION", "CacheCounts", "Calls", "ChangeJSON", "CompileEnd", "CompileError", "CompileStart", "Event",
+    "ExecutorCompile", "FinalCounts", "FrameJSON", "Header", "OpJSON", "PhaseJSON", "Phases", "ProfileCall",
+    "ProfileOpJSON", "ProfileOps", "Prov", "Recompile", "RejectedEntry", "SpanEnd", "SpanStart", "Trace",
+    "TraceRepeat", "forms", "frame_json", "frames_json", "problems",
 ]
 
-SCHEMA_VERSION = "1.1"  # major.minor: readers refuse another major and read a newer minor
+SCHEMA_VERSION = "1.2"  # major.minor: readers refuse another major and read a newer minor
 
 # A stack frame is a JSON array, [file, line, function, source text, user code?].
 FRAME_FIELDS = ("file", "line", "function", "text", "user")
@@ -43,6 +44,9 @@ PhaseJSON = tuple[str, int, int, int, str | None]
 # What a cache entry's check found changed: [what, the cached entry's value, this call's value].
 CHANGE_FIELDS = ("what", "cached", "now")
 ChangeJSON = tuple[str, str, str]
+# A timed op of a profiled trace: [position in bound_symbols, symbol, prov id, index in the trace record's ops].
+PROFILE_OP_FIELDS = ("position", "symbol", "prov", "op")
+ProfileOpJSON = tuple[int, str, int | None, int | None]
 
 
 class Header(TypedDict):
@@ -218,6 +222,32 @@ class Calls(TypedDict):
     time_ns: int
 
 
+class ProfileOps(TypedDict):
+    """The timed ops of one execution trace of a profiled compile, once, before its calls."""
+
+    type: Literal["profile_ops"]
+    compile: int
+    trace: Literal["forward", "backward"]
+    list: str  # the trace list holding the logged trace these ops are in ("computation" or "backward")
+    index: int | None  # that trace's index in its list (its first, if listed twice); None: not logged
+    clock: Literal["cpu", "cuda"]
+    requested: int  # calls to profile
+    ops: list[ProfileOpJSON]
+
+
+class ProfileCall(TypedDict):
+    """One profiled run of one execution trace: each op's time, in the order of its profile_ops."""
+
+    type: Literal["profile_call"]
+    compile: int
+    trace: Literal["forward", "backward"]
+    call: int
+    wall_ns: int
+    op_ns: list[int]
+    host_ns: list[int] | None
+    time_ns: int
+
+
 # Every event type, by its "type"; a type written in more than one form maps to their union.
 EVENTS: dict[str, Any] = {
     "header": Header,
@@ -229,6 +259,8 @@ EVENTS: dict[str, Any] = {
     "compile_end": CompileEnd,
     "compile_error": CompileError,
     "calls": Calls,
+    "profile_ops": ProfileOps,
+    "profile_call": ProfileCall,
     "recompile": Recompile,
     "phases": Phases,
     "executor_compile": ExecutorCompile,
@@ -236,7 +268,7 @@ EVENTS: dict[str, Any] = {
 KNOWN_TYPES = frozenset(EVENTS)
 # Any event, for type checkers: the forms of EVENTS.
 Event = (Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError | Calls
-         | Recompile | Phases | ExecutorCompile)
+         | ProfileOps | ProfileCall | Recompile | Phases | ExecutorCompile)
 
 
 def frame_json(frame: Frame) -> FrameJSON:

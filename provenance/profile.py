@@ -39,7 +39,8 @@ class Op:
     position: int  # index in the trace's bound_symbols (the final forward/backward trace)
     name: str  # the symbol's name: `linear`, `python_del`, `TorchCompile0`, ...
     record: Provenance | None
-    line: int  # 0-based line of its first printed line in the trace's Python text
+    line: int  # 0-based line of its first printed line in the trace's Python text (-1: not known)
+    printed: int | None = None  # its index among the printed ops of the trace (a trace record's `ops`)
 
 
 @dataclass(frozen=True, slots=True)

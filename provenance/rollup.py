@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from provenance.profile import BACKWARD, FORWARD, CompileProfile, Op
 from provenance.record import Frame, Kind, Provenance
 
-__all__ = ["BY", "CostRow", "rollup", "summary", "table"]
+__all__ = ["BY", "CostRow", "merge", "rollup", "summary", "table"]
 
 BY = ("line", "module", "role", "kind", "op")
 BETWEEN = "(between ops)"
@@ -174,6 +174,34 @@ def rollup(profiles: Iterable[CompileProfile], by: str = "line") -> list[CostRow
         row.share = row.total_ns / wall if wall else 0.0
         row.ops = len(table.ops[row.key] - {()})
         row.label = row.label or _label(by, row.key)
+    rows.sort(key=lambda r: (-r.total_ns, -r.shared_ns, r.key))
+    return rows
+
+
+def merge(tables: Iterable[tuple[list[CostRow], int]]) -> list[CostRow]:
+    """Several roll-ups by the same `by` as one, each given with the profiled wall time it was
+    made over (`summary()["wall_ns"]`): the rows `rollup()` gives on all their profiles at once,
+    when no compile is in two of them (a report keeps per compile its rows, not its ops)."""
+    merged: dict[str, CostRow] = {}
+    wall = 0
+    for rows, wall_ns in tables:
+        wall += wall_ns
+        for row in rows:
+            into = merged.get(row.key)
+            if into is None:
+                into = merged[row.key] = CostRow(key=row.key, kind=row.kind, label=row.label, members=row.members)
+            into.forward_ns += row.forward_ns
+            into.backward_ns += row.backward_ns
+            into.recompute_ns += row.recompute_ns
+            into.shared_ns += row.shared_ns
+            into.calls += row.calls
+            into.ops += row.ops
+            into._compiles |= row._compiles
+            if row.members and row.members != into.members:
+                into.members = tuple(dict.fromkeys(into.members + row.members))
+    rows = list(merged.values())
+    for row in rows:
+        row.share = row.total_ns / wall if wall else 0.0
     rows.sort(key=lambda r: (-r.total_ns, -r.shared_ns, r.key))
     return rows
 

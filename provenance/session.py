@@ -19,7 +19,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from provenance._version import __version__
@@ -130,7 +130,9 @@ class Session:
             warnings.warn(f"thunder-provenance: closing exporter {exporter.name!r} failed: {exc!r}",
                           RuntimeWarning, stacklevel=3)
 
-    def emit(self, event: Event) -> None:
+    def emit(self, event: Event, only: Collection[Exporter] | None = None) -> None:
+        """Hand `event` to every exporter (with `only`, to those of them: an event that refers to
+        an earlier one goes where that one went)."""
         with self._lock:
             if not self.exporters:
                 return
@@ -138,6 +140,8 @@ class Session:
                 self._header_sent = True
                 self.emit(self._header())
             for exporter in list(self.exporters):
+                if only is not None and exporter not in only:
+                    continue
                 try:
                     exporter.emit(event)
                 except Exception as exc:  # an exporter never breaks the program

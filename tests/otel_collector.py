@@ -28,11 +28,15 @@ def free_port() -> int:
 
 
 def _value(any_value) -> object:
-    return getattr(any_value, any_value.WhichOneof("value")) if any_value.WhichOneof("value") else None
+    kind = any_value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(v) for v in any_value.array_value.values]
+    return getattr(any_value, kind) if kind else None
 
 
 class Sink:
-    """What the collector forwarded: spans as dicts, metric names with their points' attributes."""
+    """What the collector forwarded: spans as dicts, metrics as their names and their data points'
+    attributes."""
 
     def __init__(self) -> None:
         self.spans: list[dict] = []
@@ -84,7 +88,10 @@ class Sink:
             for rm in request.resource_metrics:
                 for sm in rm.scope_metrics:
                     for metric in sm.metrics:
-                        self.metrics.append({"name": metric.name})
+                        kind = metric.WhichOneof("data")
+                        points = getattr(metric, kind).data_points if kind else ()
+                        attributes = [{a.key: _value(a.value) for a in p.attributes} for p in points]
+                        self.metrics.append({"name": metric.name, "points": attributes})
 
     def wait_for(self, predicate, timeout: float = 30.0) -> bool:
         deadline = time.monotonic() + timeout

@@ -119,3 +119,36 @@ def write(path: Path, items: list[dict | bytes]) -> Path:
         for item in items:
             f.write(item if isinstance(item, bytes) else orjson.dumps(item) + b"\n")
     return path
+
+
+# -- profile records (docs/log-schema.md): the ops of the final forward trace (#1) and backward
+# trace (#0) above, by position, prov id and index in the trace record's ops.
+PROFILED_FORWARD = [[1, "mul", 2, 0], [2, "add", 3, 1], [3, "python_del", 1, 2]]
+PROFILED_BACKWARD = [[1, "mul", 4, 0], [2, "add", 5, 1], [3, "python_del", 1, 2]]
+
+
+def profile(*, compile_id: Any = 1, calls: int = 2, forward: tuple[int, ...] = (3_000_000, 1_000_000, 20_000),
+            backward: tuple[int, ...] = (2_000_000, 500_000, 20_000), between: int = 100_000,
+            time_ns: int = 1_796_000_000_010_000_000) -> list[dict]:
+    """The profile records of compile `compile_id`: every call takes the same op times (ns), plus
+    `between` ns outside the ops in each trace."""
+    out: list[dict] = []
+    for trace, list_name, index, ops in (("forward", "computation", 1, PROFILED_FORWARD),
+                                         ("backward", "backward", 0, PROFILED_BACKWARD)):
+        out.append({"type": "profile_ops", "compile": compile_id, "trace": trace, "list": list_name, "index": index,
+                    "clock": "cpu", "requested": calls, "ops": ops})
+    for call in range(1, calls + 1):
+        for trace, times in (("forward", forward), ("backward", backward)):
+            out.append({"type": "profile_call", "compile": compile_id, "trace": trace, "call": call,
+                        "wall_ns": sum(times) + between, "op_ns": list(times), "host_ns": None,
+                        "time_ns": time_ns + call * 1000})
+    return out
+
+
+def profiled(**kw: Any) -> list[dict]:
+    """records(**kw) with the profile records of its compile where the writer puts them: after
+    the compile's end, before the exit's `calls` summary."""
+    out = records(**{k: v for k, v in kw.items() if k not in ("calls", "forward", "backward", "between")})
+    prof = profile(compile_id=kw.get("compile_id", 1),
+                   **{k: v for k, v in kw.items() if k in ("calls", "forward", "backward", "between")})
+    return out[:-1] + prof + out[-1:]

@@ -10,7 +10,7 @@ import pytest
 
 from provenance.profile import BACKWARD, FORWARD, CompileProfile, Op, ProfiledCall, TraceProfile
 from provenance.record import Frame, Kind, Provenance, intern
-from provenance.rollup import BETWEEN, BOOKKEEPING, NO_ROLE, ROOT, rollup, summary
+from provenance.rollup import BETWEEN, BOOKKEEPING, NO_ROLE, ROOT, merge, rollup, summary
 
 FILE = "/src/model.py"
 
@@ -131,6 +131,17 @@ def test_calls_sum_over_calls_and_compiles():
     totals = summary([a, b])
     assert totals["calls"] == 5 and totals["wall_ns"] == a.wall_ns + b.wall_ns
     assert totals["coverage"] == pytest.approx((a.attributed_ns + b.attributed_ns) / totals["wall_ns"])
+
+
+def test_merged_rollups_of_separate_compiles_are_the_rollup_of_all():
+    """What the report's run page does: each compile's rows kept, merged at the end."""
+    fused = fusion(L10, L11)
+    a = profile([(L10, 10), (fused, 7), (BOOK, 1)], [(grad(L10), 20), (recompute(L11), 4)], calls=3, compile_id=1)
+    b = profile([(L10, 5), (L12, 9), (fused, 2)], [(grad(L12), 8)], between=(3, 1), calls=2, compile_id=2)
+    c = profile([(L20, 4)], [], calls=1, compile_id=3)
+    for by in ("line", "module", "role", "kind", "op"):
+        parts = [(rollup([p], by), summary([p])["wall_ns"]) for p in (a, b, c)]
+        assert merge(parts) == rollup([a, b, c], by), by
 
 
 def test_a_bad_request_is_a_clear_error():

@@ -145,10 +145,11 @@ def test_the_report_imports_neither_torch_thunder_nor_the_session(tmp_path):
     sys.path.insert(0, str(ROOT / "tests"))
     import report_logs
 
-    log = report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.records())
+    log = report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.profiled())  # its Time section too
     env = {k: v for k, v in os.environ.items() if k != "THUNDER_TRACE"}
     done = subprocess.run([sys.executable, "-c", _REPORT_ONLY, str(log), str(tmp_path / "out")], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "RESULT 0 [] [] |" in done.stdout, done.stdout + done.stderr
     assert (tmp_path / "out" / "index.html").is_file()
+    assert 'id="time"' in next((tmp_path / "out" / "compiles").glob("*-c1.html")).read_text()

@@ -17,7 +17,7 @@ import thunder
 import torch
 
 import provenance
-from provenance import events
+from provenance.events import SCHEMA_VERSION
 from provenance.report.reader import Log, SchemaError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def test_thunder_trace_env_logs_an_unmodified_program(tmp_path):
     log = Log(logs)
     records = list(log)
     assert log.bad == [] and not log.files[0].truncated
-    assert records[0].type == "header" and records[0]["schema"] == events.SCHEMA_VERSION
+    assert records[0].type == "header" and records[0]["schema"] == SCHEMA_VERSION
     header = records[0].data
     assert header["versions"]["thunder"] == "0.2.6" and header["argv"][0].endswith("train_nanogpt.py")
     kinds = [r.type for r in records]

@@ -38,8 +38,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Build an HTML report from THUNDER_TRACE logs: an index of every compile and where it "
                     "was called from, per compile the pass pipeline with timings, every trace after every "
                     "pass with each op's provenance and what each pass changed, a source view linking user "
-                    "lines to forward ops, backward ops and fusions, failures, a rank comparison, a Perfetto "
-                    "trace and compile_directory.json. Options follow tlparse where it has them.",
+                    "lines to forward ops, backward ops and fusions, failures, a rank comparison, where "
+                    "profiled calls' time went (THUNDER_TRACE_PROFILE), a Perfetto trace and "
+                    "compile_directory.json. Options follow tlparse where it has them.",
         epilog="Exit status: 0 done; 1 with --strict, when the logs had bad, unknown or malformed lines (the "
                "report is still written); 2 no report (no log, a log of another schema major version, OUT "
                "in the way). Bad input never stops a report: it is counted, listed on index.html and on stderr.")

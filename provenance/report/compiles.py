@@ -39,10 +39,12 @@ from provenance.report.model import (
     coverage,
     site_of,
 )
+from provenance.report.profiles import LoggedProfile
 from provenance.report.provinfo import ProvTable
 from provenance.report.source_files import SourceCache
 from provenance.report.source_view import source_view
 from provenance.report.why import executor_compile, phase_view, phases_of, recompile_view
+from provenance.report.timing import HREFS_KEPT, compile_time, op_times
 
 __all__ = ["CompileBuilder", "PageSink", "parse_ops"]
 
@@ -101,7 +103,8 @@ class CompileBuilder:
 
     def __init__(self, *, key: str, log: int, rank: int | None, rank_label: str, start: dict | None,
                  provs: ProvTable, sink: PageSink, highlighter: LineHighlighter, sources: SourceCache,
-                 pages: CompilePages, malformed: Callable[[str], None], compare: bool = True) -> None:
+                 pages: CompilePages, malformed: Callable[[str], None], compare: bool = True,
+                 profile: LoggedProfile | None = None) -> None:
         start = start or {}
         self.key, self.log, self.rank, self.rank_label = key, log, rank, rank_label
         self.start = start
@@ -135,6 +138,7 @@ class CompileBuilder:
                 self.executor_compiles.append(found)
         else:
             self.add_trace(data)
+        self.profile = profile  # its profile records (read ahead: they come after its end)
 
     # -- traces ----------------------------------------------------------------------------
     def add_trace(self, data: dict) -> None:
@@ -163,6 +167,10 @@ class CompileBuilder:
         previous = self.latest.get(list_name)
         if previous is not None:
             view.diff = diff(previous, view)
+        if self.profile is not None:  # a profiled final trace: its ops' times, shown on it
+            for timed in self.profile.traces.values():
+                if timed.list == list_name and timed.index == index:
+                    view.times = op_times(view, timed)
         self.prov_ids.update(op.prov for op in ops if op.prov is not None)
         self.latest[list_name] = view
         self.passes.append(view)
@@ -212,7 +220,15 @@ class CompileBuilder:
         page.recompile = recompile
         page.phases = phase_view(window, phases, summary.executor_compiles)
         self.page_roles, self.error = page.roles, compile_error
-        source = source_view(summary, final_views, self.provs, self.sources) if final_views else None
+        line_time = None
+        if self.profile is not None and self.profile.calls:
+            try:
+                page.time, summary.time, line_time = compile_time(self.profile, self.provs.record, self.fn)
+            except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as exc:
+                self.malformed(f"profile of compile {self.compile!r} unusable: {type(exc).__name__}: {exc}")
+        source = source_view(summary, final_views, self.provs, self.sources, line_time) if final_views else None
+        if page.time is not None and source is not None:  # the Time section links lines to the source view
+            _link_lines(page.time, summary.time, source, self.pages.source)
         self.sink.finish(page, source)
         self.latest.clear()
         self.highlighter.clear()
@@ -268,3 +284,19 @@ class CompileBuilder:
         return Fusion(sym=op.sym, outs=list(op.outs), trace=view.list, anchor=view.anchor, prov=op.prov,
                       members=members,
                       lines=[FusionLine(where, text, sorted(kinds)) for where, (text, kinds) in lines.items()])
+
+
+def _link_lines(time: Any, kept: Any, source: SourcePage, page: str | None) -> None:
+    """Each timed line shown in the source view gets its link there (`#L<file>-<line>`)."""
+    if page is None:
+        return
+    files = {f.path: f.index for f in source.files}
+    name = page.rsplit("/", 1)[-1]
+    for row in time.lines:
+        path, _, line = row.key.rpartition(":")
+        if path in files and line.isdigit():
+            row.href = f"{name}#L{files[path]}-{line}"
+    for row in kept.lines[:HREFS_KEPT]:
+        path, _, line = row.key.rpartition(":")
+        if path in files and line.isdigit():
+            kept.hrefs[row.key] = f"{page}#L{files[path]}-{line}"

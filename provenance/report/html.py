@@ -82,10 +82,13 @@ def code_html(view: TraceView, provs: ProvTable) -> Markup:
                 append("\n")
 
     op_span = provs.op_span
-    for line, n, _sym, _outs, prov in view.ops:
+    times = view.times or {}
+    for i, (line, n, _sym, _outs, prov) in enumerate(view.ops):
         if line > pos:
             between(pos, line)
         opening, header = op_span(prov)
+        if i in times:  # a profiled op: its time per call and heat (timing.py: our text, not the log's)
+            opening = f'{opening[:-1]} data-c="{times[i].heat}" data-t="{times[i].label}">'
         if header is not None and header != previous:
             first = lines[line]
             append(f'<span class="ph">{first[: len(first) - len(first.lstrip())]}# &#9472;&#9472; {header}</span>')
@@ -118,14 +121,21 @@ def source_rows(file: SourceFileView) -> Markup:
     """A user file's lines for the source view, each with its ops counts (built here rather than
     in the template: a file has thousands of lines and every compile shows it)."""
     index, out = file.index, []
+    timed = any(row is not None and row.time is not None for row in file.rows)
     for row in file.rows:
         if row is None:
             out.append('<div class="gap">&#8942;</div>')
             continue
-        n, html, counts = row
+        n, html, counts, time = row
         badges = ""
         if counts:
             badges = "".join(f'<i class="{cls}">{c}</i>' for cls, c in zip(("c-fw", "c-bw", "c-fu"), counts) if c)
-        out.append(f'<div class="sl{" has" if counts else ""}" id="L{index}-{n}">'
-                   f'<span class="ln">{n}</span><span class="cnt">{badges}</span><code>{html}</code></div>')
+        cost = heat = ""
+        if timed:  # a profiled compile: a time column, the line's time per call (timing.LineTime)
+            cost = '<span class="tm"></span>'
+            if time is not None:
+                cost = f'<span class="tm" title="{escape(time.title)}">{time.ms:.3f}</span>'
+                heat = f' data-c="{time.heat}"'
+        out.append(f'<div class="sl{" has" if counts else ""}" id="L{index}-{n}"{heat}>'
+                   f'<span class="ln">{n}</span>{cost}<span class="cnt">{badges}</span><code>{html}</code></div>')
     return Markup("".join(out))

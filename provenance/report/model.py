@@ -142,6 +142,7 @@ class TraceView:
     n_ops: int = 0  # kept when the text is dropped
     code: str | None = None  # the rendered code, kept for the source view of a final trace
     keyed: dict | None = None  # its ops by identity, once diffed (the next pass diffs against it)
+    times: dict | None = None  # a profiled final trace: op index -> timing.OpTime
 
     @property
     def counts(self) -> dict[str, int]:
@@ -281,6 +282,7 @@ class CompileSummary:
     window: tuple[int, int] | None = None  # the compile's wall time (ns), from its phases record
     phases: list[Phase] = field(default_factory=list)  # dropped with `passes` once the entries are written
     executor_compiles: list[ExecutorCompile] = field(default_factory=list)
+    time: Any = None  # timing.TimeSummary of a profiled compile
 
     @property
     def recompiled(self) -> bool:
@@ -307,6 +309,7 @@ class CompileSummary:
             "phases": [{"name": p.name, "detail": p.detail, "depth": p.depth, "start_ns": p.start_ns,
                         "end_ns": p.end_ns} for p in self.phases],
             "executor_compiles": [e._asdict() for e in self.executor_compiles],
+            "time": self.time.directory() if self.time is not None else None,
         }
 
 
@@ -413,6 +416,7 @@ class CompilePage:
     paths: dict[int, str]  # the files their frames name, by index
     recompile: Recompile | None = None
     phases: PhaseView | None = None
+    time: Any = None  # timing.CompileTime: the Time section, for a profiled compile
 
     @property
     def script(self) -> dict[str, Any]:
@@ -423,6 +427,7 @@ class SourceRow(NamedTuple):
     number: int
     html: str
     counts: list[int] | None  # forward ops, backward ops, fusions made directly by the line
+    time: Any = None  # timing.LineTime: the line's time per profiled call
 
 
 @dataclass(slots=True)
@@ -618,6 +623,7 @@ class RunModel:
     distributed: RankComparison
     problems: Problems
     files: dict[str, str]  # the report's files by name
+    time: Any = None  # timing.RunTime, when some compile was profiled
 
     def directory_head(self) -> dict[str, Any]:
         """compile_directory.json but its compiles (they are streamed, directory.py)."""

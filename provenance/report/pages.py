@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from provenance.report.model import RunModel
 
-__all__ = ["PAGES", "DistributedPage", "FailuresPage", "IndexPage", "Page", "register"]
+__all__ = ["PAGES", "DistributedPage", "FailuresPage", "IndexPage", "Page", "TimePage", "register"]
 
 
 class Page:
@@ -68,3 +68,12 @@ class DistributedPage(Page):
 
     file = template = "distributed.html"
     title = "Distributed"
+
+
+@register
+class TimePage(Page):
+    """Where the profiled calls' time went, over the run: lines and roles across compiles, and
+    each line's time per rank side by side, stragglers flagged (timing.py)."""
+
+    file = template = "time.html"
+    title = "Time"

@@ -37,11 +37,13 @@ from provenance.report.model import (
 )
 from provenance.report.output import ReportWriter
 from provenance.report.perfetto import PERFETTO_FILE, PerfettoWriter
+from provenance.report.profiles import PROFILE_TYPES, LoggedProfile, scan
 from provenance.report.provinfo import ProvTable
 from provenance.report.ranks import compare_ranks
 from provenance.report.reader import LogFile, LogRecord
 from provenance.report.source_files import SourceCache
 from provenance.report.why import executor_compile
+from provenance.report.timing import run_time
 from provenance.report.workers import RECOVERABLE, CompileResult, LocalCompile, Pool, RemoteCompile
 
 __all__ = ["RunBuilder"]
@@ -87,6 +89,8 @@ class RunBuilder:
         times = [log.header.get("time_ns") for log in logs if log.header and isinstance(log.header.get("time_ns"), int)]
         self.perfetto = PerfettoWriter(str(writer.out / PERFETTO_FILE), min(times) if times else None)
         self.directory = DirectoryWriter(writer.out)  # compile_directory.json's entries, as compiles end
+        self._profiles: dict[Any, LoggedProfile] = {}  # the file's profiles by compile id (read ahead)
+        self._profile_records = 0  # profile records the pass met in the file
 
     # -- the pass ---------------------------------------------------------------------------------
     def run(self) -> None:
@@ -99,6 +103,10 @@ class RunBuilder:
     def _file(self, log: RunLog) -> None:
         log_file = LogFile(log.path)
         provs = ProvTable(log_file)
+        found = scan(log.path)  # profile records come after their compile's end: read them first
+        self._profiles, self._profile_records = found.profiles, 0
+        for line, reason in found.problems:
+            self._malformed(log, line, reason)
         self.perfetto.process(log.index, f"{log.label} \u00b7 {log.name}")
         open_compiles: dict[Any, LocalCompile | RemoteCompile] = {}
         # A compile that ended waits for the next compile to start (or the end of the log): the
@@ -142,6 +150,13 @@ class RunBuilder:
         for kind, count in log_file.unknown.items():
             self.problems.add("unknown record type", log.name, None,
                               f"{count} record{'s' if count > 1 else ''} of unknown type {kind!r}", count=count)
+        if self._profile_records > found.records:  # a form the scan does not find (the writer never writes it)
+            missed = self._profile_records - found.records
+            self._malformed(log, None, f"{missed} profile record(s) not written as one JSON object per line with "
+                                       f"\"type\" first were skipped")
+        for cid in self._profiles:  # not handed to a compile
+            self._malformed(log, None, f"profile records of compile {cid!r}, which this log does not start")
+        self._profiles = {}
         if provs.malformed:
             self.problems.add("malformed record", log.name, None,
                               f"{provs.malformed} provenance record(s) could not be rebuilt", count=provs.malformed)
@@ -192,6 +207,8 @@ class RunBuilder:
         elif kind == "calls":
             self.calls.append(_Calls(log.index, as_int(data.get("calls")), as_int(data.get("cache_hits")),
                                      [c for c in data.get("compiles") or [] if isinstance(c, int)]))
+        elif kind in PROFILE_TYPES:
+            self._profile_records += 1  # read ahead (scan), handed to its compile at its start
         elif kind == "span_end":
             span = log_file._spans.get(data.get("id"))
             end = data.get("end_ns")
@@ -237,7 +254,7 @@ class RunBuilder:
         if numbered:
             self._compile_pages[(log.index, cid)] = f"{key}.html"  # linked from the compiles/ directory
         args = {"key": key, "log": log.index, "rank": log.rank, "rank_label": log.label, "pages": pages,
-                "compare": len(self.logs) > 1}
+                "compare": len(self.logs) > 1, "profile": self._profiles.pop(hashable(cid), None)}
 
         def deliver(result: CompileResult) -> None:
             self._finished(log, result)
@@ -287,7 +304,8 @@ class RunBuilder:
             ranks=sorted({log.label for log in self.logs}), totals=self._totals(), compiles=self.summaries,
             call_sites=self.call_sites.model(), failures=self.failures,
             roles=[RoleCount(r, c, n) for (r, c), n in self.roles.most_common()],
-            distributed=compare_ranks(self.logs, self.summaries), problems=self.problems, files=files)
+            distributed=compare_ranks(self.logs, self.summaries), problems=self.problems, files=files,
+            time=run_time([log.label for log in self.logs], [(s.log, s.time) for s in self.summaries if s.time]))
 
     def _attach_calls(self) -> None:
         by_id = {(s.log, s.compile): s for s in self.summaries if as_int(s.compile) is not None}

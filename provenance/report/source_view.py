@@ -3,6 +3,8 @@ forward ops, backward ops and fusions it made, and the keys that link ops to lin
 
 from __future__ import annotations
 
+from typing import Any
+
 from provenance.record import Kind
 from provenance.report.model import (
     CompileSummary,
@@ -20,8 +22,9 @@ __all__ = ["source_view"]
 
 
 def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTable,
-                sources: SourceCache) -> SourcePage:
-    """The user files behind the final traces, each line with what it produced."""
+                sources: SourceCache, line_time: dict[tuple[str, int], Any] | None = None) -> SourcePage:
+    """The user files behind the final traces, each line with what it produced (and with
+    `line_time`, a profiled compile's (path, line) -> timing.LineTime, what it cost)."""
     provs = table.closure({op.prov for view in finals for op in view.ops if op.prov is not None})
     files: dict[str, int] = {}
     quoted: dict[str, dict[int, str]] = {}
@@ -65,7 +68,10 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
     for path in order:
         source = sources.get(path, quoted[path], wanted[path])
         index = files[path]
-        rows = [None if row is None else SourceRow(row[0], row[1], counts.get((index, row[0]))) for row in source.rows]
+        times = line_time or {}
+        rows = [None if row is None else
+                SourceRow(row[0], row[1], counts.get((index, row[0])), times.get((path, row[0])))
+                for row in source.rows]
         shown.append(SourceFileView(index, path, path.rsplit("/", 1)[-1], source.from_disk, rows))
     return SourcePage(summary=summary, files=shown, panes=panes, provs=provs, paths=table.paths_of(provs),
                       line_keys=keys)

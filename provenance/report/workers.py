@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,13 +81,17 @@ class RemoteCompile:
     def finish(self, end: dict | None, error: dict | None) -> None:
         self.records.append({"type": "compile_error", **error} if error is not None else
                             {"type": "compile_end", **end} if end is not None else {"type": "(incomplete)"})
-        provs, spans = _referenced(self.log_file, self.records)
+        profile = self.builder.get("profile")
+        provs, spans = _referenced(self.log_file, self.records, profile.prov_ids() if profile is not None else ())
         self.pool.submit(Job(self.builder, self.log_file.path, self.records, provs, spans), self.deliver)
 
 
-def _referenced(log_file: LogFile, records: list[dict]) -> tuple[dict[int, dict], dict[int, dict]]:
-    """The provenance and span records (raw) that a compile's records reference, transitively."""
+def _referenced(log_file: LogFile, records: list[dict], more: Iterable[int] = ()) -> tuple[dict[int, dict],
+                                                                                         dict[int, dict]]:
+    """The provenance and span records (raw) that a compile's records (and its profile's ops,
+    `more`) reference, transitively."""
     todo = [r.get("last_prov") for r in records]
+    todo.extend(more)
     for record in records:
         for op in record.get("ops") or ():
             if isinstance(op, list) and len(op) == 5:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import traceback
+import warnings
 import weakref
 from typing import Any
 
@@ -20,6 +21,8 @@ from provenance.events import (
     OpJSON,
     PhaseJSON,
     Phases,
+    ProfileCall,
+    ProfileOps,
     Recompile,
     RejectedEntry,
     Trace,
@@ -27,6 +30,7 @@ from provenance.events import (
     frame_json,
     frames_json,
 )
+from provenance.profile import FORWARD, CompileProfile, ProfiledCall
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.session import SESSION
 from provenance.thunder import recompile as recompiles
@@ -181,3 +185,59 @@ def trace_event(compile_id: int, list_name: str, index: int, trace: Any) -> Trac
             ops.append((start, length, bsym.sym.name, outs, SESSION.prov_id(bsym.__dict__.get(ATTR))))
         event["python"], event["ops"] = "\n".join(text), ops
     return event
+
+
+# -- profiles (provenance/thunder/profiling.py): the ops table once per compile and trace, then one
+# record per profiled run. A call record goes only to the exporters its profile's ops table went to
+# (one attached later never saw the table that says what the times are of).
+_logged: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # profile -> the exporters it went to
+
+
+def _logged_index(traces: Any, trace: Any) -> int | None:
+    """The index in `traces` (a list the log writes) of `trace`, or of the trace it is a copy of:
+    Thunder's forward function is printed from a copy of the last computation trace whose return
+    alone differs (transform_to_torch_types). Its first index, as the log refers to repeats."""
+    traces = list(traces or ())
+    for i, listed in enumerate(traces):
+        if listed is trace:
+            return i
+    if traces:
+        last, mine = traces[-1].bound_symbols, trace.bound_symbols
+        if len(last) == len(mine) and all(a is b for a, b in zip(last[:-1], mine[:-1])):
+            return next(i for i, listed in enumerate(traces) if listed is traces[-1])
+    return None
+
+
+def profile_started(profile: CompileProfile, entry: Any, traces: dict[str, Any]) -> None:
+    """Write the ops table of each profiled trace of a compile (at the end of the compile)."""
+    if not SESSION.active:
+        return
+    for name, trace in traces.items():
+        timed = profile.traces[name]
+        listed = entry.computation_traces if name == FORWARD else entry.backward_traces
+        event: ProfileOps = {
+            "type": "profile_ops", "compile": profile.compile_id, "trace": name,
+            "list": "computation" if name == FORWARD else "backward", "index": _logged_index(listed, trace),
+            "clock": timed.clock, "requested": profile.requested,
+            "ops": [(op.position, op.name, SESSION.prov_id(op.record), op.printed) for op in timed.ops],
+        }
+        SESSION.emit(event)
+    _logged[profile] = tuple(SESSION.exporters)
+
+
+def profile_called(profile: CompileProfile, call: ProfiledCall) -> None:
+    """A profiled run of a trace (provenance.profile.call_listeners): one record, written as it is
+    (the op times are a tuple of ints already; orjson writes it as an array)."""
+    targets = _logged.get(profile)
+    if not targets or not SESSION.active:
+        return
+    try:
+        event: ProfileCall = {
+            "type": "profile_call", "compile": call.compile_id, "trace": call.trace, "call": call.call,
+            "wall_ns": call.wall_ns, "op_ns": call.op_ns, "host_ns": call.host_ns, "time_ns": call.time_ns,
+        }
+        SESSION.emit(event, only=targets)
+    except Exception as exc:  # this compile's calls go unlogged; the others' are still written
+        _logged.pop(profile, None)
+        warnings.warn(f"thunder-provenance: logging the profile of {profile.fn_name} failed ({exc!r}); its "
+                      f"calls are still profiled, not logged.", RuntimeWarning, stacklevel=2)

@@ -13,6 +13,8 @@ instead of the generated functions, for the profiling window only:
 - after the N-th, the cache entry Thunder built is put back: later calls run Thunder's generated
   code objects themselves, with no hook at all.
 
+With a log open, the compile's ops tables are written when its window opens, and each timed run
+from the call listener (emit.profile_started, emit.profile_called: `profile_ops`, `profile_call`).
 Profiling off (N = 0) changes nothing: no dispatcher, and compile_finished sees the same entry.
 An internal error stops profiling for that compile with one warning; the call's result is the
 timed twin's, which computes exactly what the original does.
@@ -38,8 +40,19 @@ from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
 from thunder.core.trace import TraceCtx
 
-from provenance.profile import BACKWARD, FORWARD, CompileProfile, Op, ProfiledCall, TraceProfile, durations, register
+from provenance.profile import (
+    BACKWARD,
+    FORWARD,
+    CompileProfile,
+    Op,
+    ProfiledCall,
+    TraceProfile,
+    call_listeners,
+    durations,
+    register,
+)
 from provenance.record import BSYM_ATTR as ATTR
+from provenance.thunder import emit
 from provenance.thunder.patching import Patcher
 from provenance.thunder.printing import printed_layout
 from provenance.thunder.state import CompileState, check_fault, current_compile, fail
@@ -79,6 +92,8 @@ def install(patcher: Patcher) -> None:
     global installed
     if not installed:
         patcher.wrap(TraceCtx, "python_callable", _python_callable)
+        if emit.profile_called not in call_listeners:  # profile_call records, when a log is written
+            call_listeners.append(emit.profile_called)
         installed = True
 
 
@@ -88,6 +103,8 @@ def uninstalled() -> None:
     installed, requested = False, 0
     for window in list(_windows):
         window.finish()
+    if emit.profile_called in call_listeners:
+        call_listeners.remove(emit.profile_called)
 
 
 # -- timed twins --------------------------------------------------------------------------------
@@ -191,7 +208,7 @@ def twin(trace: TraceCtx, original: Callable, which: str) -> Timed:
     lines = list(text)
     ops: list[Op] = []
     indent = "  "
-    for bsym, start, length in placed:
+    for printed, (bsym, start, length) in enumerate(placed):
         first = next((i for i in range(start, start + length)
                       if lines[i].strip() and not lines[i].lstrip().startswith("#")), None)
         if first is None:  # comments only: nothing runs
@@ -202,7 +219,7 @@ def twin(trace: TraceCtx, original: Callable, which: str) -> Timed:
         lines[first] = f"{indent}{MARK.format(len(ops))}{stripped}"
         if bsym.sym.id is PrimIDs.RETURN:
             break
-        ops.append(Op(positions[id(bsym)], bsym.sym.name, bsym.__dict__.get(ATTR), start))
+        ops.append(Op(positions[id(bsym)], bsym.sym.name, bsym.__dict__.get(ATTR), start, printed))
     else:  # no return statement: the last op ends after its block
         lines.append(f"{indent}{MARK.format(len(ops)).rstrip('; ')}")
     marks = len(ops) + 1
@@ -342,9 +359,7 @@ def _backward_dispatcher(window: Window) -> Callable:
 
 
 def _fn_name(fn: Any) -> str:
-    from provenance.thunder.emit import _fn_name as name
-
-    return name(fn)
+    return emit._fn_name(fn)
 
 
 def profiled_entry(entry: Any, state: CompileState, compile_stats: Any) -> Any:
@@ -360,12 +375,14 @@ def profiled_entry(entry: Any, state: CompileState, compile_stats: Any) -> Any:
         found = generated.get(id(entry.computation_fn))
         if found is None or found[0] is not entry.computation_fn:
             raise ProfilingError("the computation function was not generated from a trace")
+        traces = {FORWARD: found[1]}
         forward = twin(found[1], entry.computation_fn, FORWARD)
         backward = None
         if entry.backward_fn is not None:
             found = generated.get(id(entry.backward_fn))
             if found is None or found[0] is not entry.backward_fn:
                 raise ProfilingError("the backward function was not generated from a trace")
+            traces[BACKWARD] = found[1]
             backward = twin(found[1], entry.backward_fn, BACKWARD)
         profile.traces[FORWARD] = TraceProfile(FORWARD, forward.ops, clock=forward.clock.name)
         if backward is not None:
@@ -378,9 +395,15 @@ def profiled_entry(entry: Any, state: CompileState, compile_stats: Any) -> Any:
             replaced = replaced._replace(backward_fn=_backward_dispatcher(window))
         register(profile, owner=compile_stats)
         _windows.add(window)
-        return replaced
     except Exception as exc:
         name = profile.fn_name if profile is not None else "a function"
         warnings.warn(f"thunder-provenance: cannot profile {name} ({exc!r}); it runs unprofiled.",
                       RuntimeWarning, stacklevel=2)
         return entry
+    try:
+        check_fault("profile_log")
+        emit.profile_started(profile, entry, traces)
+    except Exception as exc:  # profiled all the same; the log lacks this compile's profile
+        warnings.warn(f"thunder-provenance: cannot log the profile of {profile.fn_name} ({exc!r}); it is "
+                      f"profiled, not logged.", RuntimeWarning, stacklevel=2)
+    return replaced

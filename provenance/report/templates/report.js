@@ -92,7 +92,7 @@
     if (!tip) return;
     if (!op) { tip.hidden = true; return; }
     var info = provs[op.dataset.p];
-    tip.textContent = info ? info.h : "record #" + op.dataset.p;
+    tip.textContent = (info ? info.h : "record #" + op.dataset.p) + (op.dataset.t ? " \u00b7 " + op.dataset.t + " per call" : "");
     tip.hidden = false;
   });
   document.addEventListener("mousemove", function (ev) {

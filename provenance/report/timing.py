@@ -1,0 +1,387 @@
+"""Where the time went, in the report: a compile's Time section (top lines, modules, roles, kinds,
+an icicle chart of the module tree), each op's time on the final traces, each line's in the
+source view's gutter; and for the run (time.html) the lines and roles across compiles and ranks.
+
+Everything is rolled up by `provenance.rollup` on the compile's profile rebuilt from the log
+(profiles.py), so the figures are the ones `provenance.cost()` gave in the process. Times are
+per profiled call (a sum over the calls / the calls), except the run's totals. Colours ("heat")
+say which share of the profiled time an op or a line took: `HEAT` are the thresholds.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from provenance.profile import CompileProfile
+from provenance.record import Provenance
+from provenance.report.model import TraceView
+from provenance.report.profiles import LoggedProfile, LoggedTrace, compile_profile
+from provenance.rollup import BETWEEN, NO_MODULE, ROOT, CostRow, line_texts, merge, rollup, summary
+
+__all__ = ["HEAT", "LEGEND", "STRAGGLER", "CompileTime", "IcicleBox", "LineTime", "OpTime", "RankLine", "RankTable",
+           "RunTime", "TimeRow", "TimeSummary", "compile_time", "heat", "icicle", "op_times", "run_time"]
+
+HEAT = (0.10, 0.03, 0.01, 0.003, 0.001)  # share of the profiled time -> heat 5, 4, 3, 2, 1 (else 0)
+LEGEND = [(5 - i, f"{100 * limit:g}%") for i, limit in enumerate(HEAT)]  # for the pages: (heat, threshold)
+STRAGGLER = 1.5  # a rank whose time on a line is >= this times the ranks' median is flagged
+TOP_LINES, TOP_MODULES, RUN_LINES, RANK_LINES = 15, 12, 25, 30
+ICICLE_MIN_WIDTH = 0.25  # percent of the profiled time: narrower modules are not drawn
+ICICLE_MAX_DEPTH = 12
+HREFS_KEPT = 40  # per compile: source view links of its top lines, for the run's page
+
+
+def heat(share: float) -> int:
+    """0 (under 0.1%) to 5 (10% or more of the profiled time)."""
+    return next((5 - i for i, limit in enumerate(HEAT) if share >= limit), 0)
+
+
+def _duration(ms: float) -> str:
+    """A short ASCII label: `1.23 ms`, `45.6 us`, `0.78 us`."""
+    if ms >= 0.1:
+        return f"{ms:.2f} ms"
+    return f"{ms * 1000:.1f} us" if ms >= 0.001 else f"{ms * 1000:.2f} us"
+
+
+def _ms(ns: float, calls: int) -> float:
+    return ns / (calls or 1) / 1e6
+
+
+@dataclass(slots=True)
+class TimeRow:
+    """A row of a time table: per profiled call (`ms`...) and over all of them (`total_ms`)."""
+
+    key: str
+    label: str
+    text: str  # a line's source text; a module's class
+    kind: str  # key | fusion | between
+    members: list[str]  # a fusion's member keys (labels)
+    ms: float
+    forward_ms: float
+    backward_ms: float
+    recompute_ms: float
+    shared_ms: float
+    total_ms: float
+    share: float
+    heat: int
+    calls: int
+    href: str | None = None  # the line in a source view
+
+
+def _time_row(row: CostRow, texts: dict[str, str], href: str | None = None) -> TimeRow:
+    calls = row.calls
+    return TimeRow(key=row.key, label=row.label, text=texts.get(row.key, ""), kind=row.kind,
+                   members=[_short(m) for m in row.members], ms=_ms(row.total_ns, calls),
+                   forward_ms=_ms(row.forward_ns, calls), backward_ms=_ms(row.backward_ns, calls),
+                   recompute_ms=_ms(row.recompute_ns, calls), shared_ms=_ms(row.shared_ns, calls),
+                   total_ms=row.total_ns / 1e6, share=row.share, heat=heat(row.share), calls=calls, href=href)
+
+
+def _short(key: str) -> str:
+    if key.startswith("(") or ":" not in key:
+        return key
+    path, _, line = key.rpartition(":")
+    return f"{path.rsplit('/', 1)[-1]}:{line}"
+
+
+@dataclass(slots=True)
+class IcicleBox:
+    """A module of the icicle chart: its row (depth), horizontal extent in percent of the
+    profiled time, and what its tooltip says."""
+
+    depth: int
+    left: float
+    width: float
+    label: str
+    title: str
+    heat: int
+
+
+@dataclass(slots=True)
+class LineTime:
+    """A source line's time per profiled call, for the source view's gutter."""
+
+    ms: float
+    forward_ms: float
+    backward_ms: float
+    recompute_ms: float
+    shared_ms: float
+    share: float
+    heat: int
+
+    @property
+    def title(self) -> str:
+        parts = [f"{self.ms:.3f} ms per call ({self.share:.1%})", f"forward {self.forward_ms:.3f}",
+                 f"backward {self.backward_ms:.3f}"]
+        if self.recompute_ms:
+            parts.append(f"recompute {self.recompute_ms:.3f}")
+        if self.shared_ms:
+            parts.append(f"+ {self.shared_ms:.3f} in fusions shared with other lines")
+        return ", ".join(parts)
+
+
+@dataclass(slots=True)
+class OpTime:
+    """An op's time per profiled call on its trace."""
+
+    label: str  # "1.234 ms"
+    heat: int
+
+
+@dataclass(slots=True)
+class CompileTime:
+    """The Time section of a compile page."""
+
+    calls: int
+    clock: str
+    wall_ms: float  # per call, forward + backward
+    traces: list[tuple[str, float, int]]  # (forward | backward, wall ms per call, calls)
+    coverage: float
+    between_ms: float
+    lines: list[TimeRow]
+    more_lines: int
+    modules: list[TimeRow]
+    roles: list[TimeRow]
+    kinds: list[TimeRow]
+    icicle: list[IcicleBox]
+    icicle_depth: int
+    legend: list[tuple[int, str]] = field(default_factory=lambda: LEGEND)
+
+
+@dataclass
+class TimeSummary:
+    """What the run keeps of a compile's profile: its rows by line and role (for the run's page
+    and the rank comparison), and the figures compile_directory.json lists."""
+
+    calls: int
+    clock: str
+    wall_ns: int
+    attributed_ns: int
+    lines: list[CostRow]
+    roles: list[CostRow]
+    texts: dict[str, str]
+    hrefs: dict[str, str] = field(default_factory=dict)  # line key -> its source view line
+    legend: list[tuple[int, str]] = field(default_factory=lambda: LEGEND, repr=False)
+
+    def directory(self) -> dict[str, Any]:
+        return {"calls": self.calls, "clock": self.clock, "wall_ns": self.wall_ns,
+                "attributed_ns": self.attributed_ns,
+                "lines": [{"key": r.key, "total_ns": r.total_ns, "forward_ns": r.forward_ns,
+                           "backward_ns": r.backward_ns, "recompute_ns": r.recompute_ns, "shared_ns": r.shared_ns}
+                          for r in self.lines[:10]]}
+
+
+# -- a compile ------------------------------------------------------------------------------------
+def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Provenance | None], fn: str,
+                 ) -> tuple[CompileTime, TimeSummary, dict[tuple[str, int], LineTime]]:
+    """A compile's Time section, what the run keeps of it, and each user line's time
+    ((path, line) -> LineTime) for the source view."""
+    profile = compile_profile(logged, record_of, fn)
+    totals = summary([profile])
+    wall, calls = totals["wall_ns"], totals["calls"]
+    texts = line_texts([profile])
+    by_line = rollup([profile], "line")
+    by_module = rollup([profile], "module")
+    by_role = rollup([profile], "role")
+    by_kind = rollup([profile], "kind")
+    types = _module_types(profile)
+    modules = [r for r in by_module if r.key != ROOT][:TOP_MODULES]
+    clock = "/".join(sorted({t.clock for t in profile.traces.values()})) or "cpu"
+    boxes, depth = icicle(by_module, wall, types, fn.rsplit(".", 1)[-1])
+    time = CompileTime(
+        calls=calls, clock=clock, wall_ms=_ms(wall, calls),
+        traces=[(name, _ms(t.wall_ns, t.calls), t.calls) for name, t in profile.traces.items()],
+        coverage=totals["coverage"], between_ms=_ms(totals["between_ns"], calls),
+        lines=[_time_row(r, texts) for r in by_line[:TOP_LINES]], more_lines=max(0, len(by_line) - TOP_LINES),
+        modules=[_time_row(r, types) for r in modules], roles=[_time_row(r, {}) for r in by_role],
+        kinds=[_time_row(r, {}) for r in by_kind], icicle=boxes, icicle_depth=depth)
+    lines: dict[tuple[str, int], LineTime] = {}
+    for row in by_line:
+        path, _, number = row.key.rpartition(":")
+        if row.kind == "key" and path and number.isdigit():
+            c = row.calls
+            lines[(path, int(number))] = LineTime(
+                _ms(row.total_ns, c), _ms(row.forward_ns, c), _ms(row.backward_ns, c), _ms(row.recompute_ns, c),
+                _ms(row.shared_ns, c), row.share, heat(row.share))
+    top = {r.key for r in by_line[:RUN_LINES * 4]}  # the run's page names at most so many lines
+    kept = TimeSummary(calls, clock, wall, totals["attributed_ns"], by_line, by_role,
+                       {k: v for k, v in texts.items() if k in top})
+    return time, kept, lines
+
+
+def _module_types(profile: CompileProfile) -> dict[str, str]:
+    """module path -> class name, from the records of the profiled ops."""
+    types: dict[str, str] = {}
+    seen: set[int] = set()
+
+    def visit(record: Provenance | None) -> None:
+        while record is not None and id(record) not in seen:
+            seen.add(id(record))
+            if record.module is not None and record.module_type:
+                types.setdefault(record.module, record.module_type)
+            for member in record.members:
+                visit(member)
+            record = record.derived_from
+
+    for trace in profile.traces.values():
+        for op in trace.ops:
+            visit(op.record)
+    if "" in types:
+        types[ROOT] = types[""]
+    return types
+
+
+def icicle(rows: list[CostRow], wall_ns: int, types: dict[str, str], root_label: str,
+           ) -> tuple[list[IcicleBox], int]:
+    """The module tree as an icicle chart: the first row splits the profiled time into the model
+    (`<root>`), ops outside any module and time between ops; each row below splits a module into
+    its submodules (a module's width is its time, its submodules' included)."""
+    if not wall_ns:
+        return [], 0
+    by_key = {r.key: r for r in rows}
+    children: dict[str, list[CostRow]] = {}
+    for row in rows:
+        if row.kind != "key" or row.key in (ROOT, NO_MODULE):
+            continue
+        parent = row.key.rpartition(".")[0] or ROOT
+        children.setdefault(parent, []).append(row)
+    boxes: list[IcicleBox] = []
+    depth_used = 0
+
+    def place(row: CostRow, depth: int, left: float, label: str) -> None:
+        nonlocal depth_used
+        width = 100.0 * row.total_ns / wall_ns
+        if width < ICICLE_MIN_WIDTH or depth >= ICICLE_MAX_DEPTH:
+            return
+        depth_used = max(depth_used, depth + 1)
+        calls = row.calls or 1
+        kind = f" ({types[row.key]})" if row.key in types and row.key != ROOT else ""
+        shared = f", +{_ms(row.shared_ns, calls):.3f} ms in fusions it shares" if row.shared_ns else ""
+        name = row.key if row.key != ROOT else f"{root_label} (the jitted module)"
+        boxes.append(IcicleBox(depth, left, width, label, f"{name}{kind}, {_ms(row.total_ns, calls):.3f} ms "
+                               f"per call, {row.share:.1%}{shared}", heat(row.share)))
+        for child in sorted(children.get(row.key, ()), key=lambda r: -r.total_ns):
+            place(child, depth + 1, left, child.key.rpartition(".")[2])
+            left += 100.0 * child.total_ns / wall_ns
+
+    left = 0.0
+    for key, label in ((ROOT, root_label), (NO_MODULE, NO_MODULE), (BETWEEN, BETWEEN)):
+        row = by_key.get(key)
+        if row is not None and row.total_ns > 0:
+            place(row, 0, left, label)
+            left += 100.0 * row.total_ns / wall_ns
+    return boxes, depth_used
+
+
+def op_times(view: TraceView, trace: LoggedTrace) -> dict[int, OpTime]:
+    """Each timed op of a logged final trace (by its index in `view.ops`) -> its time per call.
+    An ops-table entry whose index does not name an op of the same symbol and record is skipped."""
+    out: dict[int, OpTime] = {}
+    if not trace.calls or not trace.wall_ns:
+        return out
+    ops = view.ops
+    for (_position, symbol, prov, index), ns in zip(trace.ops, trace.op_ns):
+        if index is None or not 0 <= index < len(ops) or ops[index].sym != symbol or ops[index].prov != prov:
+            continue
+        ms = _ms(ns, trace.calls)
+        out[index] = OpTime(_duration(ms), heat(ns / trace.wall_ns))
+    return out
+
+
+# -- the run ----------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class RankLine:
+    """A line (or role) across ranks: its time per profiled call on each (None: not there)."""
+
+    key: str
+    label: str
+    text: str
+    cells: list[float | None]
+    stragglers: list[bool]
+    median: float
+    width: list[float]  # each cell's bar, percent of the row's largest
+
+    @property
+    def flagged(self) -> bool:
+        return any(self.stragglers)
+
+
+@dataclass(slots=True)
+class RankTable:
+    labels: list[str]
+    lines: list[RankLine]
+    roles: list[RankLine]
+    stragglers: int  # lines with a flagged rank
+    more: int  # lines not listed
+
+
+@dataclass(slots=True)
+class RunTime:
+    """time.html: the run's profiled compiles, their lines and roles, and the ranks compared."""
+
+    compiles: int
+    calls: int
+    wall_ms: float  # all profiled calls
+    coverage: float
+    lines: list[TimeRow]
+    roles: list[TimeRow]
+    more_lines: int
+    ranks: RankTable | None
+    straggler: float = STRAGGLER
+    legend: list[tuple[int, str]] = field(default_factory=lambda: LEGEND)
+
+
+def run_time(labels: list[str], compiles: Iterable[tuple[int, TimeSummary]]) -> RunTime | None:
+    """The run's time page from each profiled compile's summary, with its log's index (the
+    position of its label in `labels`)."""
+    compiles = list(compiles)
+    if not compiles:
+        return None
+    wall = sum(t.wall_ns for _, t in compiles)
+    texts: dict[str, str] = {}
+    hrefs: dict[str, str] = {}
+    for _, t in compiles:
+        for key, text in t.texts.items():
+            texts.setdefault(key, text)
+        for key, href in t.hrefs.items():
+            hrefs.setdefault(key, href)
+    lines = merge((t.lines, t.wall_ns) for _, t in compiles)
+    roles = merge((t.roles, t.wall_ns) for _, t in compiles)
+    per_log: dict[int, list[TimeSummary]] = {}
+    for log, t in compiles:
+        per_log.setdefault(log, []).append(t)
+    ranks = _ranks(labels, per_log, texts) if len(per_log) > 1 else None
+    return RunTime(compiles=len(compiles), calls=sum(t.calls for _, t in compiles), wall_ms=wall / 1e6,
+                   coverage=sum(t.attributed_ns for _, t in compiles) / wall if wall else 1.0,
+                   lines=[_time_row(r, texts, hrefs.get(r.key)) for r in lines[:RUN_LINES]],
+                   roles=[_time_row(r, {}) for r in roles], more_lines=max(0, len(lines) - RUN_LINES), ranks=ranks)
+
+
+def _ranks(labels: list[str], per_log: dict[int, list[TimeSummary]], texts: dict[str, str]) -> RankTable:
+    logs = sorted(per_log)
+    line_rows = {log: {r.key: r for r in merge((t.lines, t.wall_ns) for t in per_log[log])} for log in logs}
+    role_rows = {log: {r.key: r for r in merge((t.roles, t.wall_ns) for t in per_log[log])} for log in logs}
+    lines = _compare(logs, line_rows, texts)
+    listed = lines[:RANK_LINES] + [line for line in lines[RANK_LINES:] if line.flagged][:RANK_LINES]
+    return RankTable(labels=[labels[log] if 0 <= log < len(labels) else f"log {log}" for log in logs],
+                     lines=listed, roles=_compare(logs, role_rows, {}),
+                     stragglers=sum(line.flagged for line in lines), more=len(lines) - len(listed))
+
+
+def _compare(logs: list[int], rows: dict[int, dict[str, CostRow]], texts: dict[str, str]) -> list[RankLine]:
+    keys = dict.fromkeys(k for log in logs for k in rows[log])
+    out = []
+    for key in keys:
+        found = [rows[log].get(key) for log in logs]
+        cells = [None if r is None else _ms(r.total_ns, r.calls) for r in found]
+        present = [c for c in cells if c is not None]
+        median = statistics.median(present)
+        flags = [c is not None and len(present) > 1 and median > 0 and c >= STRAGGLER * median for c in cells]
+        top = max(present) or 1.0
+        label = next(r.label for r in found if r is not None)
+        out.append(RankLine(key, label, texts.get(key, ""), cells, flags, median,
+                            [0.0 if c is None else 100.0 * c / top for c in cells]))
+    out.sort(key=lambda line: (-max(c for c in line.cells if c is not None), line.key))
+    return out
