@@ -43,8 +43,8 @@ from provenance.report.profiles import LoggedProfile
 from provenance.report.provinfo import ProvTable
 from provenance.report.source_files import SourceCache
 from provenance.report.source_view import source_view
-from provenance.report.why import executor_compile, phase_view, phases_of, recompile_view
 from provenance.report.timing import HREFS_KEPT, compile_time, op_times
+from provenance.report.why import executor_compile, phase_view, phases_of, recompile_view
 
 __all__ = ["CompileBuilder", "PageSink", "parse_ops"]
 
@@ -124,6 +124,7 @@ class CompileBuilder:
         self.recompile: dict | None = None  # the recompile record (with what the run attached)
         self.phases: dict | None = None
         self.executor_compiles: list = []
+        self.profile = profile  # its profile records (read ahead: they come after its end)
 
     def add(self, data: dict) -> None:
         """A record of this compile between its start and its end (or, for executor compiles, after)."""
@@ -138,7 +139,6 @@ class CompileBuilder:
                 self.executor_compiles.append(found)
         else:
             self.add_trace(data)
-        self.profile = profile  # its profile records (read ahead: they come after its end)
 
     # -- traces ----------------------------------------------------------------------------
     def add_trace(self, data: dict) -> None:

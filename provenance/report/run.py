@@ -42,8 +42,8 @@ from provenance.report.provinfo import ProvTable
 from provenance.report.ranks import compare_ranks
 from provenance.report.reader import LogFile, LogRecord
 from provenance.report.source_files import SourceCache
-from provenance.report.why import executor_compile
 from provenance.report.timing import run_time
+from provenance.report.why import executor_compile
 from provenance.report.workers import RECOVERABLE, CompileResult, LocalCompile, Pool, RemoteCompile
 
 __all__ = ["RunBuilder"]
