@@ -11,7 +11,8 @@ and listed.
 from __future__ import annotations
 
 import os
-from collections import Counter
+import zlib
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, NamedTuple
@@ -42,11 +43,13 @@ from provenance.report.ranks import compare_ranks
 from provenance.report.reader import LogFile, LogRecord
 from provenance.report.source_files import SourceCache
 from provenance.report.timing import run_time
+from provenance.report.why import executor_compile
 from provenance.report.workers import RECOVERABLE, CompileResult, LocalCompile, Pool, RemoteCompile
 
 __all__ = ["RunBuilder"]
 
 MAX_FAILURES_DETAILED = 200
+MAX_PROLOGUES = 256  # final prologues kept (compressed) for the recompiles that diff against them
 _DEBUG = bool(os.environ.get("THUNDER_TRACE_REPORT_DEBUG"))  # raise on a record the report cannot use
 
 
@@ -78,6 +81,9 @@ class RunBuilder:
         self.source_cache = SourceCache()
         self.highlighter = LineHighlighter()
         self._pages: set[str] = set()
+        self._compile_pages: dict[tuple[int, Any], str] = {}  # (log, compile id) -> its page, for links
+        self._prologue_open: dict[tuple[int, Any], str] = {}  # the latest prologue of each open compile
+        self._prologues: OrderedDict[tuple[int, Any], bytes] = OrderedDict()  # final prologues, zlib'd
         self.bytes_read = 0
         self.log_summaries: dict[int, LogSummary] = {}  # by log index, once read
         times = [log.header.get("time_ns") for log in logs if log.header and isinstance(log.header.get("time_ns"), int)]
@@ -103,11 +109,14 @@ class RunBuilder:
             self._malformed(log, line, reason)
         self.perfetto.process(log.index, f"{log.label} \u00b7 {log.name}")
         open_compiles: dict[Any, LocalCompile | RemoteCompile] = {}
+        # A compile that ended waits for the next compile to start (or the end of the log): the
+        # executor compiles its first call causes come after its end.
+        ended: list[tuple[Any, LocalCompile | RemoteCompile, dict | None, dict | None]] = []
         dropped_bad = 0
         done_before = self.bytes_read
         for n, record in enumerate(log_file):
             try:
-                self._record(log, log_file, provs, record, open_compiles)
+                self._record(log, log_file, provs, record, open_compiles, ended)
             except RECOVERABLE as exc:
                 if _DEBUG:
                     raise
@@ -117,6 +126,12 @@ class RunBuilder:
                 del log_file.bad[MAX_PROBLEMS_LISTED:]
             if self.progress is not None and not n & 255:
                 self.progress(done_before + log_file.bytes)
+        try:
+            self._release(ended)
+        except RECOVERABLE as exc:
+            if _DEBUG:
+                raise
+            self._malformed(log, None, f"compile end: {type(exc).__name__}: {exc}")
         for compile_ in list(open_compiles.values()):  # the log ended mid-compile
             try:
                 compile_.finish(None, None)
@@ -152,11 +167,12 @@ class RunBuilder:
                                                    log_file.newer_minor)
 
     def _record(self, log: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
-                open_compiles: dict[Any, LocalCompile | RemoteCompile]) -> None:
+                open_compiles: dict[Any, LocalCompile | RemoteCompile], ended: list) -> None:
         kind, data = record.type, record.data
         if kind in ("prov", "span", "header"):
             return  # the reader keeps records by id; headers were read up front
         if kind == "compile_start":
+            self._release(ended)
             cid = hashable(data.get("compile"))
             if cid in open_compiles:
                 self._malformed(log, record.line,
@@ -164,11 +180,30 @@ class RunBuilder:
                 open_compiles.pop(cid).finish(None, None)
             open_compiles[cid] = self._begin(log, log_file, provs, data)
         elif kind == "trace":
+            if data.get("list") == "prologue" and isinstance(data.get("python"), str):
+                self._prologue_open[(log.index, hashable(data.get("compile")))] = data["python"]
             self._compile(log, log_file, provs, record, open_compiles).add(data)
+        elif kind == "phases":
+            self._compile(log, log_file, provs, record, open_compiles).add(data)
+        elif kind == "recompile":
+            self._compile(log, log_file, provs, record, open_compiles).add(self._recompile(log, data))
         elif kind in ("compile_end", "compile_error"):
             compile_ = self._compile(log, log_file, provs, record, open_compiles)
-            open_compiles.pop(hashable(data.get("compile")), None)
-            compile_.finish(data if kind == "compile_end" else None, data if kind == "compile_error" else None)
+            cid = hashable(data.get("compile"))
+            open_compiles.pop(cid, None)
+            prologue = self._prologue_open.pop((log.index, cid), None)
+            if kind == "compile_end" and prologue is not None:
+                self._prologues[(log.index, cid)] = zlib.compress(prologue.encode())
+                while len(self._prologues) > MAX_PROLOGUES:
+                    self._prologues.popitem(last=False)
+            self._release(ended)
+            ended.append((cid, compile_, *((data, None) if kind == "compile_end" else (None, data))))
+        elif kind == "executor_compile":
+            found = executor_compile(data)
+            if found is not None:
+                self.perfetto.executor_compile(log.index, data.get("compile"), found)
+            if ended and ended[0][0] == hashable(data.get("compile")):
+                ended[0][1].add(data)
         elif kind == "calls":
             self.calls.append(_Calls(log.index, as_int(data.get("calls")), as_int(data.get("cache_hits")),
                                      [c for c in data.get("compiles") or [] if isinstance(c, int)]))
@@ -179,6 +214,23 @@ class RunBuilder:
             end = data.get("end_ns")
             if span and isinstance(span.get("start_ns"), int) and isinstance(end, int):
                 self.perfetto.scope(log.index, str(span.get("name")), span["start_ns"], end, span.get("role"))
+
+    @staticmethod
+    def _release(ended: list) -> None:
+        """Finish the compile that ended last (its pages are written)."""
+        while ended:
+            _, compile_, end, error = ended.pop()
+            compile_.finish(end, error)
+
+    def _recompile(self, log: RunLog, data: dict) -> dict:
+        """The recompile record, with the pages of the compiles it names and the final prologue of
+        the newest one (the page diffs against it)."""
+        rejected = data.get("rejected") if isinstance(data.get("rejected"), list) else []
+        ids = [e.get("compile") for e in rejected if isinstance(e, dict) and isinstance(e.get("compile"), int)]
+        pages = {cid: page for cid in ids if (page := self._compile_pages.get((log.index, cid))) is not None}
+        newest = rejected[0].get("compile") if rejected and isinstance(rejected[0], dict) else None
+        packed = self._prologues.get((log.index, newest)) if isinstance(newest, int) else None
+        return {**data, "_pages": pages, "_prologue": zlib.decompress(packed).decode() if packed else None}
 
     def _compile(self, log: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
                  open_compiles: dict) -> LocalCompile | RemoteCompile:
@@ -199,6 +251,8 @@ class RunBuilder:
             key = f"{base}-{n}"
         self._pages.add(key)
         pages = CompilePages(f"compiles/{key}.html", f"compiles/{key}-source.html")
+        if numbered:
+            self._compile_pages[(log.index, cid)] = f"{key}.html"  # linked from the compiles/ directory
         args = {"key": key, "log": log.index, "rank": log.rank, "rank_label": log.label, "pages": pages,
                 "compare": len(self.logs) > 1, "profile": self._profiles.pop(hashable(cid), None)}
 
@@ -230,6 +284,7 @@ class RunBuilder:
         self.directory.add(summary.directory_entry())
         # What stays is what the index and the rank comparison need: a few hundred bytes.
         summary.passes, summary.call_stack, summary.jit_stack = [], [], []
+        summary.phases, summary.executor_compiles = [], []
         if self.progress is not None:
             self.progress(self.bytes_read)
 

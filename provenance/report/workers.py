@@ -50,7 +50,7 @@ class LocalCompile:
         self.builder, self.deliver = builder, deliver
 
     def add(self, data: dict) -> None:
-        self.builder.add_trace(data)
+        self.builder.add(data)
 
     def finish(self, end: dict | None, error: dict | None) -> None:
         self.deliver(_result(self.builder, self.builder.finish(end, error), []))
@@ -136,11 +136,11 @@ def build(job: Job) -> CompileResult:
     for record in rest:
         kind = record.get("type")
         try:
-            if kind == "trace":
-                builder.add_trace(record)
-            else:
+            if kind in ("compile_end", "compile_error", "(incomplete)"):
                 summary = builder.finish(record if kind == "compile_end" else None,
                                          record if kind == "compile_error" else None)
+            else:
+                builder.add(record)
         except RECOVERABLE as exc:
             malformed.append(f"{kind} record: {type(exc).__name__}: {exc}")
     if provs.malformed:
