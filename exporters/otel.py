@@ -1,10 +1,12 @@
 """OpenTelemetry exporter: the session's events as spans and metrics.
 
-Spans: one per compile (root), one child per pass (with Thunder's measured duration), one per
-`provenance.scope` span; a compile that raised records the exception; with profiling on, one per
-profiled run of a forward or backward trace, its top user lines as attributes. Metrics: compile
-and pass durations, ops and fusions per compile, cache hits and misses, (opt-in) wait counters,
-and with profiling on `thunder.op.duration`: op time by module and role (ProfileMetrics).
+Spans: one per compile (root; a recompile carries its reason), its phases as children at their
+real start and end (nested phases under theirs), a fusion executor's compile at the first call as
+a late child, one span per `provenance.scope` span; a compile that raised records the exception;
+with profiling on, one per profiled run of a forward or backward trace, its top user lines as
+attributes. Metrics: compile, phase and pass durations, ops and fusions per compile, cache hits
+and misses, (opt-in) wait counters, and with profiling on `thunder.op.duration`: op time by module
+and role (ProfileMetrics).
 
 Configuration follows OpenTelemetry's conventions (`from_environment`): an application that
 configured a TracerProvider gets its spans there; otherwise, when OTEL_EXPORTER_OTLP_ENDPOINT
@@ -67,13 +69,16 @@ class OtelExporter:
         self._observing_waits = False
         self._common = {"thunder.rank": rank} if rank is not None else {}
         self._compiles: dict[int, Any] = {}
+        self._ended: OrderedDict[int, Any] = OrderedDict()  # span contexts of ended compiles (late children)
         self._scopes: dict[int, Any] = {}
         self._reported_hits: dict[str, int] = {}
         meter = meter_provider.get_meter("thunder-provenance", __version__)
         self._compile_seconds = meter.create_histogram("thunder.compile.duration", unit="s",
                                                        description="thunder.jit compile time")
         self._pass_seconds = meter.create_histogram("thunder.pass.duration", unit="s",
-                                                    description="time of one Thunder pass")
+                                                    description="time of one Thunder pass, as Thunder reports it")
+        self._phase_seconds = meter.create_histogram("thunder.phase.duration", unit="s",
+                                                     description="time of one phase of a compile")
         self._ops = meter.create_histogram("thunder.compile.ops", unit="{op}",
                                            description="bound symbols in the final forward+backward traces")
         self._fusions = meter.create_histogram("thunder.compile.fusions", unit="{fusion}",
@@ -123,18 +128,54 @@ class OtelExporter:
         self._misses.add(1, {**self._common, "thunder.function": event["fn"]})
 
     def _on_trace(self, event: Event) -> None:
-        root = self._compiles.get(event["compile"])
-        if root is None or event.get("ms") is None or event.get("end_ns") is None:
+        if event.get("ms") is not None and event.get("pass"):
+            self._pass_seconds.record(event["ms"] / 1e3, {**self._common, "thunder.pass": event["pass"]})
+
+    def _on_recompile(self, event: Event) -> None:
+        span = self._compiles.get(event["compile"])
+        if span is None:
             return
-        seconds = event["ms"] / 1e3
+        rejected = event.get("rejected") or []
+        attributes: dict[str, Any] = {"thunder.recompile.reason": event.get("reason") or "",
+                                      "thunder.recompile.reasons": [str(r.get("reason")) for r in rejected]}
+        if rejected and isinstance(rejected[0].get("compile"), int):
+            attributes["thunder.recompile.diverged_from"] = rejected[0]["compile"]
+        span.set_attributes(attributes)
+
+    def _on_phases(self, event: Event) -> None:
+        root = self._compiles.get(event["compile"])
+        if root is None:
+            return
+        parents = [root]  # by depth: the enclosing phase's span
+        for name, start, end, depth, detail in event.get("phases") or ():
+            del parents[depth + 1:]
+            parent = parents[-1] if depth < len(parents) else root
+            attributes = {**self._common, "thunder.compile_id": event["compile"], "thunder.phase": name}
+            if detail:
+                attributes["thunder.phase.detail"] = detail
+            span = self._tracer.start_span(f"thunder.phase {name}", context=trace.set_span_in_context(parent),
+                                           start_time=start, attributes=attributes)
+            span.end(end_time=end)
+            self._spans += 1
+            parents.append(span)
+            self._phase_seconds.record((end - start) / 1e9, {**self._common, "thunder.phase": name})
+
+    def _on_executor_compile(self, event: Event) -> None:
+        parent = self._ended.get(event["compile"]) or self._compiles.get(event["compile"])
+        if parent is None:
+            return
         span = self._tracer.start_span(
-            f"thunder.pass {event['pass']}", context=trace.set_span_in_context(root),
-            start_time=event["end_ns"] - event["ms"] * 1_000_000,
-            attributes={**self._common, "thunder.compile_id": event["compile"], "thunder.pass": event["pass"],
-                        "thunder.trace_list": event["list"]})
+            f"thunder.executor_compile {event['fusion']}", context=trace.set_span_in_context(parent),
+            start_time=event["start_ns"],
+            attributes={**self._common, "thunder.compile_id": event["compile"], "thunder.executor": event["executor"],
+                        "thunder.fusion": event["fusion"], "thunder.trace_list": event.get("trace") or ""})
         span.end(end_time=event["end_ns"])
         self._spans += 1
-        self._pass_seconds.record(seconds, {**self._common, "thunder.pass": event["pass"]})
+
+    def _remember_ended(self, compile_id: int, span: Any) -> None:
+        self._ended[compile_id] = trace.NonRecordingSpan(span.get_span_context())
+        while len(self._ended) > 256:
+            self._ended.popitem(last=False)
 
     def _on_compile_end(self, event: Event) -> None:
         span = self._compiles.pop(event["compile"], None)
@@ -149,6 +190,7 @@ class OtelExporter:
                                  "thunder.coverage.compute": final.get("compute", 0)})
             span.end(end_time=event["time_ns"])
             self._spans += 1
+            self._remember_ended(event["compile"], span)
 
     def _on_compile_error(self, event: Event) -> None:
         span = self._compiles.pop(event["compile"], None)

@@ -23,13 +23,14 @@ from typing import Any, Literal, NotRequired, TypedDict
 from provenance.record import Frame
 
 __all__ = [
-    "EVENTS", "FRAME_FIELDS", "KNOWN_TYPES", "OP_FIELDS", "PROFILE_OP_FIELDS", "SCHEMA_VERSION", "CacheCounts",
-    "Calls", "CaptureDisabled", "CompileEnd", "CompileError", "CompileStart", "Event", "FinalCounts", "FrameJSON",
-    "Header", "OpJSON", "ProfileCall", "ProfileOpJSON", "ProfileOps", "Prov", "SpanEnd", "SpanStart", "Trace",
+    "CHANGE_FIELDS", "EVENTS", "FRAME_FIELDS", "KNOWN_TYPES", "OP_FIELDS", "PHASE_FIELDS", "PROFILE_OP_FIELDS",
+    "SCHEMA_VERSION", "CacheCounts", "Calls", "CaptureDisabled", "ChangeJSON", "CompileEnd", "CompileError",
+    "CompileStart", "Event", "ExecutorCompile", "FinalCounts", "FrameJSON", "Header", "OpJSON", "PhaseJSON", "Phases",
+    "ProfileCall", "ProfileOpJSON", "ProfileOps", "Prov", "Recompile", "RejectedEntry", "SpanEnd", "SpanStart", "Trace",
     "TraceRepeat", "forms", "frame_json", "frames_json", "problems",
 ]
 
-SCHEMA_VERSION = "1.2"  # major.minor: readers refuse another major and read a newer minor
+SCHEMA_VERSION = "1.3"  # major.minor: readers refuse another major and read a newer minor
 
 # A stack frame is a JSON array, [file, line, function, source text, user code?].
 FRAME_FIELDS = ("file", "line", "function", "text", "user")
@@ -37,6 +38,12 @@ FrameJSON = tuple[str, int, str, str, bool]
 # An op of a printed trace: [first line (0-based) in `python`, number of lines, symbol, output names, prov id].
 OP_FIELDS = ("line", "lines", "symbol", "outputs", "prov")
 OpJSON = tuple[int, int, str, list[str], int | None]
+# A phase of a compile: [name, start (time_ns), end (time_ns), depth (0: top level), what it worked on or null].
+PHASE_FIELDS = ("name", "start_ns", "end_ns", "depth", "detail")
+PhaseJSON = tuple[str, int, int, int, str | None]
+# What a cache entry's check found changed: [what, the cached entry's value, this call's value].
+CHANGE_FIELDS = ("what", "cached", "now")
+ChangeJSON = tuple[str, str, str]
 # A timed op of a profiled trace: [position in bound_symbols, symbol, prov id, index in the trace record's ops].
 PROFILE_OP_FIELDS = ("position", "symbol", "prov", "op")
 ProfileOpJSON = tuple[int, str, int | None, int | None]
@@ -160,18 +167,61 @@ class CompileError(TypedDict):
     message: str
     traceback: str  # without this package's own frames
     last_prov: int | None
-    user_frame: NotRequired[FrameJSON | None]  # the innermost user frame of the traceback (schema 1.2)
+    user_frame: NotRequired[FrameJSON | None]  # the innermost user frame of the traceback (schema 1.3)
 
 
 class CaptureDisabled(TypedDict):
     """An internal error in a hook stopped capture for this compile (which ran on unchanged):
-    no compile_end or compile_error follows (schema 1.2)."""
+    no compile_end or compile_error follows (schema 1.3)."""
 
     type: Literal["capture_disabled"]
     compile: int
     time_ns: int
     hook: str
     error: str
+
+
+class RejectedEntry(TypedDict):
+    compile: int | None  # the compile that built the entry (None: not known to this log)
+    reason: str
+    subject: str | None
+    changes: list[ChangeJSON]
+    check: str | None
+    error: str
+
+
+class Recompile(TypedDict):
+    """A call missed the cache while entries existed: why each entry rejected it."""
+
+    type: Literal["recompile"]
+    compile: int
+    time_ns: int
+    call: FrameJSON | None  # the user's line of the call
+    reason: str
+    rejected: list[RejectedEntry]  # newest first, as Thunder tried them
+    more: int
+
+
+class Phases(TypedDict):
+    """Where a compile's wall time went."""
+
+    type: Literal["phases"]
+    compile: int
+    start_ns: int
+    end_ns: int
+    phases: list[PhaseJSON]
+
+
+class ExecutorCompile(TypedDict):
+    """A fusion executor compiling one fusion lazily, at the generated code's first call."""
+
+    type: Literal["executor_compile"]
+    compile: int
+    executor: str
+    fusion: str
+    trace: str | None
+    start_ns: int
+    end_ns: int
 
 
 class Calls(TypedDict):
@@ -224,11 +274,14 @@ EVENTS: dict[str, Any] = {
     "calls": Calls,
     "profile_ops": ProfileOps,
     "profile_call": ProfileCall,
+    "recompile": Recompile,
+    "phases": Phases,
+    "executor_compile": ExecutorCompile,
 }
 KNOWN_TYPES = frozenset(EVENTS)
 # Any event, for type checkers: the forms of EVENTS.
 Event = (Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError
-         | CaptureDisabled | Calls | ProfileOps | ProfileCall)
+         | CaptureDisabled | Calls | ProfileOps | ProfileCall | Recompile | Phases | ExecutorCompile)
 
 
 def frame_json(frame: Frame) -> FrameJSON:

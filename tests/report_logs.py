@@ -48,8 +48,9 @@ def frame(line: int, text: str, file: str = MODEL, fn: str = "Model.forward") ->
 def records(*, text_mul: str = "y = x * 2", text_add: str = "return y + x", fn: str = "report_model.Model",
             module: str = "", compile_id: Any = 1, file: str = MODEL, argv: list[str] | None = None,
             error: dict | None = None, schema: str = "1.0", rank: int | None = None,
-            time_ns: int = 1_796_000_000_000_000_000, role: str | None = None) -> list[dict]:
-    """One process's records, in the order the writer emits them."""
+            time_ns: int = 1_796_000_000_000_000_000, role: str | None = None, why: bool = False) -> list[dict]:
+    """One process's records, in the order the writer emits them; `why`: with the records of
+    schema 1.1 (a recompile of compile 1, phases, an executor compile)."""
     t = time_ns
     out: list[dict] = [
         {"type": "header", "schema": schema, "time_ns": t, "versions": {"python": "3.11.7", "thunder": "0.2.6"},
@@ -93,6 +94,21 @@ def records(*, text_mul: str = "y = x * 2", text_add: str = "return y + x", fn: 
                     "last_prov": 3, **error})
     out.append({"type": "calls", "fn": fn, "compiles": [compile_id], "calls": 3, "cache_hits": 2, "cache_misses": 1,
                 "time_ns": t + 9_000_000})
+    if why:
+        out.insert(2, {"type": "recompile", "compile": compile_id, "time_ns": t + 1500,
+                       "call": frame(4, "jm(x).sum().backward()", "/nonexistent/train.py", "<module>"),
+                       "reason": "x: shape [2] \u2192 [3]", "more": 0, "rejected": [
+                           {"compile": 1, "reason": "x: shape [2] \u2192 [3]", "subject": "x",
+                            "changes": [["shape", "[2]", "[3]"]], "check": "check_tensor_metadata(x, (2,), 'cpu', "
+                            "torch.float32, True)", "error": "AssertionError: expected tensor with (2,) ..."}]})
+        end = next(i for i, r in enumerate(out) if r["type"] in ("compile_end", "compile_error"))
+        out.insert(end, {"type": "phases", "compile": compile_id, "start_ns": t + 1000, "end_ns": t + 5_000_000,
+                         "phases": [["acquire_trace", t + 1000, t + 3_000_000, 0, None],
+                                    ["codegen", t + 3_000_000, t + 4_000_000, 0, "computation"],
+                                    ["executor_claiming", t + 3_100_000, t + 3_200_000, 1, None]]})
+        out.insert(end + 2, {"type": "executor_compile", "compile": compile_id, "executor": "torchcompile",
+                             "fusion": "TorchCompile0", "trace": "computation", "start_ns": t + 6_000_000,
+                             "end_ns": t + 8_000_000})
     return out
 
 

@@ -469,11 +469,15 @@ def test_profiling_off_installs_nothing_for_it(monkeypatch):
     monkeypatch.delenv("THUNDER_TRACE_PROFILE", raising=False)
 
     thunders_own = TraceCtx.python_callable
+
+    def profiling_hook() -> bool:  # capture's own codegen timer (phases.py) wraps it too: look for profiling's
+        return TraceCtx.python_callable.__qualname__.startswith(profiling._python_callable.__qualname__)
+
     provenance.enable()  # capture alone
     try:
-        assert TraceCtx.python_callable is thunders_own and profiling.requested == 0
+        assert not profiling_hook() and not profiling.installed and profiling.requested == 0
         provenance.enable(profile=2)
-        assert TraceCtx.python_callable is not thunders_own
+        assert profiling_hook() and profiling.installed
     finally:
         provenance.disable()
     assert TraceCtx.python_callable is thunders_own and profiling.requested == 0

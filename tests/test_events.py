@@ -133,6 +133,7 @@ def test_what_the_writers_emit_is_what_events_declares():
             jg = thunder.jit(lambda x: torch.cos(x) * 3)  # with a backward
             jg(x).sum().backward()
             jg(x).sum().backward()
+            jf(torch.ones(4))  # a recompile (whose ops table is written too)
         with pytest.raises(Exception) as raised, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             thunder.jit(lambda x: torch.nn.functional.conv2d(x, x, stride=(1, 2, 3)))(torch.ones(1, 1, 3, 3))
@@ -148,10 +149,12 @@ def test_what_the_writers_emit_is_what_events_declares():
     (error,) = [e for e in collect.events if e["type"] == "compile_error"]
     assert error["message"] == str(raised.value)
     seen = {e["type"] for e in collect.events}
-    assert seen == events.KNOWN_TYPES
+    # executor_compile needs the torch.compile executor (an inductor build): tests/test_phases.py
+    assert seen == events.KNOWN_TYPES - {"executor_compile"}
     assert any("same_as" in e for e in collect.events)  # both forms of "trace"
     profiled = [(e["type"], e["trace"]) for e in collect.events if e["type"].startswith("profile_")]
     assert profiled == [("profile_ops", "forward"), ("profile_call", "forward"), ("profile_ops", "forward"),
-                        ("profile_ops", "backward"), ("profile_call", "forward"), ("profile_call", "backward")]
+                        ("profile_ops", "backward"), ("profile_call", "forward"), ("profile_call", "backward"),
+                        ("profile_ops", "forward")]
     for event in collect.events:
         assert events.problems(event) == [], (event["type"], events.problems(event))

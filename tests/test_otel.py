@@ -1,4 +1,4 @@
-"""OpenTelemetry: compile spans, pass spans, code.* attributes and metrics reach a real collector."""
+"""OpenTelemetry: compile spans, phase spans, code.* attributes and metrics reach a real collector."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _run(cmd, **env):
 
 
 @pytest.mark.slow
-def test_a_traced_compile_arrives_as_a_compile_span_with_pass_children(collector, tmp_path):
+def test_a_traced_compile_arrives_as_a_compile_span_with_phase_children(collector, tmp_path):
     _run([sys.executable, *SCRIPT], THUNDER_TRACE=str(tmp_path), OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint)
     sink = collector.sink
     assert sink.wait_for(lambda s: any(x["name"].startswith("thunder.compile") for x in s.spans))
@@ -44,12 +44,12 @@ def test_a_traced_compile_arrives_as_a_compile_span_with_pass_children(collector
     assert isinstance(attrs["code.line.number"], int) and attrs["thunder.ops"] > 100
     assert compile_span["resource"]["service.name"] == "train_nanogpt"
     assert compile_span["resource"]["host.name"]
-    passes = [x for x in sink.spans if x["parent"] == compile_span["id"]]
-    assert {p["attributes"]["thunder.pass"] for p in passes} >= {"grad", "del_last_used"}
-    for p in passes:
+    phases = [x for x in sink.spans if x["parent"] == compile_span["id"]]
+    assert {p["attributes"]["thunder.phase"] for p in phases} >= {"acquire_trace", "grad", "del_last_used", "codegen"}
+    for p in phases:
         assert p["trace"] == compile_span["trace"]
         assert compile_span["start"] <= p["start"] <= p["end"] <= compile_span["end"]
-    assert sink.wait_for(lambda s: {"thunder.compile.duration", "thunder.pass.duration",
+    assert sink.wait_for(lambda s: {"thunder.compile.duration", "thunder.pass.duration", "thunder.phase.duration",
                                     "thunder.cache.misses"} <= {m["name"] for m in s.metrics}, timeout=20)
 
 
@@ -140,4 +140,4 @@ def test_application_provider_scope_spans_and_failed_compiles():
     step = next(s for s in spans if s["name"] == "step")
     assert step["attributes"] == {"thunder.role": "training", "thunder.scope.step": 1}
     ok = [s for s in spans if s["name"].startswith("thunder.compile") and s["status"] != "ERROR"]
-    assert len(ok) == 1 and any(s["parent"] == ok[0]["id"] for s in spans)  # with its pass spans
+    assert len(ok) == 1 and any(s["parent"] == ok[0]["id"] for s in spans)  # with its phase spans

@@ -229,10 +229,11 @@ def test_help_and_module_entry_point():
 
 def test_worker_processes_write_the_same_report(tmp_path, capsys):
     first = report_logs.records()
+    recompiled = report_logs.records(compile_id=4, why=True)[1:-1]  # its page links to and diffs with compile 1
     failed = report_logs.records(compile_id=2, error={})[1:-1]
     incomplete = report_logs.records(compile_id=3)[1:-3]
-    log = report_logs.write(tmp_path / "a.jsonl", [*first[:-1], *failed, {"type": "trace", "compile": 9, "list": 1},
-                                                   *incomplete, first[-1]])
+    log = report_logs.write(tmp_path / "a.jsonl", [*first[:-1], *recompiled, *failed,
+                                                   {"type": "trace", "compile": 9, "list": 1}, *incomplete, first[-1]])
     outs = []
     for jobs in ("1", "2"):
         outs.append(tmp_path / f"out{jobs}")
@@ -243,7 +244,9 @@ def test_worker_processes_write_the_same_report(tmp_path, capsys):
     for name in files:
         assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
     statuses = [c["status"] for c in orjson.loads((outs[1] / "compile_directory.json").read_bytes())["compiles"]]
-    assert statuses == ["ok", "failed", "incomplete", "incomplete"]
+    assert statuses == ["ok", "ok", "failed", "incomplete", "incomplete"]
+    page = (outs[1] / "compiles" / "log0-c4.html").read_text()
+    assert '<a href="log0-c1.html">compile 1</a>' in page and "TorchCompile0" in page
 
 
 @pytest.mark.slow
@@ -274,7 +277,8 @@ def test_fuzzed_records_never_crash_the_report(tmp_path, capsys):
         return record
 
     for attempt in range(40):
-        records = report_logs.records(rank=rng.choice([None, 0])) + report_logs.records(compile_id=2, error={})[1:]
+        records = report_logs.records(rank=rng.choice([None, 0])) + report_logs.records(
+            compile_id=2, error={} if attempt % 2 else None, why=True)[1:]
         for i in rng.sample(range(len(records)), rng.randint(1, 4)):
             records[i] = mutate(records[i])
         log = report_logs.write(tmp_path / f"{attempt}.jsonl", records)

@@ -46,6 +46,7 @@ from provenance.report.source_files import SourceCache
 from provenance.report.source_view import source_view
 from provenance.report.timing import HREFS_KEPT, compile_time, op_times
 from provenance.report.tracebacks import user_frame_of, without_our_frames
+from provenance.report.why import executor_compile, phase_view, phases_of, recompile_view
 
 __all__ = ["CompileBuilder", "PageSink", "parse_ops"]
 
@@ -122,7 +123,24 @@ class CompileBuilder:
         self.prov_ids: set[int] = set()
         self.page_roles: list[RoleCount] = []  # set by finish(), for the run's totals
         self.error: CompileError | None = None
+        self.recompile: dict | None = None  # the recompile record (with what the run attached)
+        self.phases: dict | None = None
+        self.executor_compiles: list = []
         self.profile = profile  # its profile records (read ahead: they come after its end)
+
+    def add(self, data: dict) -> None:
+        """A record of this compile between its start and its end (or, for executor compiles, after)."""
+        kind = data.get("type")
+        if kind == "recompile":
+            self.recompile = data
+        elif kind == "phases":
+            self.phases = data
+        elif kind == "executor_compile":
+            found = executor_compile(data)
+            if found is not None:
+                self.executor_compiles.append(found)
+        else:
+            self.add_trace(data)
 
     # -- traces ----------------------------------------------------------------------------
     def add_trace(self, data: dict) -> None:
@@ -185,6 +203,9 @@ class CompileBuilder:
             view.final = True
         compile_error = self._error(error) if error is not None else None
         final = end.get("final") if isinstance(end.get("final"), dict) else None
+        prologue = self.latest.get("prologue")
+        recompile = recompile_view(self.recompile, prologue.lines if prologue is not None else None)
+        window, phases = phases_of(self.phases)
         summary = CompileSummary(
             key=self.key, log=self.log, rank=self.rank, rank_label=self.rank_label, compile=self.compile,
             fn=self.fn, index=self.index, status=status, start_ns=self.start_ns, end_ns=end_ns, seconds=seconds,
@@ -199,6 +220,8 @@ class CompileBuilder:
             if disabled else None,
             signature={v.list: zlib.compress("\n".join(self._signature(v)).encode()) for v in final_views}
             if self.compare else {},
+            recompile_reason=recompile.reason if recompile is not None else None, window=window, phases=phases,
+            executor_compiles=list(self.executor_compiles),
         )
         provs = self.provs.closure(self.prov_ids | ({compile_error.last_prov} if compile_error and
                                                     compile_error.last_prov is not None else set()))
@@ -207,6 +230,8 @@ class CompileBuilder:
             self.malformed(f"{unbuilt} provenance record{'s' if unbuilt != 1 else ''} of compile "
                            f"{self.key} could not be rebuilt")
         page = self._page(summary, provs, compile_error, as_float(end.get("log_seconds")))
+        page.recompile = recompile
+        page.phases = phase_view(window, phases, summary.executor_compiles)
         self.page_roles, self.error = page.roles, compile_error
         line_time = None
         if self.profile is not None and self.profile.calls:

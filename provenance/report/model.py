@@ -14,8 +14,9 @@ from typing import Any, NamedTuple
 
 __all__ = ["LISTS", "MAX_PROBLEMS_LISTED", "CacheCounts", "CallSiteNode", "CompileError", "CompilePage",
            "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem", "DisabledCapture", "ErrorSummary",
-           "Failure", "FrameRef", "Fusion", "FusionLine", "LogHeader", "LogSummary", "Op", "PassList", "PassSummary",
-           "Problem", "Problems", "ProvInfo", "RankComparison", "RankRow", "RankTime", "RoleCount", "RunModel",
+           "ExecutorCompile", "Failure", "FrameRef", "Fusion", "FusionLine", "LogHeader", "LogSummary", "Op",
+           "PassList", "PassSummary", "Phase", "PhaseGroup", "PhaseView", "Problem", "Problems", "ProvInfo",
+           "RankComparison", "RankRow", "RankTime", "Recompile", "Rejection", "RoleCount", "RunModel",
            "SourceFileView", "SourcePage", "SourcePane", "SourceRow", "StackFrame", "Totals", "TraceDiff", "TraceView",
            "coverage", "script_data", "site_of"]
 
@@ -203,6 +204,39 @@ class PassSummary(NamedTuple):
     counts: dict[str, int]  # what the pass changed: added, removed, rewritten (empty for a list's first)
 
 
+class Phase(NamedTuple):
+    """A phase of a compile (the log's `phases`), times in ns since the epoch."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+    depth: int  # 0: top level
+    detail: str | None  # what it worked on (a trace list, a transform, an executor)
+    group: str  # its colour: tracing, cache, pass, transform, autograd, executors, codegen, provenance, other
+
+    @property
+    def ms(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e6
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.detail})" if self.detail else self.name
+
+
+class ExecutorCompile(NamedTuple):
+    """A fusion executor compiling a fusion at its first call (after the compile ended)."""
+
+    executor: str
+    fusion: str
+    trace: str | None
+    start_ns: int
+    end_ns: int
+
+    @property
+    def ms(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e6
+
+
 @dataclass(slots=True)
 class ErrorSummary:
     type: str
@@ -258,6 +292,10 @@ class CompileSummary:
     signature: dict[str, bytes] = field(default_factory=dict)  # final traces' ops, zlib'd, for desync
     cache_hits: int = 0  # from the calls records, at the end of the log
     calls: int = 0
+    recompile_reason: str | None = None  # why it compiled again (the newest cache entry's rejecting check)
+    window: tuple[int, int] | None = None  # the compile's wall time (ns), from its phases record
+    phases: list[Phase] = field(default_factory=list)  # dropped with `passes` once the entries are written
+    executor_compiles: list[ExecutorCompile] = field(default_factory=list)
     time: Any = None  # timing.TimeSummary of a profiled compile
 
     @property
@@ -280,6 +318,11 @@ class CompileSummary:
             "passes": [{"list": p.list, "index": p.index, "pass": p.pass_name, "ms": p.ms, "ops": p.ops, **p.counts}
                        for p in self.passes],
             "call_site": self.call_site, "jit_site": site_of(self.jit_stack),
+            "recompile_reason": self.recompile_reason,
+            "window": list(self.window) if self.window else None,
+            "phases": [{"name": p.name, "detail": p.detail, "depth": p.depth, "start_ns": p.start_ns,
+                        "end_ns": p.end_ns} for p in self.phases],
+            "executor_compiles": [e._asdict() for e in self.executor_compiles],
             "time": self.time.directory() if self.time is not None else None,
         }
 
@@ -328,6 +371,51 @@ class Fusion:
 
 
 @dataclass(slots=True)
+class Rejection:
+    """Why one cached entry rejected the call that compiled (a recompile record's entry)."""
+
+    compile: Any  # the compile that built the entry, or None
+    page: str | None  # its page, relative to the compile pages' directory
+    reason: str
+    subject: str | None
+    changes: list[tuple[str, str, str]]  # (what, cached, now)
+    check: str | None  # the prologue statement that raised
+    error: str
+
+
+@dataclass(slots=True)
+class Recompile:
+    """compile.html's "Why it compiled again"."""
+
+    reason: str
+    call: StackFrame | None
+    rejected: list[Rejection]
+    more: int  # entries the log does not analyse
+    diverged_from: Rejection | None  # the newest entry: the prologue diff is against its compile
+    prologue_diff: list[tuple[str, str]] | None  # (kind: add | rem | ctx | hunk, line); None: a prologue missing
+
+
+@dataclass(slots=True)
+class PhaseGroup:
+    group: str
+    ms: float
+    pct: float  # of the compile's wall time
+
+
+@dataclass(slots=True)
+class PhaseView:
+    """compile.html's pipeline bar and phase table, from the phases record."""
+
+    start_ns: int  # the window's start
+    window_ms: float
+    segments: list[Phase]  # top level and the gaps between them (group "other"), in time order
+    phases: list[Phase]  # every phase, in time order, nested ones after their parent
+    groups: list[PhaseGroup]  # time by group, "other" always listed
+    covered_pct: float  # named top-level phases / wall time
+    executor_compiles: list[ExecutorCompile]
+
+
+@dataclass(slots=True)
 class CompilePage:
     """compile.html: the pass pipeline, the traces (rendered as they came), fusions, roles."""
 
@@ -341,6 +429,8 @@ class CompilePage:
     roles: list[RoleCount]
     provs: dict[int, ProvInfo]  # every record the page's traces name
     paths: dict[int, str]  # the files their frames name, by index
+    recompile: Recompile | None = None
+    phases: PhaseView | None = None
     time: Any = None  # timing.CompileTime: the Time section, for a profiled compile
 
     @property

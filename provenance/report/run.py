@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import reprlib
-from collections import Counter
+import zlib
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, NamedTuple
@@ -42,6 +43,7 @@ from provenance.report.ranks import compare_ranks
 from provenance.report.reader import LogFile, LogRecord
 from provenance.report.source_files import SourceCache
 from provenance.report.timing import run_time
+from provenance.report.why import executor_compile
 from provenance.report.workers import RECOVERABLE, CompileResult, LocalCompile, Pool, RemoteCompile
 
 __all__ = ["RunBuilder"]
@@ -50,6 +52,7 @@ _short = reprlib.Repr()
 _short.maxstring = _short.maxother = 60
 
 MAX_FAILURES_DETAILED = 200
+MAX_PROLOGUES = 256  # final prologues kept (compressed) for the recompiles that diff against them
 _DEBUG = bool(os.environ.get("THUNDER_TRACE_REPORT_DEBUG"))  # raise on a record the report cannot use
 
 
@@ -82,6 +85,9 @@ class RunBuilder:
         self.highlighter = LineHighlighter()
         self._page_counts: Counter = Counter()  # compiles by page-name base
         self._unnumbered = 0  # compiles whose id is not a non-negative integer
+        self._compile_pages: dict[tuple[int, Any], str] = {}  # (log, compile id) -> its page, for links
+        self._prologue_open: dict[tuple[int, Any], str] = {}  # the latest prologue of each open compile
+        self._prologues: OrderedDict[tuple[int, Any], bytes] = OrderedDict()  # final prologues, zlib'd
         self.bytes_read = 0
         self.log_summaries: dict[int, LogSummary] = {}  # by log index, once read
         times = [log.header.get("time_ns") for log in logs if log.header and isinstance(log.header.get("time_ns"), int)]
@@ -111,16 +117,25 @@ class RunBuilder:
                                                      f"{more} more malformed profile records not listed", count=more))
         self._in_order(lambda: self.perfetto.process(log.index, f"{log.label} \u00b7 {log.name}"))
         open_compiles: dict[Any, LocalCompile | RemoteCompile] = {}
+        # A compile that ended waits for the next compile to start (or the end of the log): the
+        # executor compiles its first call causes come after its end.
+        ended: list[tuple[Any, LocalCompile | RemoteCompile, dict]] = []
         done_before = self.bytes_read
         for n, record in enumerate(log_file):
             try:
-                self._record(log, log_file, provs, record, open_compiles)
+                self._record(log, log_file, provs, record, open_compiles, ended)
             except RECOVERABLE as exc:
                 if _DEBUG:
                     raise
                 self._malformed(log, record.line, f"{record.type} record: {type(exc).__name__}: {exc}")
             if self.progress is not None and not n & 255:
                 self.progress(done_before + log_file.bytes)
+        try:
+            self._release(ended)
+        except RECOVERABLE as exc:
+            if _DEBUG:
+                raise
+            self._malformed(log, None, f"compile end: {type(exc).__name__}: {exc}")
         for compile_ in list(open_compiles.values()):  # the log ended mid-compile
             try:
                 compile_.finish(None)
@@ -168,11 +183,12 @@ class RunBuilder:
             action()
 
     def _record(self, log: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
-                open_compiles: dict[Any, LocalCompile | RemoteCompile]) -> None:
+                open_compiles: dict[Any, LocalCompile | RemoteCompile], ended: list) -> None:
         kind, data = record.type, record.data
         if kind in ("prov", "span", "header"):
             return  # the reader keeps records by id; headers were read up front
         if kind == "compile_start":
+            self._release(ended)
             cid = hashable(data.get("compile"))
             if cid in open_compiles:
                 self._malformed(log, record.line,
@@ -180,11 +196,31 @@ class RunBuilder:
                 open_compiles.pop(cid).finish(None)
             open_compiles[cid] = self._begin(log, log_file, provs, data)
         elif kind == "trace":
+            if data.get("list") == "prologue" and isinstance(data.get("python"), str):
+                self._prologue_open[(log.index, hashable(data.get("compile")))] = data["python"]
             self._compile(log, log_file, provs, record, open_compiles).add(data)
+        elif kind == "phases":
+            self._compile(log, log_file, provs, record, open_compiles).add(data)
+        elif kind == "recompile":
+            self._compile(log, log_file, provs, record, open_compiles).add(self._recompile(log, data))
         elif kind in ("compile_end", "compile_error", "capture_disabled"):
             compile_ = self._compile(log, log_file, provs, record, open_compiles)
-            open_compiles.pop(hashable(data.get("compile")), None)
-            compile_.finish(data)
+            cid = hashable(data.get("compile"))
+            open_compiles.pop(cid, None)
+            prologue = self._prologue_open.pop((log.index, cid), None)
+            if kind == "compile_end" and prologue is not None:
+                self._prologues[(log.index, cid)] = zlib.compress(prologue.encode())
+                while len(self._prologues) > MAX_PROLOGUES:
+                    self._prologues.popitem(last=False)
+            self._release(ended)
+            ended.append((cid, compile_, data))
+        elif kind == "executor_compile":
+            found = executor_compile(data)
+            if found is not None:
+                cid = data.get("compile")
+                self._in_order(lambda: self.perfetto.executor_compile(log.index, cid, found))
+            if ended and ended[0][0] == hashable(data.get("compile")):
+                ended[0][1].add(data)
         elif kind == "calls":
             self.calls.append(_Calls(log.index, as_int(data.get("calls")), as_int(data.get("cache_hits")),
                                      [c for c in data.get("compiles") or [] if isinstance(c, int)]))
@@ -196,6 +232,23 @@ class RunBuilder:
             if span and isinstance(span.get("start_ns"), int) and isinstance(end, int):
                 name, start, role = str(span.get("name")), span["start_ns"], span.get("role")
                 self._in_order(lambda: self.perfetto.scope(log.index, name, start, end, role))
+
+    @staticmethod
+    def _release(ended: list) -> None:
+        """Finish the compile that ended last (its pages are written)."""
+        while ended:
+            _, compile_, closing = ended.pop()
+            compile_.finish(closing)
+
+    def _recompile(self, log: RunLog, data: dict) -> dict:
+        """The recompile record, with the pages of the compiles it names and the final prologue of
+        the newest one (the page diffs against it)."""
+        rejected = data.get("rejected") if isinstance(data.get("rejected"), list) else []
+        ids = [e.get("compile") for e in rejected if isinstance(e, dict) and isinstance(e.get("compile"), int)]
+        pages = {cid: page for cid in ids if (page := self._compile_pages.get((log.index, cid))) is not None}
+        newest = rejected[0].get("compile") if rejected and isinstance(rejected[0], dict) else None
+        packed = self._prologues.get((log.index, newest)) if isinstance(newest, int) else None
+        return {**data, "_pages": pages, "_prologue": zlib.decompress(packed).decode() if packed else None}
 
     def _compile(self, log: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
                  open_compiles: dict) -> LocalCompile | RemoteCompile:
@@ -217,6 +270,8 @@ class RunBuilder:
         n = self._page_counts[base]
         key = base if n == 1 else f"{base}-{n}"
         pages = CompilePages(f"compiles/{key}.html", f"compiles/{key}-source.html")
+        if numbered:
+            self._compile_pages[(log.index, cid)] = f"{key}.html"  # linked from the compiles/ directory
         args = {"key": key, "log": log.index, "rank": log.rank, "rank_label": log.label, "pages": pages,
                 "compare": len(self.logs) > 1, "profile": self._profiles.pop(hashable(cid), None)}
 
@@ -248,6 +303,7 @@ class RunBuilder:
         self.directory.add(summary.directory_entry())
         # What stays is what the index and the rank comparison need: a few hundred bytes.
         summary.passes, summary.call_stack, summary.jit_stack = [], [], []
+        summary.phases, summary.executor_compiles = [], []
         if self.progress is not None:
             self.progress(self.bytes_read)
 

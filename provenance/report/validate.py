@@ -58,9 +58,10 @@ class _Field:
         self.name, self.required = name, required
         self.element: Check | None = None  # a list's elements, when bad ones can be dropped alone
         self.nested: list[_Field] | None = None  # a nested object's fields
-        self.check = self._build(hint, signed=name == "compile")
+        self.check = self._build(hint, signed=name == "compile", top=True)
 
-    def _build(self, hint: Any, signed: bool) -> Check:
+    def _build(self, hint: Any, signed: bool, top: bool = False) -> Check:
+        """The check of `hint`; `top`: the field's own type (whose parts may be dropped alone)."""
         origin, args = typing.get_origin(hint), typing.get_args(hint)
         if hint is Any:
             return lambda v: True
@@ -76,16 +77,19 @@ class _Field:
             return lambda v: type(v) is str and v in args
         if typing.is_typeddict(hint):
             hints = typing.get_type_hints(hint)
-            self.nested = [_Field(k, h, k in hint.__required_keys__) for k, h in hints.items()]
-            keys = frozenset(hints)
-            return lambda v: type(v) is dict and keys <= v.keys() and all(f.check(v[f.name]) for f in self.nested)
+            fields = [_Field(k, h, k in hint.__required_keys__) for k, h in hints.items()]
+            if top:
+                self.nested = fields
+            keys = frozenset(k for k in hints if k in hint.__required_keys__)
+            return lambda v: type(v) is dict and keys <= v.keys() and all(f.check(v[f.name]) for f in fields
+                                                                          if f.name in v)
         if origin is tuple:
             parts = [self._build(a, signed) for a in args]
             n = len(parts)
             return lambda v: type(v) is list and len(v) == n and all(c(x) for c, x in zip(parts, v))
         if origin is list:
             element = self._build(args[0], signed)
-            if typing.get_origin(args[0]) is tuple:
+            if top and (typing.get_origin(args[0]) is tuple or typing.is_typeddict(args[0])):
                 self.element = element
             return lambda v: type(v) is list and all(map(element, v))
         if origin is dict:

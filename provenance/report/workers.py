@@ -52,7 +52,7 @@ class LocalCompile:
         self.builder, self.deliver, self.malformed = builder, deliver, malformed
 
     def add(self, data: dict) -> None:
-        self.builder.add_trace(data)
+        self.builder.add(data)
 
     def finish(self, closing: dict | None) -> None:
         """`closing`: the compile_end, compile_error or capture_disabled record; None if the log
@@ -143,10 +143,10 @@ def build(job: Job) -> CompileResult:
     for record in rest:
         kind = record.get("type")
         try:
-            if kind == "trace":
-                builder.add_trace(record)
-            else:
+            if kind in ("compile_end", "compile_error", "capture_disabled", "(incomplete)"):
                 summary = builder.finish(record if kind != "(incomplete)" else None)
+            else:
+                builder.add(record)
         except RECOVERABLE as exc:
             malformed.append(f"{kind} record: {type(exc).__name__}: {exc}")
     return _result(builder, summary, malformed)

@@ -82,10 +82,12 @@ def uninstall() -> None:
     with _lock:
         if _patcher:
             _patcher.undo()
-            from provenance.thunder import profiling, waits
+            from provenance.thunder import phases, profiling, recompile, waits
 
             waits.uninstalled()
             profiling.uninstalled()
+            phases.uninstalled()
+            recompile.entry_compiles.clear()  # compile ids of this session's logs
         _patcher = None
 
 

@@ -11,6 +11,7 @@ import weakref
 from typing import Any
 
 import torch
+from thunder.core.options import CACHE_OPTIONS
 from thunder.core.proxies import Proxy
 
 from provenance.coverage_stats import coverage
@@ -18,9 +19,14 @@ from provenance.events import (
     CompileEnd,
     CompileError,
     CompileStart,
+    ExecutorCompile,
     OpJSON,
+    PhaseJSON,
+    Phases,
     ProfileCall,
     ProfileOps,
+    Recompile,
+    RejectedEntry,
     Trace,
     TraceRepeat,
     frame_json,
@@ -30,10 +36,11 @@ from provenance.profile import FORWARD, CompileProfile, ProfiledCall
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.record import Frame
 from provenance.session import SESSION
+from provenance.thunder import recompile as recompiles
 from provenance.thunder.passes import pass_label
 from provenance.thunder.printing import printed_layout
 from provenance.thunder.stack import is_user_code, python_stack, stack_frame
-from provenance.thunder.state import LABELLED_AT, CompileState
+from provenance.thunder.state import LABELLED_AT, MADE_BY, CompileState, check_fault
 
 # The user stack of each thunder.jit call, by its CompileData.
 jit_stacks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -52,19 +59,71 @@ def compile_started(state: CompileState, compile_data: Any, compile_stats: Any) 
     fn = getattr(compile_data, "fn", None)
     state.fn_name = _fn_name(fn)
     state.index = SESSION.track_compile(compile_stats, state.fn_name, state.id) if compile_stats else 0
+    call_stack = python_stack()
+    state.call_frame = call_stack[-1] if call_stack else None
     event: CompileStart = {
         "type": "compile_start", "compile": state.id, "fn": state.fn_name, "index": state.index,
-        "is_module": isinstance(fn, torch.nn.Module), "time_ns": time.time_ns(),
+        "is_module": isinstance(fn, torch.nn.Module),
+        "time_ns": state.phases.window_start + state.phases.wall_offset,  # the call that missed the cache
         "jit_stack": frames_json(jit_stacks.get(compile_data, ())),
-        "call_stack": frames_json(python_stack()),
+        "call_stack": frames_json(call_stack),
     }
     SESSION.emit(event)
     state.started = True
     state.log_ns += time.perf_counter_ns() - began
 
 
+_LOOKS_UP = (CACHE_OPTIONS.CONSTANT_VALUES, CACHE_OPTIONS.SYMBOLIC_VALUES)  # modes that try the cached entries
+
+
+def recompiled(state: CompileState, compile_data: Any, compile_stats: Any, args: tuple, kwargs: dict) -> None:
+    """A call missed the cache although it holds entries: log why each entry rejected it (its
+    prologue runs again here, on the compile path only)."""
+    entries = list(getattr(compile_stats, "interpreter_cache", None) or ())
+    if not entries or getattr(compile_data, "cache_option", None) not in _LOOKS_UP:
+        return
+    check_fault("recompile")
+    # Thunder's prologue wrapper times itself into the stats: leave them as Thunder left them.
+    timers = ("last_prologue_execution_start", "last_prologue_execution_stop")
+    saved = [getattr(compile_stats, t, None) for t in timers]
+    try:
+        found, more = recompiles.rejections(entries, args, kwargs, getattr(compile_data, "fn", None))
+    finally:
+        for name, value in zip(timers, saved):
+            setattr(compile_stats, name, value)
+    rejected: list[RejectedEntry] = [
+        {"compile": r.compile, "reason": r.reason, "subject": r.subject, "changes": [list(c) for c in r.changes],
+         "check": r.check, "error": r.error} for r in found]
+    event: Recompile = {
+        "type": "recompile", "compile": state.id, "time_ns": time.time_ns(),
+        "call": frame_json(state.call_frame) if state.call_frame is not None else None,
+        "reason": found[0].reason if found else "", "rejected": rejected, "more": more,
+    }
+    SESSION.emit(event)
+
+
+def phases(state: CompileState, end: int) -> None:
+    """The compile's phases, its window ending at `end` (perf_counter_ns)."""
+    log = state.phases
+    offset = log.wall_offset
+    items: list[PhaseJSON] = [
+        (name, start + offset, (stop or end) + offset, depth, detail)
+        for name, start, stop, depth, detail in sorted(log.items, key=lambda item: (item[1], item[3]))]
+    event: Phases = {"type": "phases", "compile": state.id, "start_ns": log.window_start + offset,
+                     "end_ns": end + offset, "phases": items}
+    SESSION.emit(event)
+
+
+def executor_compiled(compile_id: int, executor: str, fusion: str, trace: str | None, start_ns: int,
+                      end_ns: int) -> None:
+    event: ExecutorCompile = {"type": "executor_compile", "compile": compile_id, "executor": executor,
+                              "fusion": fusion, "trace": trace, "start_ns": start_ns, "end_ns": end_ns}
+    SESSION.emit(event)
+
+
 def compile_finished(state: CompileState, entry: Any, compile_stats: Any) -> None:
     began = time.perf_counter_ns()
+    logging = state.phases.begin("provenance", "log")
     lists = (("prologue", entry.prologue_traces), ("computation", entry.computation_traces),
              ("epilogue", entry.epilogue_traces), ("backward", entry.backward_traces))
     for list_name, traces in lists:
@@ -81,10 +140,12 @@ def compile_finished(state: CompileState, entry: Any, compile_stats: Any) -> Non
                          entry.backward_traces[-1] if entry.backward_traces else None) if t is not None]
     covs = [coverage(t) for t in final]
     state.ended = True
+    state.phases.end(logging)
     now = time.perf_counter_ns()
+    phases(state, now)
     event: CompileEnd = {
-        "type": "compile_end", "compile": state.id, "status": "ok", "time_ns": time.time_ns(),
-        "seconds": (now - state.start_ns) / 1e9,
+        "type": "compile_end", "compile": state.id, "status": "ok", "time_ns": now + state.phases.wall_offset,
+        "seconds": (now - state.phases.window_start) / 1e9,
         "log_seconds": (state.log_ns + now - began) / 1e9,  # of which: writing this log
         "cache": {"hits": compile_stats.cache_hits, "misses": compile_stats.cache_misses,
                   "calls": compile_stats.calls} if compile_stats is not None else None,
@@ -104,10 +165,12 @@ def compile_failed(state: CompileState, exc: BaseException) -> None:
             SESSION.emit(trace_event(state.id, "computation", 0, partial))
         except Exception:  # a trace cut short may not print: the error is what matters
             pass
+    now = time.perf_counter_ns()
+    phases(state, now)
     user = user_frame(exc)
     event: CompileError = {
-        "type": "compile_error", "compile": state.id, "time_ns": time.time_ns(),
-        "seconds": (time.perf_counter_ns() - state.start_ns) / 1e9,
+        "type": "compile_error", "compile": state.id, "time_ns": now + state.phases.wall_offset,
+        "seconds": (now - state.phases.window_start) / 1e9,
         "error_type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": _message(exc),
         "traceback": traceback_text(exc), "last_prov": SESSION.prov_id(state.last_record),
         "user_frame": frame_json(user) if user is not None else None,
@@ -178,7 +241,10 @@ def user_frame(exc: BaseException) -> Frame | None:
 
 def trace_event(compile_id: int, list_name: str, index: int, trace: Any) -> Trace:
     label = getattr(trace.get_provenance(), "pss", None)
-    name, ms = pass_label(label) if label else ("acquire_trace" if index == 0 else "unlabelled", None)
+    if label:
+        name, ms = pass_label(label)
+    else:  # Thunder's first trace, or a transform's (which Thunder does not label)
+        name, ms = ("acquire_trace" if index == 0 else trace.__dict__.get(MADE_BY, "unlabelled")), None
     event: Trace = {
         "type": "trace", "compile": compile_id, "list": list_name, "index": index, "pass": name, "label": label,
         "ms": ms, "end_ns": trace.__dict__.get(LABELLED_AT),

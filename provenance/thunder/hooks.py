@@ -33,13 +33,14 @@ from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 from provenance.record import Kind, of
 from provenance.scope import current_span
 from provenance.session import COUNTS_ATTR, SESSION
-from provenance.thunder import distributed, emit, passes, profiling
+from provenance.thunder import distributed, emit, passes, phases, profiling, recompile
 from provenance.thunder.patching import Patcher
 from provenance.thunder.printing import printed_ops
 from provenance.thunder.stack import python_stack
 from provenance.thunder.state import (
     ATTR,
     LABELLED_AT,
+    MADE_BY,
     TRACE_SOURCE_ATTR,
     Processing,
     active_compile,
@@ -55,7 +56,10 @@ from provenance.thunder.state import (
 
 # Fault-injection names (state.check_fault) of the hooks that run in every compile with autograd;
 # distributed.py's are "distributed" and "rematerialize".
-CORE_HOOKS = ("bind", "from_bsym", "source_location", "processor", "set_provenance", "pass", "compile", "jit")
+CORE_HOOKS = ("bind", "from_bsym", "source_location", "processor", "set_provenance", "pass", "compile", "jit",
+              "phases")
+# Run only when a call misses a cache that holds entries (tests/test_recompile.py injects its fault).
+RECOMPILE_HOOK = "recompile"
 
 _BACKWARD = BoundSymbolTag.BACKWARD
 # Autograd's processors (local classes of grad_transform_on_trace) and what their output is.
@@ -332,26 +336,64 @@ def _compile_raised(exc: BaseException) -> None:
 
 
 def _general_jit(orig: Callable) -> Callable:
+    """thunder_general_jit (the interpreter) starts a compile: its phase is `acquire_trace`; what
+    capture does around it is timed as `provenance` phases."""
+
     def thunder_general_jit(*args: Any, **kwargs: Any) -> Any:
+        state = ours = None
         try:
             state = start_compile()
             check_fault("compile")
-            if state is not None and SESSION.active:
-                emit.compile_started(state, get_compile_data(), get_compile_stats())
+            if state is not None:
+                _open_window(state)
+                ours = state.phases.begin("provenance", "compile start")
+                compile_data = get_compile_data()
+                phases.watch_transforms(getattr(compile_data, "transforms", None))
+                if SESSION.active:
+                    emit.compile_started(state, compile_data, get_compile_stats())
         except Exception as exc:
             fail("compile", exc)
-        result = orig(*args, **kwargs)
+        if state is not None and not state.disabled and SESSION.active and len(args) >= 3:
+            try:  # thunder_general_jit(fn, args, kwargs, ...): the call's inputs
+                emit.recompiled(state, get_compile_data(), get_compile_stats(), args[1], args[2])
+            except Exception as exc:
+                fail("recompile", exc)
+        if ours is not None:
+            state.phases.end(ours)
+        timed = state is not None and not state.disabled
+        acquire = state.phases.begin("acquire_trace") if timed else -1
+        try:
+            result = orig(*args, **kwargs)
+        finally:
+            if timed:
+                state.phases.end(acquire)
         try:
             if not current_compile().disabled:
+                ours = current_compile().phases.begin("provenance", "fix-up")
                 for trace in (result.prologue_trace, result.computation_trace, result.epilogue_trace):
                     if trace is not None:
                         trace.__dict__.pop(TRACE_SOURCE_ATTR, None)
                         passes.fix_up(trace.bound_symbols, "acquire_trace")
+                current_compile().phases.end(ours)
         except Exception as exc:
             fail("compile", exc)
         return result
 
     return thunder_general_jit
+
+
+def _open_window(state: Any) -> None:
+    """The compile's wall time starts with the call that missed the cache: Thunder's own timers
+    (CompileStats.last_trace_*) say when the call started and how long its cache lookup took."""
+    stats = get_compile_stats()
+    host = getattr(stats, "last_trace_host_start", -1)
+    lookup = getattr(stats, "last_trace_cache_start", -1)
+    missed = getattr(stats, "last_trace_cache_stop", -1)
+    tracing = getattr(stats, "last_trace_tracing_start", -1)
+    log = state.phases
+    if isinstance(host, int) and 0 < host <= lookup <= missed <= tracing <= log.window_start:
+        log.window_start = host
+        log.add("cache_lookup", host, missed)
 
 
 def _cache_entry(orig: type) -> type:
@@ -365,12 +407,16 @@ def _cache_entry(orig: type) -> type:
             try:
                 state = current_compile()
                 if not state.disabled:
+                    ours = state.phases.begin("provenance", "fix-up")
                     for traces in (entry.prologue_traces, entry.computation_traces,
                                    entry.epilogue_traces, entry.backward_traces):
                         for trace in traces or ():
                             label = trace.get_provenance()
-                            passes.fix_up(trace.bound_symbols, passes.pass_name(label.pss) if label else "final")
+                            name = passes.pass_name(label.pss) if label else trace.__dict__.get(MADE_BY, "final")
+                            passes.fix_up(trace.bound_symbols, name)
+                    state.phases.end(ours)
                     if SESSION.active and state.id:
+                        recompile.entry_compiles[entry.prologue_fn] = state.id
                         emit.compile_finished(state, entry, get_compile_stats())
             except Exception as exc:
                 fail("compile", exc)
@@ -398,3 +444,4 @@ def install(patcher: Patcher) -> None:
     patcher.wrap(thunder, "jit", _jit)
     patcher.wrap(thunder, "_with_cache_info_ctx", _with_cache_info_ctx)
     distributed.install(patcher)
+    phases.install(patcher)

@@ -17,7 +17,7 @@ from thunder.core.trace import get_tracectx
 from provenance.caches import CACHES
 from provenance.events import CaptureDisabled
 from provenance.record import BSYM_ATTR as ATTR
-from provenance.record import Kind, Provenance, Span, intern
+from provenance.record import Frame, Kind, Provenance, Span, intern
 from provenance.scope import current_span
 from provenance.session import SESSION
 from provenance.thunder.stack import StackReader
@@ -25,6 +25,7 @@ from provenance.thunder.stack import StackReader
 TRACE_SOURCE_ATTR = "_provenance_source"  # on a TraceCtx being acquired: the current op's record
 COMPILE_ATTR = "_provenance_compile"  # on thunder's CompileStats: the CompileState
 LABELLED_AT = "_provenance_labelled_ns"  # on a TraceCtx: when its pass labelled it (its end)
+MADE_BY = "_provenance_made_by"  # on a TraceCtx a transform returned: the transform's pass name
 
 _compile_ids = itertools.count(1)
 
@@ -50,7 +51,6 @@ class CompileState:
 
     id: int = field(default_factory=lambda: next(_compile_ids))
     disabled: bool = False
-    start_ns: int = field(default_factory=time.perf_counter_ns)
     ended: bool = False
     started: bool = False  # its compile_start was emitted
     fn_name: str = "?"
@@ -58,6 +58,8 @@ class CompileState:
     last_record: Provenance | None = None  # of the last symbol a pass processed (for failures)
     acquiring: Any = None  # the trace the interpreter is building: logged if the compile fails; dropped at its end
     log_ns: int = 0  # time spent building this compile's log events
+    call_frame: Frame | None = None  # the user's line of the call that compiled (with a log)
+    phases: PhaseLog = field(default_factory=lambda: PhaseLog())
     stack: StackReader = field(default_factory=StackReader)
     # Fusion records that know more than their members' own records (rematerialization's
     # recomputed ops), by the ids of the fusion's subsymbols; the tuple keeps them alive.
@@ -69,6 +71,45 @@ class CompileState:
 
     def remember_fusion(self, subsymbols: tuple | list, record: Provenance) -> None:
         self.fusion_hints[tuple(map(id, subsymbols))] = (record, tuple(subsymbols))
+
+
+MAX_PHASES = 4096  # per compile: nested phases beyond are dropped (counted)
+
+
+@dataclass(eq=False, slots=True)
+class PhaseLog:
+    """A compile's phases as they run, in start order: [name, start, end, depth, detail] with
+    perf_counter_ns times (depth 0: top level; a phase called inside another is one deeper).
+    `window_start`: where the compile's wall time begins (the call's cache lookup, when Thunder's
+    timers say so); `wall_offset`: time_ns() - perf_counter_ns(), to log wall-clock times."""
+
+    items: list = field(default_factory=list)
+    depth: int = 0
+    dropped: int = 0
+    window_start: int = field(default_factory=time.perf_counter_ns)
+    wall_offset: int = field(default_factory=lambda: time.time_ns() - time.perf_counter_ns())
+
+    def begin(self, name: str, detail: str | None = None) -> int:
+        """Start a phase now; its index for `end` (-1 when dropped)."""
+        self.depth += 1
+        if len(self.items) >= MAX_PHASES:
+            self.dropped += 1
+            return -1
+        self.items.append([name, time.perf_counter_ns(), 0, self.depth - 1, detail])
+        return len(self.items) - 1
+
+    def end(self, index: int, detail: str | None = None) -> None:
+        self.depth -= 1
+        if index >= 0:
+            item = self.items[index]
+            item[2] = time.perf_counter_ns()
+            if detail is not None:
+                item[4] = detail
+
+    def add(self, name: str, start: int, end: int, detail: str | None = None) -> None:
+        """A phase timed by someone else (Thunder's own timers), at the current depth."""
+        if len(self.items) < MAX_PHASES:
+            self.items.append([name, start, end, self.depth, detail])
 
 
 # Compiles that happen outside thunder.jit (a trace transform called by hand) share this one.

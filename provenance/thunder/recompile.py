@@ -1,0 +1,306 @@
+"""Why a call compiled again: each cached entry's rejecting check, in the user's terms.
+
+On a call, Thunder tries its cached entries newest first: each entry's prologue checks the
+inputs (shapes, dtypes, Python values, globals, ...) and raises on the first mismatch, and
+Thunder swallows that exception and tries the next (thunder/__init__.py,
+get_computation_and_inputs). When every entry rejected the call, it compiles. Only then, on that
+compile path, `rejections` runs each entry's prologue once more on the same inputs and reads its
+exception: the statement that raised (the generated prologue's frame and line), the checked
+value (that frame's locals), and what the check expected (the statement's bound symbol in the
+entry's prologue trace). The prologue's unpacking symbols map the checked proxy back to what the
+user wrote: a parameter of the jitted function or of the module's forward, an attribute path
+under `self`, a global, a closure variable, or Thunder's own cache keys (default dtype, grad
+mode, ...). A cache hit runs none of this.
+"""
+
+from __future__ import annotations
+
+import inspect
+import linecache
+import re
+import traceback
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from thunder.core.prims import PrimIDs
+from thunder.core.proxies import Proxy
+
+MAX_ENTRIES = 16  # entries analysed per compile (newest first); Thunder tries them all
+_VALUE_CHARS = 80
+
+# The compile that built each cache entry, by its prologue function (weakly: Thunder owns the entry).
+entry_compiles: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+# Thunder's cache_info keys (thunder/__init__.py, populate_cache_info) in the user's words.
+_CACHE_INFO = {
+    "default_dtype": "torch default dtype",
+    "default_device": "torch default device",
+    "is_autocast_enabled": "autocast enabled",
+    "autocast_config_torch_enabled": "torch.autocast (cuda) enabled",
+    "autocast_config_torch_cpu_enabled": "torch.autocast (cpu) enabled",
+    "autocast_gpu_dtype": "autocast cuda dtype",
+    "autocast_cpu_dtype": "autocast cpu dtype",
+    "autocast_thunder_dtype": "autocast dtype",
+    "alias_tensor_indices": "tensor arguments sharing storage",
+    "is_grad_enabled": "torch.is_grad_enabled()",
+    "no_grad_sync": "skipped gradient sync (no_sync)",
+}
+_UNPACK_BY_KEY = {PrimIDs.UNPACK_GETITEM, PrimIDs.UNPACK_KEY, PrimIDs.UNPACK_DICT_KEY}
+_UNPACK_BY_PATH = {PrimIDs.UNPACK_PARAMETER, PrimIDs.UNPACK_BUFFER, PrimIDs.UNPACK_SUBMODULE}
+_UNPACK_SEQUENCE = {PrimIDs.UNPACK_SEQUENCE, PrimIDs.UNPACK_TUPLE, PrimIDs.UNPACK_LIST}
+_CALL = re.compile(r"^\s*(\w+)\((\w+)")  # a check statement: `check_x(proxy, ...)`
+_ASSIGN = re.compile(r"^\s*(\w+)\s*(?::[^=]*)?=")  # an unpack statement: `name: "type" = ...`
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why one cached entry rejected the call."""
+
+    compile: int | None  # the compile that built the entry, when known
+    reason: str  # `tokens: shape [2, 16] → [2, 8]`
+    subject: str | None  # what changed, as the user wrote it
+    changes: tuple[tuple[str, str, str], ...]  # (what, cached, now)
+    check: str | None  # the prologue statement that raised
+    error: str  # Thunder's words: the exception
+
+
+def rejections(entries: list, args: tuple, kwargs: dict, fn: Any) -> tuple[list[Rejection], int]:
+    """Why each cached entry (`cs.interpreter_cache`, oldest first) rejected this call, newest
+    first as Thunder tried them; and how many older entries were not analysed."""
+    tried = list(reversed(entries))
+    out = [_rejection(entry, args, kwargs, fn) for entry in tried[:MAX_ENTRIES]]
+    return out, max(0, len(tried) - MAX_ENTRIES)
+
+
+def _rejection(entry: Any, args: tuple, kwargs: dict, fn: Any) -> Rejection:
+    prologue = entry.prologue_fn
+    compile_id = entry_compiles.get(prologue)
+    try:
+        prologue(*args, **kwargs)
+    except Exception as exc:
+        return _explain(exc, entry.prologue_traces[-1] if entry.prologue_traces else None, fn, compile_id)
+    return Rejection(compile_id, "accepted when checked again (the inputs or the environment changed meanwhile)",
+                     None, (), None, "")
+
+
+def _explain(exc: Exception, trace: Any, fn: Any, compile_id: int | None) -> Rejection:
+    error = "".join(traceback.format_exception_only(type(exc), exc)).strip()[:500]
+    frame = _prologue_frame(exc)
+    if frame is None or trace is None:
+        return Rejection(compile_id, f"the prologue raised {error}", None, (), None, error)
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    paths = _paths(trace, fn)
+    call = _CALL.match(line)
+    bsym = None
+    if call is not None:
+        name, proxy = call.groups()
+        bsym = next((b for b in trace.bound_symbols if b.sym.name == name and b.args
+                     and isinstance(b.args[0], Proxy) and b.args[0].name == proxy), None)
+    if bsym is None:  # an unpack failed: what it reads is gone
+        target = _ASSIGN.match(line)
+        subject = paths.get(target.group(1)) if target else None
+        what = subject or line
+        return Rejection(compile_id, f"{what}: could not be read ({type(exc).__name__})", subject, (), line, error)
+    proxy = bsym.args[0].name
+    subject = paths.get(proxy, proxy)
+    actual = frame.f_locals.get(proxy, _MISSING)
+    changes = tuple(_changes(bsym, actual))
+    if not changes:
+        return Rejection(compile_id, f"{subject}: {error}", subject, (), line, error)
+    detail = ", ".join(f"{what} {old} \u2192 {new}" for what, old, new in changes)
+    return Rejection(compile_id, f"{subject}: {detail}", subject, changes, line, error)
+
+
+_MISSING = object()
+
+
+def _prologue_frame(exc: BaseException) -> Any:
+    """The generated prologue's frame in the exception's traceback (Thunder names its file
+    `thunder.prologue...`), innermost."""
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith("thunder.prologue"):
+            found = tb.tb_frame
+        tb = tb.tb_next
+    return found
+
+
+# -- what was checked, and how it changed -----------------------------------------------------------
+def _show(value: Any) -> str:
+    if isinstance(value, torch.dtype):
+        return str(value).removeprefix("torch.")
+    if isinstance(value, (tuple, list, torch.Size)) and all(isinstance(v, int) for v in value):
+        return "[" + ", ".join(map(str, value)) + "]"
+    try:
+        text = repr(value)
+    except Exception:  # a user object whose repr fails
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 3] + "..."
+
+
+def _typed(value: Any) -> str:
+    return f"{type(value).__name__} {_show(value)}"
+
+
+def _changes(bsym: Any, actual: Any) -> list[tuple[str, str, str]]:
+    """(what, cached, now) for the check `bsym` on the value `actual`."""
+    name, expected = bsym.sym.name, bsym.args[1:]
+    if actual is _MISSING:
+        return []
+    if name == "check_tensor_metadata" and len(expected) == 4:
+        shape, device, dtype, requires_grad = expected
+        if not isinstance(actual, torch.Tensor):
+            return [("type", "Tensor", type(actual).__name__)]
+        out = []
+        if len(actual.shape) != len(shape) or any(not isinstance(s, Proxy) and s != a
+                                                  for a, s in zip(actual.shape, shape)):
+            out.append(("shape", _show(tuple(s if isinstance(s, int) else "?" for s in shape)), _show(actual.shape)))
+        if str(actual.device) != device:
+            out.append(("device", str(device), str(actual.device)))
+        if actual.dtype != dtype:
+            out.append(("dtype", _show(dtype), _show(actual.dtype)))
+        if actual.requires_grad != requires_grad:
+            out.append(("requires_grad", str(requires_grad), str(actual.requires_grad)))
+        return out
+    if name == "check_len" and expected:
+        now = str(len(actual)) if hasattr(actual, "__len__") else "?"
+        if isinstance(actual, dict):  # keyword arguments, or a dict argument: name the keys
+            now += f" ({', '.join(map(str, actual))})" if actual else ""
+        return [("count" if isinstance(actual, (tuple, dict)) else "length", str(expected[0]), now)]
+    if name in ("check_number_type_and_value", "check_literal_like", "check_string_value", "check_slice_value",
+                "check_bool_conversion") and expected:
+        cached = expected[0]
+        if type(actual) is not type(cached) and not isinstance(cached, str):
+            return [("value", _typed(cached), _typed(actual))]
+        return [("value", _show(cached), _show(actual))]
+    if name == "check_none":
+        return [("value", "None", _typed(actual))]
+    if name == "check_empty":
+        return [("length", "0", str(len(actual)) if hasattr(actual, "__len__") else "?")]
+    if name in ("check_type", "check_instance") and expected:
+        cached = expected[0]
+        return [("type", getattr(cached, "__name__", _show(cached)), type(actual).__name__)]
+    return []
+
+
+# -- where a prologue proxy comes from, as the user wrote it ----------------------------------------
+_ROOTS = {PrimIDs.UNPACK_TRIVIAL: None, PrimIDs.UNPACK_FUNCTION_OBJ: "fn", PrimIDs.UNPACK_THUNDER_MODULE: "fn",
+          PrimIDs.UNPACK_CACHE_INFO: "cache_info"}  # None: the proxy's own name (args, kwargs)
+# By identity: PrimIDs' hash is Python code, and a prologue has a thousand symbols.
+_UNPACKS = frozenset(map(id, (*_ROOTS, *_UNPACK_BY_KEY, *_UNPACK_BY_PATH, *_UNPACK_SEQUENCE, PrimIDs.UNPACK_ATTR)))
+
+
+class _Paths:
+    """Where the proxies a prologue unpacks come from: each one's parent and the step from it,
+    rendered on demand in the user's terms (`tokens`, `self.lin.weight`, `global SCALE`)."""
+
+    def __init__(self, trace: Any, fn: Any) -> None:
+        self.links: dict[str, tuple[str | None, tuple]] = {}  # name -> (parent, step), or (None, (root,))
+        for bsym in trace.bound_symbols:
+            sid = bsym.sym.id
+            if id(sid) not in _UNPACKS:  # the checks: most of a prologue
+                continue
+            args = bsym.args
+            outs = [o for o in bsym.flat_outs if isinstance(o, Proxy)]
+            if not outs:
+                continue
+            if sid in _ROOTS:
+                self.links[outs[0].name] = (None, (_ROOTS[sid] or outs[0].name,))
+                continue
+            if not (args and isinstance(args[0], Proxy)) or len(args) < 2 and sid not in _UNPACK_SEQUENCE:
+                continue
+            parent = args[0].name
+            if sid in _UNPACK_BY_KEY:
+                self.links[outs[0].name] = (parent, (("[]", args[1]),))
+            elif sid is PrimIDs.UNPACK_ATTR:
+                self.links[outs[0].name] = (parent, ((".", args[1]),))
+            elif sid in _UNPACK_BY_PATH:
+                self.links[outs[0].name] = (parent, tuple((".", part) for part in str(args[1]).split(".")))
+            else:
+                for i, out in enumerate(outs):
+                    self.links[out.name] = (parent, (("[]", i),))
+        self.names = _Names(fn)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        steps: list = []
+        seen = 0
+        while name in self.links and seen < 256:
+            parent, step = self.links[name]
+            if parent is None:
+                return self.names.render((step[0], *reversed(steps)))
+            steps.extend(reversed(step))
+            name, seen = parent, seen + 1
+        return default
+
+
+def _paths(trace: Any, fn: Any) -> _Paths:
+    return _Paths(trace, fn)
+
+
+class _Names:
+    """Renders unpack paths with the names the user wrote."""
+
+    def __init__(self, fn: Any) -> None:
+        self.is_module = isinstance(fn, torch.nn.Module)
+        target: Callable | None = getattr(fn, "forward", None) if self.is_module else fn
+        self.positional: list[str] = []
+        self.varargs: str | None = None
+        self.freevars: tuple[str, ...] = ()
+        try:
+            signature = inspect.signature(target)
+            for p in signature.parameters.values():
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                    self.positional.append(p.name)
+                elif p.kind is p.VAR_POSITIONAL:
+                    self.varargs = p.name
+        except (TypeError, ValueError):
+            pass
+        code = getattr(inspect.unwrap(target), "__code__", None) if target is not None else None
+        self.freevars = code.co_freevars if code is not None else ()
+
+    def render(self, path: tuple) -> str:
+        root, rest = path[0], list(path[1:])
+        if root == "args" and rest and rest[0][0] == "[]" and isinstance(rest[0][1], int):
+            i = rest.pop(0)[1]
+            if i < len(self.positional):
+                text = self.positional[i]
+            elif self.varargs:
+                text = f"{self.varargs}[{i - len(self.positional)}]"
+            else:
+                text = f"argument {i}"
+        elif root == "kwargs" and rest and rest[0][0] == "[]":
+            text = str(rest.pop(0)[1])
+        elif root == "cache_info" and rest and rest[0][0] == "[]":
+            key = str(rest.pop(0)[1])
+            text = _CACHE_INFO.get(key, f"cache key {key!r}")
+        elif root == "args":
+            return "positional arguments" if not rest else "args" + _suffix(rest)
+        elif root == "kwargs":
+            return "keyword arguments" if not rest else "kwargs" + _suffix(rest)
+        elif root == "fn":
+            if rest[:2] == [(".", "forward"), (".", "__func__")]:
+                rest = rest[2:]
+            if rest and rest[0] == (".", "__globals__") and len(rest) > 1:
+                text = f"global {rest[1][1]}"
+                rest = rest[2:]
+            elif rest and rest[0] == (".", "__closure__") and len(rest) > 2 and rest[2] == (".", "cell_contents"):
+                i = rest[1][1]
+                name = self.freevars[i] if isinstance(i, int) and i < len(self.freevars) else f"#{i}"
+                text = f"closure variable {name}"
+                rest = rest[3:]
+            else:
+                text = "self" if self.is_module else "the function"
+        else:
+            text = str(root)
+        return text + _suffix(rest)
+
+
+def _suffix(steps: list) -> str:
+    out = []
+    for kind, key in steps:
+        out.append(f".{key}" if kind == "." else f"[{key!r}]")
+    return "".join(out)
