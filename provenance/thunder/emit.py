@@ -14,6 +14,7 @@ from thunder.core.proxies import Proxy
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.session import SESSION, frames_json
 from provenance.stats import coverage
+from provenance.thunder import passes
 from provenance.thunder.passes import pass_name
 from provenance.thunder.printing import printed_layout
 from provenance.thunder.stack import python_stack
@@ -90,8 +91,7 @@ def compile_failed(state: CompileState, exc: BaseException) -> None:
 
 
 def trace_event(compile_id: int, list_name: str, index: int, trace: Any) -> dict:
-    label = trace.get_provenance()
-    label_text = getattr(label, "pss", None)
+    label_text = passes.label_text(trace.get_provenance())
     took = _TOOK.search(label_text or "")
     event = {
         "type": "trace", "compile": compile_id, "list": list_name, "index": index,

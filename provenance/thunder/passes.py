@@ -29,8 +29,19 @@ _PASS_NAMES = {
     "Update Call Context": "update_fusion_call_ctx",
     "Sort Waits": "sort_waits",
     "Fusion": "fusion",
+    "Extraction only prologue pass": "extraction_only_prologue",  # ThunderFX's prologue pruning
+    "Constant Folding pass": "constant_folding",
 }
 _TOOK = re.compile(r"\s*\(took [^)]*\)\s*$")
+
+
+def label_text(label: Any) -> str | None:
+    """The text of a trace's provenance label: a TraceProvenance (`.pss`), or a plain string as
+    some passes set it (Thunder 0.2.6's ExtractionOnlyPrologueTransform, constant folding)."""
+    if label is None:
+        return None
+    text = getattr(label, "pss", label)
+    return text if isinstance(text, str) else str(text)
 
 
 def pass_name(label: str) -> str:
