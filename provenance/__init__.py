@@ -5,6 +5,7 @@
     jfn = thunder.jit(model); jfn(x)
     print(provenance.annotate(thunder.last_traces(jfn)[-1]))
     provenance.of(bsym)                      # -> Provenance | None
+    provenance.fx_graphs(thunderfx_fn)       # ThunderFX: Dynamo graphs, pieces, split reasons
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from provenance.annotation import annotate
+from provenance.graphs import DynamoGraph, GraphBreak, Piece, SplitReason
 from provenance.record import Frame, Kind, Provenance, Span, of
 from provenance.scope import current_span, scope
 from provenance.stats import Coverage, coverage
@@ -22,8 +24,9 @@ from provenance.stats import Coverage, coverage
 __version__ = "0.1.0"
 
 __all__ = [
-    "Coverage", "Frame", "Kind", "Provenance", "Span", "annotate", "coverage", "current_span", "disable",
-    "enable", "enabled", "load", "of", "scope", "tracing", "wait_counters",
+    "Coverage", "DynamoGraph", "Frame", "GraphBreak", "Kind", "Piece", "Provenance", "Span", "SplitReason",
+    "annotate", "coverage", "current_span", "disable", "enable", "enabled", "fx_graphs", "graph_breaks", "load",
+    "of", "scope", "tracing", "wait_counters",
 ]
 
 
@@ -102,6 +105,25 @@ def wait_counters() -> dict[tuple[str | None, str | None], tuple[float, int]]:
     from provenance.waits import WAITS
 
     return WAITS.snapshot()
+
+
+def fx_graphs(compiled: object = None) -> list[DynamoGraph]:
+    """ThunderFX: the Dynamo graphs `compiled` handed to Thunder, oldest first, each with the
+    pieces Thunder's splitter cut it into (Thunder's or a torch fallback, and why) and the
+    thunder.jit compiles of each piece. `compiled`: what `thunder.dynamo.thunderfx` returned,
+    the `ThunderCompiler` given to `torch.compile`, or the module `torch.compile` returned;
+    None: the process's most recent graphs. Recorded while tracing is enabled."""
+    from provenance.thunder import thunderfx
+
+    return thunderfx.graphs(compiled)
+
+
+def graph_breaks(compiled: object = None) -> list[GraphBreak]:
+    """ThunderFX: Dynamo's graph breaks (torch's reason, the user's line) in what `compiled`
+    compiled (as for `fx_graphs`; None: all recent ones). Recorded while tracing is enabled."""
+    from provenance.thunder import thunderfx
+
+    return thunderfx.breaks(compiled)
 
 
 def load(path: str | os.PathLike[str]):  # noqa: ANN201 - see provenance.report.reader.Log

@@ -13,6 +13,7 @@ Where Thunder creates and rewrites bound symbols, and what each hook does there:
   naming the pass on what it made by itself (del, return, unpack, ...).
 - `thunder.jit`, `thunder_general_jit`, `CacheEntry`, `_with_cache_info_ctx`: where a compile was
   asked for, when it starts, ends, or raises (the events of provenance.session).
+- ThunderFX's backend and Dynamo's graph-break log: see thunderfx.py.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 from provenance.record import Kind, of
 from provenance.scope import current_span
 from provenance.session import SESSION
-from provenance.thunder import distributed, emit, passes
+from provenance.thunder import distributed, emit, passes, thunderfx
 from provenance.thunder.patching import Patcher
 from provenance.thunder.stack import python_stack
 from provenance.thunder.state import (
@@ -53,7 +54,7 @@ from provenance.thunder.state import (
 
 # Fault-injection names of the hooks; the first group runs in every compile with autograd.
 CORE_HOOKS = ("bind", "from_bsym", "source_location", "processor", "set_provenance", "pass", "compile", "jit")
-HOOKS = CORE_HOOKS + ("distributed", "rematerialize")
+HOOKS = CORE_HOOKS + ("distributed", "rematerialize", "thunderfx")
 
 _BACKWARD = BoundSymbolTag.BACKWARD
 # Autograd's processors (local classes of grad_transform_on_trace) and what their output is.
@@ -223,7 +224,7 @@ def _fix_up_labelled(trace: TraceCtx) -> None:
         if label is not None:
             trace.__dict__.setdefault(LABELLED_AT, time.time_ns())
         if label is not None and trace.bound_symbols and not current_compile().disabled:
-            passes.fix_up(trace.bound_symbols, passes.pass_name(getattr(label, "pss", str(label))))
+            passes.fix_up(trace.bound_symbols, passes.pass_name(passes.label_text(label)))
     except Exception as exc:
         fail("set_provenance", exc)
 
@@ -312,6 +313,8 @@ def _general_jit(orig: Callable) -> Callable:
         try:
             state = start_compile()
             check_fault("compile")
+            if state is not None:
+                thunderfx.attach(state, get_compile_data())  # a ThunderFX piece's compile
             if state is not None and SESSION.active:
                 emit.compile_started(state, get_compile_data(), get_compile_stats())
         except Exception as exc:
@@ -344,8 +347,8 @@ def _cache_entry(orig: type) -> type:
                     for traces in (entry.prologue_traces, entry.computation_traces,
                                    entry.epilogue_traces, entry.backward_traces):
                         for trace in traces or ():
-                            label = trace.get_provenance()
-                            passes.fix_up(trace.bound_symbols, passes.pass_name(label.pss) if label else "final")
+                            label = passes.label_text(trace.get_provenance())
+                            passes.fix_up(trace.bound_symbols, passes.pass_name(label) if label else "final")
                     if SESSION.active and state.id:
                         emit.compile_finished(state, entry, get_compile_stats())
             except Exception as exc:
@@ -370,3 +373,4 @@ def install(patcher: Patcher) -> None:
     patcher.wrap(thunder, "jit", _jit)
     patcher.wrap(thunder, "_with_cache_info_ctx", _with_cache_info_ctx)
     distributed.install(patcher)
+    thunderfx.install(patcher)

@@ -49,6 +49,7 @@ class CompileState:
     # Fusion records that know more than their members' own records (rematerialization's
     # recomputed ops), by the ids of the fusion's subsymbols; the tuple keeps them alive.
     fusion_hints: dict[tuple[int, ...], tuple[Provenance, tuple]] = field(default_factory=dict)
+    piece: Any = None  # ThunderFX: the provenance.graphs.Piece this compile is of (thunderfx.attach)
 
     def fusion_record(self, subsymbols: tuple | list) -> Provenance | None:
         hint = self.fusion_hints.get(tuple(map(id, subsymbols)))
