@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import gc
 import re
+import types
 import warnings
 import weakref
 
@@ -55,6 +56,20 @@ def _run(entry: str, model: torch.nn.Module, x: torch.Tensor, **options):
     return compiled, handle, out
 
 
+@pytest.fixture(scope="module", params=["thunderfx", "torch.compile"])
+def breaky(request):
+    """Breaky compiled once per entry point (forward + backward), with tracing on."""
+    provenance.enable()
+    try:
+        model, x = models.Breaky(), torch.randn(8, 8)
+        expected = model(x)
+        compiled, handle, out = _run(request.param, model, x)
+        yield types.SimpleNamespace(entry=request.param, compiled=compiled, handle=handle, out=out,
+                                    expected=expected)
+    finally:
+        provenance.disable()
+
+
 def _compute(trace) -> list:
     return [b for b in trace.bound_symbols if provenance.of(b).kind != Kind.BOOKKEEPING]
 
@@ -63,19 +78,19 @@ def _thunder_pieces(handle):
     return [p for g in provenance.fx_graphs(handle) for p in g.pieces if p.thunder]
 
 
+class TwoLinears(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up, self.down = torch.nn.Linear(4, 8), torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = self.up(x)
+        print("between")
+        return self.down(h)
+
+
 def test_two_linears_with_a_print_between(traced):
     """The issue's first try: a 'str' label (ThunderFX's prologue pass) faulted the compile hook."""
-
-    class TwoLinears(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.up, self.down = torch.nn.Linear(4, 8), torch.nn.Linear(8, 4)
-
-        def forward(self, x):
-            h = self.up(x)
-            print("between")
-            return self.down(h)
-
     compiled, handle, _ = _run("thunderfx", TwoLinears(), torch.randn(2, 4, requires_grad=True))
     linears = [provenance.of(b) for t in compiled.last_traces for b in t.bound_symbols if b.sym.name == "linear"]
     assert [(r.module, r.module_type, r.user_frame.text) for r in linears] == [
@@ -85,12 +100,9 @@ def test_two_linears_with_a_print_between(traced):
     assert all(provenance.coverage(t, deep=True).missing == [] for t in prologues)
 
 
-@pytest.mark.parametrize("entry", ["thunderfx", "torch.compile"])
-def test_graph_breaks_lines_modules_and_pieces(traced, entry):
-    model, x = models.Breaky(), torch.randn(8, 8)
-    expected = model(x)
-    compiled, handle, out = _run(entry, model, x)
-    torch.testing.assert_close(out, expected)
+def test_graph_breaks_lines_modules_and_pieces(breaky):
+    handle = breaky.handle
+    torch.testing.assert_close(breaky.out, breaky.expected)
 
     pieces = _thunder_pieces(handle)
     assert len(pieces) == 6
@@ -130,14 +142,12 @@ def test_graph_breaks_lines_modules_and_pieces(traced, entry):
         assert piece.compiles == [state_.id] and state_.piece is piece
 
 
-@pytest.mark.parametrize("entry", ["thunderfx", "torch.compile"])
-def test_splits_and_graph_breaks_are_recorded_with_reasons_and_lines(traced, entry):
-    model, x = models.Breaky(), torch.randn(8, 8)
-    compiled, handle, _ = _run(entry, model, x)
+def test_splits_and_graph_breaks_are_recorded_with_reasons_and_lines(breaky):
+    compiled, handle = breaky.compiled, breaky.handle
     graphs = provenance.fx_graphs(handle)
     assert [g.number for g in graphs] == sorted(g.number for g in graphs)
     assert all(re.fullmatch(r"\d+/\d+", g.compile_id) for g in graphs)
-    if entry == "torch.compile":
+    if breaky.entry == "torch.compile":
         assert provenance.fx_graphs(compiled) == graphs  # the OptimizedModule finds its backend
 
     # the first graph: Thunder, the det fallback (torch's inductor), Thunder
@@ -259,6 +269,51 @@ def test_generated_code_is_never_user_source(traced):
     assert record.source[0].file == "<string>" and record.source[0].generated and record.user_frame is None
 
 
+def test_listeners_see_graphs_and_breaks_and_their_errors_stay_ours(traced, monkeypatch):
+    from provenance.thunder import thunderfx
+
+    seen: list = []
+    monkeypatch.setattr(thunderfx, "graph_listeners", [seen.append])
+    monkeypatch.setattr(thunderfx, "break_listeners", [seen.append])
+    compiled, handle, _ = _run("thunderfx", TwoLinears(), torch.randn(2, 4))
+    graphs, breaks = provenance.fx_graphs(handle), provenance.graph_breaks(handle)
+    assert len(graphs) == 2 and len(breaks) == 1
+    assert sorted(map(id, seen)) == sorted(map(id, graphs + breaks))
+    # in order: a graph ended by a break is announced after it
+    assert seen.index(graphs[0]) > seen.index(breaks[0])
+
+    def broken(_):
+        raise RuntimeError("listener bug")
+
+    monkeypatch.setattr(thunderfx, "graph_listeners", [broken])
+    model, x = models.Net(n=8, depth=1), torch.randn(3, 8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = thunder.dynamo.thunderfx(model)(x)
+    ours = [str(w.message) for w in caught if "thunder-provenance" in str(w.message)]
+    assert len(ours) == 1 and "listener bug" in ours[0]
+    torch.testing.assert_close(out, model(x))
+
+
+@pytest.mark.slow
+def test_example_prints_graphs_breaks_and_annotated_pieces():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "thunderfx.py"
+    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = done.stdout
+    assert re.search(r"#### graph break \[0/0\] at thunderfx.py:\d+: Failed to trace builtin operator", out)
+    assert out.count("#### Dynamo graph ") == 2
+    coverage = re.findall(r"final \w+ trace: \d+/\d+ with provenance, (\d+)/(\d+) compute ops at user source, "
+                          r"(\d+)/(\d+) with module", out)
+    assert len(coverage) == 4 and all(a == b == c == d for a, b, c, d in coverage)
+    assert "# ── blocks.0.attn.qkv (Linear) · thunderfx.py:" in out and "# ── blocks.1.mlp.0 (Linear)" in out
+    assert "<eval_with_key>" not in out
+
+
 def test_fault_in_thunderfx_hook_warns_once_and_results_stay_correct(traced, monkeypatch):
     model, x = models.Net(n=8, depth=1), torch.randn(3, 8)
     expected = model(x)
@@ -293,16 +348,19 @@ def test_nothing_of_ours_keeps_the_model_alive(traced):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("entry", ["thunderfx", "torch.compile"])
 @pytest.mark.parametrize("build", [models.nanogpt, models.llama2], ids=["nanogpt", "llama2"])
-def test_real_models_under_thunderfx(traced, build):
+def test_real_models_under_thunderfx(traced, build, entry):
     model, x = build()
     model_file = __import__(type(model).__module__, fromlist=["_"]).__file__
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        compiled = thunder.dynamo.thunderfx(model)
+        compiled, handle = _compile(entry, model)
         models.forward_backward(compiled, x)
     assert [str(w.message) for w in caught if "thunder-provenance" in str(w.message)] == []
-    for traces in (compiled.last_traces, compiled.last_backward_traces):
+    pieces = _thunder_pieces(handle)
+    for traces in ([thunder.last_traces(p.fn)[-1] for p in pieces],
+                   [thunder.last_backward_traces(p.fn)[-1] for p in pieces]):
         compute = [provenance.of(b) for t in traces for b in _compute(t)]
         at_model = [r for r in compute if r.user_frame is not None and r.user_frame.file == model_file
                     and r.module is not None]
