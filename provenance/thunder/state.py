@@ -61,6 +61,10 @@ class CompileState:
 
 # Compiles that happen outside thunder.jit (a trace transform called by hand) share this one.
 _DETACHED = CompileState(id=0)
+# Work whose symbols are thrown away (ThunderFX's splitter trying each FX node on Thunder)
+# runs with capture off: this state, while `suspended` is set.
+_SUSPENDED = CompileState(id=0, disabled=True)
+suspended: ContextVar[bool] = ContextVar("provenance_suspended", default=False)
 
 
 def get_compile_stats() -> Any:
@@ -70,7 +74,9 @@ def get_compile_stats() -> Any:
 def current_compile() -> CompileState:
     cs = get_compile_stats()
     state = getattr(cs, COMPILE_ATTR, None) if cs is not None else None
-    return state if state is not None else _DETACHED
+    if state is not None:
+        return state
+    return _SUSPENDED if suspended.get() else _DETACHED
 
 
 # The compile in progress in this thread/task, for errors raised where no compile data is set.

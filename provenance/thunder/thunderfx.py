@@ -5,6 +5,9 @@
   (pieces, `split_reasons`) into a `DynamoGraph`; tells fx.py where the traced frame's `self`
   sits in the model; maps each Thunder piece's CompileData to its `Piece`, so the compiles of
   the piece (lazily, at its first call) are linked to it (`attach`).
+- `thunder.dynamo.utils.try_execute_thunder_symbol`: the splitter runs each FX node's Thunder
+  symbol (often with autograd) on proxies to see whether Thunder takes it; those symbols are
+  thrown away, so capture is suspended meanwhile (it cost as much as capturing a compile).
 - `torch._dynamo.symbolic_convert.log_graph_break`: torch 2.9 calls it for every graph break
   (it writes the `dynamo_graph_break_reason` artifact of TORCH_TRACE and the `graph_breaks`
   log), with the reason and the user stack. Kept when the frame's backend is a ThunderCompiler.
@@ -25,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 import thunder
+import thunder.dynamo.utils as dynamo_utils
 import torch
 from thunder.dynamo.compiler import ThunderCompiler
 from torch._dynamo import symbolic_convert
@@ -32,7 +36,7 @@ from torch.fx import GraphModule
 
 from provenance.graphs import DynamoGraph, GraphBreak, Piece, SplitReason
 from provenance.record import Frame
-from provenance.thunder import fx
+from provenance.thunder import fx, state
 from provenance.thunder.frames import frame_at
 from provenance.thunder.patching import Patcher
 from provenance.thunder.state import CompileState, check_fault, fail
@@ -139,8 +143,20 @@ def _log_graph_break(orig: Callable) -> Callable:
     return log_graph_break
 
 
+def _suspended(orig: Callable) -> Callable:
+    def try_execute_thunder_symbol(*args: Any, **kwargs: Any) -> Any:
+        token = state.suspended.set(True)
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            state.suspended.reset(token)
+
+    return try_execute_thunder_symbol
+
+
 def install(patcher: Patcher) -> None:
     patcher.wrap(ThunderCompiler, "__call__", _compiler_call)
+    patcher.wrap(dynamo_utils, "try_execute_thunder_symbol", _suspended)
     patcher.wrap(symbolic_convert, "log_graph_break", _log_graph_break)
 
 
