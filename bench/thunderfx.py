@@ -8,9 +8,12 @@ frame is in the model's file, that has a module path, and both.
 overhead: `thunderfx(model)` plus the first forward and backward of nanoGPT, on a fresh model
 each time (Dynamo's caches reset before each sample, outside the clock), capture enabled vs
 disabled; in one process, after a warm-up in each mode, pairs with the order alternating; the
-ratio is taken within each pair and the median reported (as compile_overhead.py does).
+ratio is taken within each pair and the median reported (as compile_overhead.py does). After
+each switch, `--settle` untimed compiles run first: the first compiles after installing or
+removing the hooks run measurably slower whatever the mode (bench/README.md).
 
-    python bench/thunderfx.py [--layers 2] [--pairs 9] [--overhead-layers 4] [--skip-coverage] [--skip-overhead]
+    python bench/thunderfx.py [--layers 2] [--pairs 9] [--overhead-layers 4] [--settle 1] [--processes 0]
+                              [--skip-coverage] [--skip-overhead]
 """
 
 from __future__ import annotations
@@ -110,7 +113,7 @@ def _compile_once(layers: int) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def overhead(pairs: int, layers: int) -> None:
+def overhead(pairs: int, layers: int, settle: int) -> None:
     import provenance
 
     def run(mode: str) -> tuple[float, float]:
@@ -118,6 +121,8 @@ def overhead(pairs: int, layers: int) -> None:
             provenance.enable()
         else:
             provenance.disable()
+        for _ in range(settle):  # untimed: the first compiles after a switch run slow (see bench/README.md)
+            _compile_once(layers)
         return _compile_once(layers)
 
     run("on"), run("off")  # warm-up: imports, Dynamo, caches
@@ -127,9 +132,46 @@ def overhead(pairs: int, layers: int) -> None:
         got = {mode: run(mode) for mode in order}
         walls.append(got["on"][0] / got["off"][0])
         cpus.append(got["on"][1] / got["off"][1])
-        print(f"pair {i + 1}: on {got['on'][0]:.2f}s off {got['off'][0]:.2f}s  ratio {walls[-1]:.3f} (cpu {cpus[-1]:.3f})",
-              flush=True)
-    print(f"thunderfx(nanoGPT {layers} layers) fwd+bwd, {pairs} pairs, capture only: "
+        print(f"pair {i + 1}: on {got['on'][0]:.2f}s off {got['off'][0]:.2f}s  ratio {walls[-1]:.3f} "
+              f"(cpu {cpus[-1]:.3f})", flush=True)
+    print(f"thunderfx(nanoGPT {layers} layers) fwd+bwd, {pairs} pairs ({settle} untimed compile(s) after each "
+          f"switch), capture only: "
+          f"median ratio on/off wall {statistics.median(walls):.3f}, cpu {statistics.median(cpus):.3f}")
+
+
+_CHILD = """
+import sys, json, warnings
+warnings.filterwarnings("ignore")
+sys.path.insert(0, {bench!r})
+import thunderfx
+if sys.argv[1] == "on":
+    import provenance
+    provenance.enable()
+layers = int(sys.argv[2])
+thunderfx._compile_once(layers)  # warm-up
+print(json.dumps(thunderfx._compile_once(layers)))
+"""
+
+
+def fresh_processes(processes: int, layers: int) -> None:
+    """The same comparison, each sample in a fresh process (warm-up compile, then the timed one)."""
+    import json
+    import os
+    import subprocess
+
+    child = _CHILD.format(bench=os.path.dirname(os.path.abspath(__file__)))
+    walls, cpus = [], []
+    for i in range(processes):
+        got = {}
+        for mode in ("on", "off") if i % 2 == 0 else ("off", "on"):
+            out = subprocess.run([sys.executable, "-c", child, mode, str(layers)], capture_output=True, text=True,
+                                 check=True)
+            got[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+        walls.append(got["on"][0] / got["off"][0])
+        cpus.append(got["on"][1] / got["off"][1])
+        print(f"process pair {i + 1}: on {got['on'][0]:.2f}s off {got['off'][0]:.2f}s  ratio {walls[-1]:.3f} "
+              f"(cpu {cpus[-1]:.3f})", flush=True)
+    print(f"thunderfx(nanoGPT {layers} layers) fwd+bwd, {processes} fresh-process pairs, capture only: "
           f"median ratio on/off wall {statistics.median(walls):.3f}, cpu {statistics.median(cpus):.3f}")
 
 
@@ -138,13 +180,17 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2, help="layers for the coverage table")
     parser.add_argument("--pairs", type=int, default=9)
     parser.add_argument("--overhead-layers", type=int, default=4)
+    parser.add_argument("--settle", type=int, default=1, help="untimed compiles after each on/off switch")
     parser.add_argument("--skip-coverage", action="store_true")
     parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--processes", type=int, default=0, help="also compare in fresh processes (pairs)")
     args = parser.parse_args()
     if not args.skip_coverage:
         coverage(args.layers)
     if not args.skip_overhead:
-        overhead(args.pairs, args.overhead_layers)
+        overhead(args.pairs, args.overhead_layers, args.settle)
+    if args.processes:
+        fresh_processes(args.processes, args.overhead_layers)
 
 
 if __name__ == "__main__":
