@@ -314,6 +314,45 @@ def test_example_prints_graphs_breaks_and_annotated_pieces():
     assert "<eval_with_key>" not in out
 
 
+def test_the_splitters_trial_runs_are_not_captured(traced, monkeypatch):
+    """The splitter runs each node's Thunder symbol on proxies to see if Thunder takes it: those
+    symbols are thrown away, and capture stays out of them (it cost as much as a compile's)."""
+    from provenance.thunder import hooks
+
+    worked = collections.Counter()  # symbols capture looked at: inside a trial run or not
+    inside = [False]
+    ambient_record = hooks.ambient_record
+
+    def counting(*args):
+        worked[inside[0]] += 1
+        return ambient_record(*args)
+
+    original = thunder.dynamo.utils.try_execute_thunder_symbol
+
+    def trying(*args, **kwargs):
+        inside[0] = True
+        try:
+            return original(*args, **kwargs)
+        finally:
+            inside[0] = False
+
+    provenance.disable()  # (disable restores Thunder's own function)
+    monkeypatch.setattr(hooks, "ambient_record", counting)
+    monkeypatch.setattr(thunder.dynamo.utils, "try_execute_thunder_symbol", trying)
+    provenance.enable()  # our hook now wraps `trying`
+    try:
+        _run("thunderfx", models.Net(n=8, depth=1), torch.randn(3, 8))
+        assert worked[False] > 0 and worked[True] == 0
+        monkeypatch.setattr(state, "_SUSPENDED", state._DETACHED)  # without the suspension
+        torch._dynamo.reset()  # else Dynamo reuses its graph for the new instance: no new split
+        _run("thunderfx", models.Net(n=8, depth=1), torch.randn(3, 8))
+        assert worked[True] > 0
+    finally:  # restore in order: our hooks, then the test's patches
+        provenance.disable()
+        monkeypatch.undo()
+        provenance.enable()
+
+
 def test_fault_in_thunderfx_hook_warns_once_and_results_stay_correct(traced, monkeypatch):
     model, x = models.Net(n=8, depth=1), torch.randn(3, 8)
     expected = model(x)
