@@ -9,8 +9,9 @@ overhead: `thunderfx(model)` plus the first forward and backward of nanoGPT, on 
 each time (Dynamo's caches reset before each sample, outside the clock), capture enabled vs
 disabled; in one process, after a warm-up in each mode, pairs with the order alternating; the
 ratio is taken within each pair and the median reported (as compile_overhead.py does). After
-each switch, `--settle` untimed compiles run first: the first compiles after installing or
-removing the hooks run measurably slower whatever the mode (bench/README.md).
+each switch, `--settle` untimed compiles run first, to keep effects of the switch itself (caches,
+the interpreter's specializations of patched classes) out of the pairs; `--processes` compares
+in fresh processes instead.
 
     python bench/thunderfx.py [--layers 2] [--pairs 9] [--overhead-layers 4] [--settle 1] [--processes 0]
                               [--skip-coverage] [--skip-overhead]
@@ -121,7 +122,7 @@ def overhead(pairs: int, layers: int, settle: int) -> None:
             provenance.enable()
         else:
             provenance.disable()
-        for _ in range(settle):  # untimed: the first compiles after a switch run slow (see bench/README.md)
+        for _ in range(settle):  # untimed: keep the effects of the switch itself out of the pair
             _compile_once(layers)
         return _compile_once(layers)
 
