@@ -261,6 +261,14 @@ def test_generated_code_is_never_user_source(traced):
     cov = provenance.coverage(fw)
     assert cov.compute > 0 and cov.compute_with_user_source == 0
 
+    # a GraphModule without torch's line map: the generated frame alone, without a node
+    bare = torch.fx.symbolic_trace(models.Mlp(4))
+    bare._lineno_map = None
+    jm = thunder.jit(bare)
+    jm(torch.randn(2, 4))
+    records = [provenance.of(b) for b in _compute(thunder.last_traces(jm)[-1])]
+    assert records and all(r.generated_frame is not None and r.fx_node is None for r in records)
+
     scope: dict = {}
     exec("def double(x):\n    return x * 2\n", {"torch": torch}, scope)  # noqa: S102
     jf = thunder.jit(scope["double"])
