@@ -33,6 +33,7 @@ from provenance.events import (
 from provenance.profile import FORWARD, CompileProfile, ProfiledCall
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.session import SESSION
+from provenance.thunder import passes
 from provenance.thunder import recompile as recompiles
 from provenance.thunder.passes import pass_label
 from provenance.thunder.printing import printed_layout
@@ -168,7 +169,7 @@ def compile_failed(state: CompileState, exc: BaseException) -> None:
 
 
 def trace_event(compile_id: int, list_name: str, index: int, trace: Any) -> Trace:
-    label = getattr(trace.get_provenance(), "pss", None)
+    label = passes.label_text(trace.get_provenance())
     if label:
         name, ms = pass_label(label)
     else:  # Thunder's first trace, or a transform's (which Thunder does not label)
