@@ -8,6 +8,7 @@
 
     provenance.enable(profile=3)             # or THUNDER_TRACE_PROFILE=3: time 3 calls op by op
     provenance.print_cost(jfn, by="line")    # where the time went: line, module, role, kind, op
+    provenance.fx_graphs(thunderfx_fn)       # ThunderFX: Dynamo graphs, pieces, split reasons
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from provenance._version import __version__
 from provenance.annotation import annotate
 from provenance.coverage_stats import Coverage, coverage
+from provenance.graphs import DynamoGraph, GraphBreak, Piece, SplitReason
 from provenance.record import Frame, Kind, Provenance, Span, of
 from provenance.scope import current_span, scope
 
@@ -30,9 +32,10 @@ if TYPE_CHECKING:
     from provenance.report.reader import Log
 
 __all__ = [
-    "Coverage", "Frame", "Kind", "Provenance", "Span", "__version__", "add_exporter", "annotate", "cost", "coverage",
-    "current_span", "disable", "enable", "enabled", "load", "of", "print_cost", "profiles", "remove_exporter", "scope",
-    "stats", "tracing", "wait_counters",
+    "Coverage", "DynamoGraph", "Frame", "GraphBreak", "Kind", "Piece", "Provenance", "Span", "SplitReason",
+    "__version__", "add_exporter", "annotate", "cost", "coverage", "current_span", "disable", "enable", "enabled",
+    "fx_graphs", "graph_breaks", "load", "of", "print_cost", "profiles", "remove_exporter", "scope", "stats",
+    "tracing", "wait_counters",
 ]
 
 PROFILE_ENV = "THUNDER_TRACE_PROFILE"
@@ -178,6 +181,25 @@ def wait_counters() -> dict[tuple[str | None, str | None], tuple[float, int]]:
     from provenance.waits import WAITS
 
     return WAITS.snapshot()
+
+
+def fx_graphs(compiled: object = None) -> list[DynamoGraph]:
+    """ThunderFX: the Dynamo graphs `compiled` handed to Thunder, oldest first, each with the
+    pieces Thunder's splitter cut it into (Thunder's or a torch fallback, and why) and the
+    thunder.jit compiles of each piece. `compiled`: what `thunder.dynamo.thunderfx` returned,
+    the `ThunderCompiler` given to `torch.compile`, or the module `torch.compile` returned;
+    None: the process's most recent graphs. Recorded while tracing is enabled."""
+    from provenance.thunder import thunderfx
+
+    return thunderfx.graphs(compiled)
+
+
+def graph_breaks(compiled: object = None) -> list[GraphBreak]:
+    """ThunderFX: Dynamo's graph breaks (torch's reason, the user's line) in what `compiled`
+    compiled (as for `fx_graphs`; None: all recent ones). Recorded while tracing is enabled."""
+    from provenance.thunder import thunderfx
+
+    return thunderfx.breaks(compiled)
 
 
 def load(path: str | os.PathLike[str]) -> Log:

@@ -23,7 +23,8 @@ def _where(record: Provenance) -> str | None:
 
 
 def header(record: Provenance | None) -> str:
-    """One line describing a record, e.g. `h.0.mlp.c_fc (Linear) · model.py:81 `x = ...` · grad`."""
+    """One line describing a record, e.g. `h.0.mlp.c_fc (Linear) · model.py:81 `x = ...` · grad`
+    (under ThunderFX also the FX node: `· fx linear_2`)."""
     if record is None:
         return "no provenance"
     if record.kind == Kind.BOOKKEEPING:
@@ -37,6 +38,8 @@ def header(record: Provenance | None) -> str:
     if where:
         frame = record.user_frame
         parts.append(f"{where} `{frame.text}`" if frame is not None and frame.text else where)
+    if record.fx_node is not None:  # ThunderFX: the FX node between the user's line and the op
+        parts.append(f"fx {record.fx_node}")
     if record.transforms:
         parts.append(record.lineage)
     elif record.kind not in (Kind.OP, Kind.DECOMPOSITION):

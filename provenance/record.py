@@ -36,13 +36,22 @@ class Kind:
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """One Python frame of the stack that produced an op."""
+    """One Python frame of the stack that produced an op.
+
+    `user` is decided at capture: True only for a file on disk outside torch, thunder, this
+    package and the standard library. Code generated at run time (FX's `<eval_with_key>.N`,
+    `<string>`) is never the user's: such a frame has `generated=True`, and on FX's generated
+    `forward` also `fx_node`, the FX node whose line it is. Fields after `user` are additive:
+    readers of the 5-field layout (`Frame(*fields)`) keep working.
+    """
 
     file: str
     line: int
     function: str
     text: str = ""
-    user: bool = True  # False for torch, thunder, this package and the standard library
+    user: bool = True
+    generated: bool = False
+    fx_node: str | None = None
 
     @property
     def location(self) -> str:
@@ -115,6 +124,17 @@ class Provenance:
     def user_frame(self) -> Frame | None:
         """The innermost frame of the user's own code (the line to show)."""
         return next((f for f in self.source if f.user), None)
+
+    @property
+    def generated_frame(self) -> Frame | None:
+        """The innermost frame of generated code (FX's `forward`), if the op came through one."""
+        return next((f for f in self.source if f.generated), None)
+
+    @property
+    def fx_node(self) -> str | None:
+        """The FX node (ThunderFX) whose generated line produced this op."""
+        frame = self.generated_frame
+        return frame.fx_node if frame is not None else None
 
     @property
     def lineage(self) -> str:

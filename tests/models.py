@@ -62,6 +62,39 @@ class OneBigLine(nn.Module):
         return b[:4, :4] * a  # <-- tiny slice
 
 
+class BreakingBlock(nn.Module):
+    """Dynamo breaks its graph inside this block: it compiles the block's forward as a frame of
+    its own, with module paths relative to the block."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.mlp = Mlp(n)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.mlp(x)  # <-- fx block mlp
+        torch._dynamo.graph_break()  # <-- fx block break
+        return x + torch.relu(h)  # <-- fx block residual
+
+
+class Breaky(nn.Module):
+    """ThunderFX's cases: a graph break (print), an op Thunder leaves to torch (det: a fallback
+    piece), and a graph break inside a submodule. Input: a square (n, n) matrix."""
+
+    def __init__(self, n: int = 8) -> None:
+        super().__init__()
+        self.up = nn.Linear(n, n)
+        self.inner = BreakingBlock(n)
+        self.head = nn.Linear(n, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.up(x)  # <-- fx up
+        h = h * torch.linalg.det(h.detach())  # <-- fx fallback
+        print("graph break here")  # <-- fx print
+        h = torch.tanh(h)  # <-- fx tanh
+        h = self.inner(h)  # <-- fx inner call
+        return self.head(h)  # <-- fx head
+
+
 def line_of(marker: str) -> int:
     """The line number in this file of the line ending with `# <-- marker`."""
     with open(__file__) as f:

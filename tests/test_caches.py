@@ -35,8 +35,8 @@ def test_disable_empties_every_table_and_tracing_works_again():
     provenance.enable()
     _traced_compile()
     filled = {name for name, (size, _) in CACHES.sizes().items() if size}
-    assert {"record.intern", "passes.derived", "passes.made_by", "state.with_span", "stack.frames",
-            "stack.is_user_code"} <= filled
+    assert {"record.intern", "passes.derived", "passes.made_by", "state.with_span", "frames.frame_of",
+            "frames.is_user_code"} <= filled
     provenance.disable()
     assert {name: size for name, (size, _) in CACHES.sizes().items() if size} == {}
 

@@ -105,6 +105,8 @@ _TARGETS = [
     (TraceCtx, "set_provenance"), (TraceSubstitutionProcessor, "__call__"), (thunder, "thunder_general_jit"),
     (thunder, "CacheEntry"),
     (__import__("thunder.transforms.autodiff", fromlist=["_"]), "split_into_forward_and_backward"),
+    (__import__("thunder.dynamo", fromlist=["_"]).ThunderCompiler, "__call__"),
+    (__import__("torch._dynamo.symbolic_convert", fromlist=["_"]), "log_graph_break"),
 ]
 
 

@@ -36,10 +36,12 @@ from provenance.profile import FORWARD, CompileProfile, ProfiledCall
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.record import Frame
 from provenance.session import SESSION
+from provenance.thunder import passes
 from provenance.thunder import recompile as recompiles
+from provenance.thunder.frames import frame_of, is_user_code
 from provenance.thunder.passes import pass_label
 from provenance.thunder.printing import printed_layout
-from provenance.thunder.stack import is_user_code, python_stack, stack_frame
+from provenance.thunder.stack import python_stack
 from provenance.thunder.state import LABELLED_AT, MADE_BY, CompileState, check_fault
 
 # The user stack of each thunder.jit call, by its CompileData.
@@ -236,11 +238,11 @@ def user_frame(exc: BaseException) -> Frame | None:
         module_name = _module_name(frame)
         if is_user_code(module_name, path):
             found = (path, line, frame.f_code.co_qualname, module_name)
-    return stack_frame(*found) if found is not None else None
+    return frame_of(*found) if found is not None else None
 
 
 def trace_event(compile_id: int, list_name: str, index: int, trace: Any) -> Trace:
-    label = getattr(trace.get_provenance(), "pss", None)
+    label = passes.label_text(trace.get_provenance())
     if label:
         name, ms = pass_label(label)
     else:  # Thunder's first trace, or a transform's (which Thunder does not label)

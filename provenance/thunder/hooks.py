@@ -14,6 +14,7 @@ Where Thunder creates and rewrites bound symbols, and what each hook does there:
 - `thunder.jit`, `thunder_general_jit`, `CacheEntry`, `_with_cache_info_ctx`: where a compile was
   asked for, when it starts, ends, or raises (the events of provenance.session). With profiling
   on, the CacheEntry stored runs a profiling window first (provenance/thunder/profiling.py).
+- ThunderFX's backend and Dynamo's graph-break log: see thunderfx.py.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 from provenance.record import Kind, of
 from provenance.scope import current_span
 from provenance.session import COUNTS_ATTR, SESSION
-from provenance.thunder import distributed, emit, passes, phases, profiling, recompile
+from provenance.thunder import distributed, emit, passes, phases, profiling, recompile, thunderfx
 from provenance.thunder.patching import Patcher
 from provenance.thunder.printing import printed_ops
 from provenance.thunder.stack import python_stack
@@ -225,7 +226,7 @@ def _fix_up_labelled(trace: TraceCtx) -> None:
         if label is not None:
             trace.__dict__.setdefault(LABELLED_AT, time.time_ns())
         if label is not None and trace.bound_symbols and not current_compile().disabled:
-            passes.fix_up(trace.bound_symbols, passes.pass_name(getattr(label, "pss", str(label))))
+            passes.fix_up(trace.bound_symbols, passes.pass_name(passes.label_text(label)))
     except Exception as exc:
         fail("set_provenance", exc)
 
@@ -345,6 +346,7 @@ def _general_jit(orig: Callable) -> Callable:
             state = start_compile()
             check_fault("compile")
             if state is not None:
+                thunderfx.attach(state, get_compile_data())  # a ThunderFX piece's compile
                 _open_window(state)
                 ours = state.phases.begin("provenance", "compile start")
                 compile_data = get_compile_data()
@@ -411,8 +413,8 @@ def _cache_entry(orig: type) -> type:
                     for traces in (entry.prologue_traces, entry.computation_traces,
                                    entry.epilogue_traces, entry.backward_traces):
                         for trace in traces or ():
-                            label = trace.get_provenance()
-                            name = passes.pass_name(label.pss) if label else trace.__dict__.get(MADE_BY, "final")
+                            label = passes.label_text(trace.get_provenance())
+                            name = passes.pass_name(label) if label else trace.__dict__.get(MADE_BY, "final")
                             passes.fix_up(trace.bound_symbols, name)
                     state.phases.end(ours)
                     if SESSION.active and state.id:
@@ -445,3 +447,4 @@ def install(patcher: Patcher) -> None:
     patcher.wrap(thunder, "_with_cache_info_ctx", _with_cache_info_ctx)
     distributed.install(patcher)
     phases.install(patcher)
+    thunderfx.install(patcher)

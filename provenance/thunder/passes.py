@@ -30,6 +30,8 @@ _PASS_NAMES = {
     "Update Call Context": "update_fusion_call_ctx",
     "Sort Waits": "sort_waits",
     "Fusion": "fusion",
+    "Extraction only prologue pass": "extraction_only_prologue",  # ThunderFX's prologue pruning
+    "Constant Folding pass": "constant_folding",
 }
 # Thunder appends its timing to a pass's label: "Delete Last Used (took 9 milliseconds)".
 _TOOK = re.compile(r"\s*\(took (?:(\d+) milliseconds|[^)]*)\)\s*$")
@@ -44,6 +46,15 @@ def pass_label(label: str) -> tuple[str, int | None]:
     if label in _PASS_NAMES:
         return _PASS_NAMES[label], ms
     return re.sub(r"[^0-9a-zA-Z]+", "_", label).strip("_").lower() or "unnamed_pass", ms
+
+
+def label_text(label: Any) -> str | None:
+    """The text of a trace's provenance label: a TraceProvenance (`.pss`), or a plain string as
+    some passes set it (Thunder 0.2.6's ExtractionOnlyPrologueTransform, constant folding)."""
+    if label is None:
+        return None
+    text = getattr(label, "pss", label)
+    return text if isinstance(text, str) else str(text)
 
 
 def pass_name(label: str) -> str:

@@ -3,51 +3,28 @@
 Thunder records only the innermost non-Thunder frame. The interpreter's frame stack knows the
 whole chain, including each module's `self`, so an `nn.Linear` op can point at the user's
 `self.fc(x)` line (and still show linear.py, marked as library code) and know its module path.
+Under ThunderFX the interpreter runs FX's generated `forward`: that frame is kept (generated,
+not the user's) and followed by the user's frames its FX node recorded (see fx.py).
 """
 
 from __future__ import annotations
 
-import linecache
 import os
 import sys
-from functools import lru_cache
+from dataclasses import replace
 from typing import Any
 
 import torch
 from thunder.core.interpreter import get_interpreterruntimectx, unwrap
 
-from provenance.caches import CACHES
 from provenance.record import Frame, Kind, Provenance, Span, intern
+from provenance.thunder import fx
+from provenance.thunder.frames import frame_of, is_user_code
 
 # Frames of Thunder's interpreter machinery: never part of an op's story.
 _SKIPPED_MODULES = frozenset({"thunder.core.interpreter", "thunder.core.jit_ext", "thunder.torch"})
 # torch.nn's call plumbing (Module.__call__/_call_impl): carries nothing worth showing.
 _MODULE_PY = os.path.join("torch", "nn", "modules", "module.py")
-
-_LIBRARY_PACKAGES = frozenset({"torch", "thunder", "provenance", "exporters"})
-# The interpreter's own stdlib (os.py's folder); in a venv "platstdlib" would also cover site-packages.
-_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
-
-
-@CACHES.lru("stack.is_user_code")
-@lru_cache(maxsize=4096)
-def is_user_code(module_name: str, path: str) -> bool:
-    """User code: anything but torch, thunder (its bundled test models excepted), this package
-    and the standard library. Third-party model code (say, transformers) counts as user code:
-    it is the model the user runs."""
-    top = module_name.partition(".")[0]
-    if top in _LIBRARY_PACKAGES and not module_name.startswith("thunder.tests"):
-        return False
-    path = os.path.abspath(path)
-    return not (path.startswith(_STDLIB_DIR) and "-packages" + os.sep not in path)
-
-
-@CACHES.lru("stack.frames")
-@lru_cache(maxsize=65536)
-def stack_frame(path: str, line: int, function: str, module_name: str) -> Frame:
-    text = linecache.getline(path, line).strip() if line else ""
-    return Frame(file=path, line=line, function=function, text=text, user=is_user_code(module_name, path))
-
 
 def _module_of(frame: Any) -> torch.nn.Module | None:
     code = frame.code
@@ -87,14 +64,25 @@ class StackReader:
     def _build(self, relevant: list, span: Span | None) -> Provenance:
         source: list[Frame] = []
         modules: list[torch.nn.Module] = []
+        node: fx.FxNode | None = None  # the FX node of the innermost generated frame (ThunderFX)
         for frame, module, line, module_name in reversed(relevant):  # innermost first
             if module is not None and (not modules or modules[-1] is not module):
                 modules.append(module)
             if frame.code.co_filename.endswith(_MODULE_PY):
                 continue
-            source.append(stack_frame(frame.code.co_filename, line, frame.code.co_qualname, module_name))
+            record_frame = frame_of(frame.code.co_filename, line, frame.code.co_qualname, module_name)
+            if node is None and record_frame.generated and module is not None:
+                # FX's generated forward: the node this line computes knows the user's stack
+                node = fx.node_at(module, frame.code, line)
+                if node is not None:
+                    source.append(replace(record_frame, fx_node=node.name))
+                    source.extend(node.frames)
+                    continue
+            source.append(record_frame)
         module_path = module_type = None
-        if modules:
+        if node is not None and node.module_type is not None:
+            module_path, module_type = node.module, node.module_type  # the original model's module
+        elif modules:
             root, innermost = modules[-1], modules[0]
             names = self._names.get(id(root))
             if names is None:
@@ -122,8 +110,8 @@ def python_stack(limit: int = 64) -> list[Frame]:
     while frame is not None and len(frames) < limit:
         module_name = frame.f_globals.get("__name__", "")
         path = frame.f_code.co_filename
-        if is_user_code(module_name, path) and not path.startswith("<frozen"):
-            frames.append(stack_frame(path, frame.f_lineno, frame.f_code.co_qualname, module_name))
+        if is_user_code(module_name, path):
+            frames.append(frame_of(path, frame.f_lineno, frame.f_code.co_qualname, module_name))
         frame = frame.f_back
     frames.reverse()
     return frames

@@ -64,6 +64,7 @@ class CompileState:
     # Fusion records that know more than their members' own records (rematerialization's
     # recomputed ops), by the ids of the fusion's subsymbols; the tuple keeps them alive.
     fusion_hints: dict[tuple[int, ...], tuple[Provenance, tuple]] = field(default_factory=dict)
+    piece: Any = None  # ThunderFX: the provenance.graphs.Piece this compile is of (thunderfx.attach)
 
     def fusion_record(self, subsymbols: tuple | list) -> Provenance | None:
         hint = self.fusion_hints.get(tuple(map(id, subsymbols)))
@@ -114,6 +115,10 @@ class PhaseLog:
 
 # Compiles that happen outside thunder.jit (a trace transform called by hand) share this one.
 _DETACHED = CompileState(id=0)
+# Work whose symbols are thrown away (ThunderFX's splitter trying each FX node on Thunder)
+# runs with capture off: this state, while `suspended` is set.
+_SUSPENDED = CompileState(id=0, disabled=True)
+suspended: ContextVar[bool] = ContextVar("provenance_suspended", default=False)
 
 
 def get_compile_stats() -> Any:
@@ -123,7 +128,9 @@ def get_compile_stats() -> Any:
 def current_compile() -> CompileState:
     cs = get_compile_stats()
     state = getattr(cs, COMPILE_ATTR, None) if cs is not None else None
-    return state if state is not None else _DETACHED
+    if state is not None:
+        return state
+    return _SUSPENDED if suspended.get() else _DETACHED
 
 
 # The compile in progress in this thread/task, for errors raised where no compile data is set.

@@ -1,0 +1,198 @@
+"""ThunderFX: provenance coverage (thunder.jit vs thunderfx) and the compile overhead of capture.
+
+coverage: nanoGPT and llama2 (shipped with Thunder), N layers, forward + backward, compiled by
+`thunder.jit` and by `thunder.dynamo.thunderfx`; for the compute ops (not bookkeeping) of the
+final forward and backward traces (every Thunder piece's, for thunderfx): the share whose user
+frame is in the model's file, that has a module path, and both.
+
+overhead: `thunderfx(model)` plus the first forward and backward of nanoGPT, on a fresh model
+each time (Dynamo's caches reset before each sample, outside the clock), capture enabled vs
+disabled; in one process, after a warm-up in each mode, pairs with the order alternating; the
+ratio is taken within each pair and the median reported (as compile_overhead.py does). After
+each switch, `--settle` untimed compiles run first, to keep effects of the switch itself (caches,
+the interpreter's specializations of patched classes) out of the pairs; `--processes` compares
+in fresh processes instead.
+
+    python bench/thunderfx.py [--layers 2] [--pairs 9] [--overhead-layers 4] [--settle 1] [--processes 0]
+                              [--skip-coverage] [--skip-overhead]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+
+
+def _models(layers: int):
+    import torch
+    from thunder.tests.llama2_model import ModelArgs, Transformer
+    from thunder.tests.nanogpt_model import GPT, GPTConfig
+
+    def nanogpt():
+        cfg = GPTConfig(n_layer=layers, n_head=4, n_embd=64, block_size=32, vocab_size=128, dropout=0.0)
+        return GPT(cfg), torch.randint(0, 128, (2, 32))
+
+    def llama2():
+        args = ModelArgs(dim=64, n_layers=layers, n_heads=4, vocab_size=128, multiple_of=16, max_seq_len=32)
+        return Transformer(args), torch.randint(0, 128, (2, 32))
+
+    return {"nanoGPT": nanogpt, "llama2": llama2}
+
+
+def _forward_backward(fn, x) -> None:
+    out = fn(x)
+    (out[0] if isinstance(out, tuple) else out).sum().backward()
+
+
+def _shares(traces, model_file: str) -> tuple[int, float, float, float]:
+    import provenance
+    from provenance import Kind
+
+    compute = at_file = with_module = both = 0
+    for trace in traces:
+        for bsym in trace.bound_symbols:
+            record = provenance.of(bsym)
+            if record is None or record.kind == Kind.BOOKKEEPING:
+                continue
+            members = record.members if record.kind == Kind.FUSION else (record,)
+            in_file = any(m.user_frame is not None and m.user_frame.file == model_file for m in members)
+            module = any(m.module is not None for m in members)
+            compute += 1
+            at_file += in_file
+            with_module += module
+            both += in_file and module
+    return compute, at_file / compute, with_module / compute, both / compute
+
+
+def coverage(layers: int) -> None:
+    import thunder
+    import thunder.dynamo
+    import torch
+
+    import provenance
+
+    provenance.enable()
+    print(f"| model ({layers} layers) | entry point | trace | compute ops | at model file | with module | both |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
+    for name, build in _models(layers).items():
+        for entry in ("thunder.jit", "thunderfx"):
+            torch.manual_seed(0)
+            model, x = build()
+            model_file = sys.modules[type(model).__module__].__file__
+            if entry == "thunder.jit":
+                fn = thunder.jit(model)
+                _forward_backward(fn, x)
+                fw, bw = thunder.last_traces(fn)[-1:], thunder.last_backward_traces(fn)[-1:]
+            else:
+                fn = thunder.dynamo.thunderfx(model)
+                _forward_backward(fn, x)
+                fw, bw = fn.last_traces, fn.last_backward_traces
+            for title, traces in (("forward", fw), ("backward", bw)):
+                n, at_file, module, both = _shares(traces, model_file)
+                print(f"| {name} | {entry} | {title} ({len(traces)} piece{'s' if len(traces) != 1 else ''}) "
+                      f"| {n} | {at_file:.1%} | {module:.1%} | {both:.1%} |", flush=True)
+    provenance.disable()
+
+
+def _compile_once(layers: int) -> tuple[float, float]:
+    import thunder.dynamo
+    import torch
+
+    torch.manual_seed(0)
+    model, x = _models(layers)["nanoGPT"]()
+    torch._dynamo.reset()  # a fresh model must compile afresh (and not hit the recompile limit)
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn = thunder.dynamo.thunderfx(model)
+    _forward_backward(fn, x)
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def overhead(pairs: int, layers: int, settle: int) -> None:
+    import provenance
+
+    def run(mode: str) -> tuple[float, float]:
+        if mode == "on":
+            provenance.enable()
+        else:
+            provenance.disable()
+        for _ in range(settle):  # untimed: keep the effects of the switch itself out of the pair
+            _compile_once(layers)
+        return _compile_once(layers)
+
+    run("on"), run("off")  # warm-up: imports, Dynamo, caches
+    walls, cpus = [], []
+    for i in range(pairs):
+        order = ("on", "off") if i % 2 == 0 else ("off", "on")
+        got = {mode: run(mode) for mode in order}
+        walls.append(got["on"][0] / got["off"][0])
+        cpus.append(got["on"][1] / got["off"][1])
+        print(f"pair {i + 1}: on {got['on'][0]:.2f}s off {got['off'][0]:.2f}s  ratio {walls[-1]:.3f} "
+              f"(cpu {cpus[-1]:.3f})", flush=True)
+    print(f"thunderfx(nanoGPT {layers} layers) fwd+bwd, {pairs} pairs ({settle} untimed compile(s) after each "
+          f"switch), capture only: "
+          f"median ratio on/off wall {statistics.median(walls):.3f}, cpu {statistics.median(cpus):.3f}")
+
+
+_CHILD = """
+import sys, json, warnings
+warnings.filterwarnings("ignore")
+sys.path.insert(0, {bench!r})
+import thunderfx
+if sys.argv[1] == "on":
+    import provenance
+    provenance.enable()
+layers = int(sys.argv[2])
+thunderfx._compile_once(layers)  # warm-up
+print(json.dumps(thunderfx._compile_once(layers)))
+"""
+
+
+def fresh_processes(processes: int, layers: int) -> None:
+    """The same comparison, each sample in a fresh process (warm-up compile, then the timed one)."""
+    import json
+    import os
+    import subprocess
+
+    child = _CHILD.format(bench=os.path.dirname(os.path.abspath(__file__)))
+    walls, cpus = [], []
+    for i in range(processes):
+        got = {}
+        for mode in ("on", "off") if i % 2 == 0 else ("off", "on"):
+            out = subprocess.run([sys.executable, "-c", child, mode, str(layers)], capture_output=True, text=True,
+                                 check=True)
+            got[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+        walls.append(got["on"][0] / got["off"][0])
+        cpus.append(got["on"][1] / got["off"][1])
+        print(f"process pair {i + 1}: on {got['on'][0]:.2f}s off {got['off'][0]:.2f}s  ratio {walls[-1]:.3f} "
+              f"(cpu {cpus[-1]:.3f})", flush=True)
+    print(f"thunderfx(nanoGPT {layers} layers) fwd+bwd, {processes} fresh-process pairs, capture only: "
+          f"median ratio on/off wall {statistics.median(walls):.3f}, cpu {statistics.median(cpus):.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--layers", type=int, default=2, help="layers for the coverage table")
+    parser.add_argument("--pairs", type=int, default=9)
+    parser.add_argument("--overhead-layers", type=int, default=4)
+    parser.add_argument("--settle", type=int, default=1, help="untimed compiles after each on/off switch")
+    parser.add_argument("--skip-coverage", action="store_true")
+    parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--processes", type=int, default=0, help="also compare in fresh processes (pairs)")
+    args = parser.parse_args()
+    if not args.skip_coverage:
+        coverage(args.layers)
+    if not args.skip_overhead:
+        overhead(args.pairs, args.overhead_layers, args.settle)
+    if args.processes:
+        fresh_processes(args.processes, args.overhead_layers)
+
+
+if __name__ == "__main__":
+    main()
