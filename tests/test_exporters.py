@@ -102,14 +102,13 @@ def test_collector_down_close_is_bounded_and_drops_are_counted(monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{free_port()}")
     exporter = from_environment(rank=0)
     assert exporter is not None and exporter.stats()["dropped_spans"] == 0
-    for record in report_logs.records():  # a compile's events: its spans wait in the batch queue
+    for record in report_logs.records():  # a compile's events: its span waits in the batch queue
         exporter.emit(record)
     start = time.monotonic()
     exporter.close()
     took = time.monotonic() - start
     assert took <= CLOSE_DEADLINE_S + 0.5, took
     deadline = time.monotonic() + 10  # the shutdown threads finish the failed export in the background
-    while exporter.stats()["dropped_spans"] < 3 and time.monotonic() < deadline:
+    while exporter.stats()["dropped_spans"] == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    # the compile's span and its two timed passes' spans
-    assert exporter.stats() == {"events": len(report_logs.records()), "spans": 3, "dropped_spans": 3}
+    assert exporter.stats() == {"events": len(report_logs.records()), "spans": 1, "dropped_spans": 1}
