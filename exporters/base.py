@@ -30,3 +30,7 @@ class Exporter(Protocol):
 
     def stats(self) -> dict[str, Any]:
         """A few figures about what this exporter did (events, bytes, drops), for provenance.stats()."""
+
+    # Optional: `after_fork(self) -> None`, called in a child process forked from this one
+    # (os.fork, multiprocessing), before its first event: the JSONL exporter opens a file of the
+    # child's own there. The session then starts afresh (a new header, record ids from 1).

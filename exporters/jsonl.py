@@ -2,7 +2,10 @@
 
 Each event is serialized with orjson and written with a single unbuffered `os.write` on an
 O_APPEND descriptor, newline included: a line reaches the kernel whole, at the record boundary,
-so a SIGKILL loses at most the record being written.
+so a SIGKILL loses at most the record being written. A value orjson refuses (text with lone
+surrogates, an integer beyond 64 bits, an object) is written as text instead: one odd value never
+costs the log. The file is created with the first event that serializes, and a forked child
+writes a file of its own (`after_fork`).
 """
 
 from __future__ import annotations
@@ -15,12 +18,34 @@ from typing import Any
 import orjson
 
 from exporters.base import Event
+from provenance.scope import text
 
 __all__ = ["JsonlExporter", "log_file_name", "UnwritableDirectory"]
 
 
 class UnwritableDirectory(OSError):
     pass
+
+
+_OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
+
+
+def _plain(value: Any) -> Any:
+    """`value` with what orjson refuses made text: strings with lone surrogates escaped, integers
+    beyond 64 bits and unknown objects as their repr."""
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, dict):
+        return {(text(k) if isinstance(k, str) else _plain(k)): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, float)) or (isinstance(value, int)
+                                                              and -(1 << 63) <= value < (1 << 64)):
+        return value
+    try:
+        return text(repr(value))
+    except Exception:
+        return f"<unrepresentable {type(value).__qualname__}>"
 
 
 def log_file_name(rank: int | None, pid: int | None = None, host: str | None = None) -> str:
@@ -76,11 +101,14 @@ class JsonlExporter:
         self.path = os.path.join(self.directory, name)
 
     def emit(self, event: Event) -> None:
+        if self._closed:
+            return
+        try:
+            data = orjson.dumps(event, option=_OPTIONS)
+        except orjson.JSONEncodeError:
+            data = orjson.dumps(_plain(event), option=_OPTIONS)
         if self._fd is None:
-            if self._closed:
-                return
             self._open()
-        data = orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS)
         view = memoryview(data)
         while view:  # os.write may write less than asked (signals, huge records)
             written = os.write(self._fd, view)
@@ -90,6 +118,13 @@ class JsonlExporter:
 
     def stats(self) -> dict[str, Any]:
         return {"path": self.path, "events": self._events, "bytes": self._bytes}
+
+    def after_fork(self) -> None:
+        """In a forked child: leave the parent's file to the parent; the child's first event
+        opens a file named after the child's pid."""
+        if self._fd is not None:
+            os.close(self._fd)  # the child's copy of the descriptor; the parent's stays open
+        self._fd, self.path, self._events, self._bytes = None, None, 0, 0
 
     def close(self) -> None:
         self._closed = True

@@ -202,6 +202,13 @@ class OtelExporter:
         span.end(end_time=event["time_ns"])
         self._spans += 1
 
+    def _on_capture_disabled(self, event: Event) -> None:
+        span = self._compiles.pop(event["compile"], None)
+        if span is not None:
+            span.set_attributes({"thunder.capture_disabled": event["hook"]})
+            span.end(end_time=event["time_ns"])
+            self._spans += 1
+
     def _on_span(self, event: Event) -> None:
         parent = self._scopes.get(event.get("parent"))
         attributes = {**self._common, **{f"thunder.scope.{k}": v for k, v in (event.get("attributes") or {}).items()
@@ -276,6 +283,11 @@ class OtelExporter:
     def _labels(self, key: tuple[str | None, str | None]) -> dict[str, Any]:
         role, module = key
         return {**self._common, "thunder.role": role or "", "thunder.module": module or ""}
+
+    def after_fork(self) -> None:
+        """In a forked child: the parent's open compile and scope spans are the parent's to end."""
+        self._compiles.clear()
+        self._scopes.clear()
 
     # -- shutdown ----------------------------------------------------------------------------
     def close(self) -> None:

@@ -46,8 +46,9 @@ def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bo
     """Install the hooks into Thunder: every compile from now on records provenance.
 
     With `directory`, also log every compile there as JSONL (one file per process; what
-    `THUNDER_TRACE=directory` does with no code change). A directory that cannot be created or
-    written gets one warning, and the program runs on untraced: returns False.
+    `THUNDER_TRACE=directory` does with no code change; a directory already logged to, by
+    THUNDER_TRACE or an earlier enable(), keeps its one file). A directory that cannot be created
+    or written gets one warning, and the program runs on untraced: returns False.
     When OpenTelemetry is configured (an application TracerProvider, or OTEL_EXPORTER_OTLP_*
     endpoints; see exporters/otel.py), spans and metrics also go there.
     `wait_counters` (default: THUNDER_TRACE_WAIT_COUNTERS=1) counts time blocked in collective
@@ -63,6 +64,8 @@ def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bo
 
     if wait_counters is None:
         wait_counters = os.environ.get("THUNDER_TRACE_WAIT_COUNTERS", "").strip().lower() in ("1", "true")
+    if directory is not None and _logging_to(directory):
+        directory = None  # one process, one file per directory
     if directory is not None:
         from exporters.jsonl import JsonlExporter, UnwritableDirectory
 
@@ -82,6 +85,15 @@ def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bo
         otel.observe_waits(waits)
     integration.install(wait_counters=wait_counters, profile=_profile_setting(profile))
     return True
+
+
+def _logging_to(directory: str | os.PathLike[str]) -> bool:
+    """Whether a JSONL log of this process already goes to `directory`."""
+    from exporters.jsonl import JsonlExporter
+    from provenance.session import SESSION
+
+    wanted = os.path.realpath(os.fspath(directory))
+    return any(isinstance(e, JsonlExporter) and os.path.realpath(e.directory) == wanted for e in SESSION.exporters)
 
 
 def _profile_setting(profile: int | None) -> int:

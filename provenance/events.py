@@ -24,13 +24,13 @@ from provenance.record import Frame
 
 __all__ = [
     "CHANGE_FIELDS", "EVENTS", "FRAME_FIELDS", "KNOWN_TYPES", "OP_FIELDS", "PHASE_FIELDS", "PROFILE_OP_FIELDS",
-    "SCHEMA_VERSION", "CacheCounts", "Calls", "ChangeJSON", "CompileEnd", "CompileError", "CompileStart", "Event",
-    "ExecutorCompile", "FinalCounts", "FrameJSON", "Header", "OpJSON", "PhaseJSON", "Phases", "ProfileCall",
-    "ProfileOpJSON", "ProfileOps", "Prov", "Recompile", "RejectedEntry", "SpanEnd", "SpanStart", "Trace",
+    "SCHEMA_VERSION", "CacheCounts", "Calls", "CaptureDisabled", "ChangeJSON", "CompileEnd", "CompileError",
+    "CompileStart", "Event", "ExecutorCompile", "FinalCounts", "FrameJSON", "Header", "OpJSON", "PhaseJSON", "Phases",
+    "ProfileCall", "ProfileOpJSON", "ProfileOps", "Prov", "Recompile", "RejectedEntry", "SpanEnd", "SpanStart", "Trace",
     "TraceRepeat", "forms", "frame_json", "frames_json", "problems",
 ]
 
-SCHEMA_VERSION = "1.2"  # major.minor: readers refuse another major and read a newer minor
+SCHEMA_VERSION = "1.3"  # major.minor: readers refuse another major and read a newer minor
 
 # A stack frame is a JSON array, [file, line, function, source text, user code?].
 FRAME_FIELDS = ("file", "line", "function", "text", "user")
@@ -165,8 +165,20 @@ class CompileError(TypedDict):
     seconds: float
     error_type: str
     message: str
-    traceback: str
+    traceback: str  # without this package's own frames
     last_prov: int | None
+    user_frame: NotRequired[FrameJSON | None]  # the innermost user frame of the traceback (schema 1.3)
+
+
+class CaptureDisabled(TypedDict):
+    """An internal error in a hook stopped capture for this compile (which ran on unchanged):
+    no compile_end or compile_error follows (schema 1.3)."""
+
+    type: Literal["capture_disabled"]
+    compile: int
+    time_ns: int
+    hook: str
+    error: str
 
 
 class RejectedEntry(TypedDict):
@@ -258,6 +270,7 @@ EVENTS: dict[str, Any] = {
     "trace": Trace | TraceRepeat,
     "compile_end": CompileEnd,
     "compile_error": CompileError,
+    "capture_disabled": CaptureDisabled,
     "calls": Calls,
     "profile_ops": ProfileOps,
     "profile_call": ProfileCall,
@@ -267,8 +280,8 @@ EVENTS: dict[str, Any] = {
 }
 KNOWN_TYPES = frozenset(EVENTS)
 # Any event, for type checkers: the forms of EVENTS.
-Event = (Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError | Calls
-         | ProfileOps | ProfileCall | Recompile | Phases | ExecutorCompile)
+Event = (Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError
+         | CaptureDisabled | Calls | ProfileOps | ProfileCall | Recompile | Phases | ExecutorCompile)
 
 
 def frame_json(frame: Frame) -> FrameJSON:

@@ -6,6 +6,11 @@ with an id before its first reference, and hands every event to every exporter
 (`exporters.base.Exporter`). With no exporter, nothing is built: capture alone costs nothing here.
 Integrations name what they add to the header (`add_version`): this module knows nothing of
 Thunder or torch.
+
+Nothing here keeps a user's object alive: jitted functions' stats are held weakly, scope
+attributes are plain values (provenance.scope converts them). A process forked from a logging
+one (os.fork, multiprocessing) starts afresh: its own header, record ids from 1, and each
+exporter's `after_fork()` (the JSONL log opens a file of the child's own at its first event).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from provenance._version import __version__
 from provenance.events import SCHEMA_VERSION, Calls, Event, Header, Prov, SpanEnd, SpanStart, frames_json
 from provenance.record import Provenance, Span
-from provenance.scope import span_end_listeners, span_start_listeners
+from provenance.scope import attribute_value, span_end_listeners, span_start_listeners, text
 
 if TYPE_CHECKING:
     from exporters.base import Exporter
@@ -58,10 +63,13 @@ class Session:
         self._prov_ids: dict[Provenance, int] = {}
         self._span_ids: set[int] = set()
         self._interned: list[Event] = []  # prov and span events, replayed to a joining exporter
-        # (CompileStats, fn name, compile ids) of jitted functions, for the exit summary. Held
-        # strongly (a function that died before exit still gets its summary), the oldest
-        # beyond MAX_TRACKED weakly, so a program that jits in a loop does not keep them all.
-        self._compiles: list[tuple[Any, str, list[int]]] = []
+        # id(CompileStats) -> (weak reference to it, fn name, compile ids, counts) of the jitted
+        # functions alive, for the exit summary. Weak: the stats hold the traces, which hold the
+        # model, and nothing of ours may keep a model alive. `counts` ([calls, cache hits, cache
+        # misses], also at COUNTS_ATTR on the stats) is copied after each call by the integration,
+        # so a function collected before exit still gets its summary: its entry moves to `_dead`.
+        self._compiles: dict[int, tuple[weakref.ref, str, list[int], list[int]]] = {}
+        self._dead: list[tuple[str, list[int], list[int]]] = []
 
     # -- exporters ---------------------------------------------------------------------------
     @property
@@ -117,10 +125,38 @@ class Session:
                 self._close(exporter)
             self.exporters.clear()
             self._compiles.clear()
+            self._dead.clear()
             self._header_sent = False
             self._prov_ids.clear()
             self._span_ids.clear()
             self._interned.clear()
+
+    def _before_fork(self) -> None:
+        self._lock.acquire()  # no other thread is then halfway through an event
+
+    def _after_fork_in_parent(self) -> None:
+        self._lock.release()
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child logs on its own: a header of its own, record ids from 1, compiles of
+        its own to summarize, and exporters told (the JSONL one opens a file of the child's)."""
+        self._lock = threading.RLock()
+        self._header_sent = False
+        self._prov_ids.clear()
+        self._span_ids.clear()
+        self._interned.clear()
+        self._compiles.clear()
+        self._dead.clear()
+        for exporter in list(self.exporters):
+            after_fork = getattr(exporter, "after_fork", None)
+            if after_fork is None:
+                continue
+            try:
+                after_fork()
+            except Exception as exc:
+                self.exporters.remove(exporter)
+                warnings.warn(f"thunder-provenance: exporter {exporter.name!r} failed after fork ({exc!r}) and "
+                              f"was removed; the program runs on.", RuntimeWarning, stacklevel=2)
 
     @staticmethod
     def _close(exporter: Exporter) -> None:
@@ -159,7 +195,8 @@ class Session:
                     "thunder_provenance": __version__}
         header: Header = {
             "type": "header", "schema": SCHEMA_VERSION, "time_ns": time.time_ns(), "versions": versions,
-            "argv": sys.argv, "pid": os.getpid(), "host": socket.gethostname(), "rank": rank, "world_size": world,
+            "argv": [text(a) for a in sys.argv], "pid": os.getpid(), "host": text(socket.gethostname()),
+            "rank": rank, "world_size": world,
         }
         return header
 
@@ -192,7 +229,7 @@ class Session:
             self._span_ids.add(span.id)
             event: SpanStart = {
                 "type": "span", "id": span.id, "name": span.name, "parent": parent,
-                "attributes": {k: _jsonable(v) for k, v in span.attributes}, "role": span.role,
+                "attributes": {text(k): attribute_value(v) for k, v in span.attributes}, "role": span.role,
                 "start_ns": span.start_ns,
             }
             self._emit_interned(event)
@@ -215,48 +252,57 @@ class Session:
 
     # -- compiles ----------------------------------------------------------------------------
     def track_compile(self, compile_stats: Any, fn_name: str, compile_id: int) -> int:
-        """Remember a jitted function's stats for the runtime summary; its compile's index."""
+        """Remember a jitted function's stats (weakly) for the runtime summary; its compile's index.
+        `compile_stats` has `calls`, `cache_hits` and `cache_misses`; it gets the list its
+        integration copies them into after each call (COUNTS_ATTR)."""
         with self._lock:
-            for held, _, ids in self._compiles:
-                if _deref(held) is compile_stats:
-                    ids.append(compile_id)
-                    return len(ids) - 1
-            self._compiles.append((compile_stats, fn_name, [compile_id]))
-            if len(self._compiles) > MAX_TRACKED:
-                old, name, ids = self._compiles[-MAX_TRACKED - 1]
-                if not isinstance(old, weakref.ref):
-                    self._compiles[-MAX_TRACKED - 1] = (weakref.ref(old), name, ids)
-                # functions that died have no summary to give: forget them
-                self._compiles = [c for c in self._compiles if _deref(c[0]) is not None]
+            key = id(compile_stats)
+            entry = self._compiles.get(key)
+            if entry is not None and entry[0]() is compile_stats:
+                entry[2].append(compile_id)
+                return len(entry[2]) - 1
+            if len(self._dead) > MAX_DEAD:  # a program that jits in a loop: summarize the dead now
+                self._summarize_dead()
+
+            def died(ref: weakref.ref, key: int = key) -> None:  # in the garbage collector: only moves data
+                entry = self._compiles.get(key)
+                if entry is not None and entry[0] is ref:
+                    self._compiles.pop(key, None)
+                    self._dead.append(entry[1:])
+
+            counts = compile_stats.__dict__.setdefault(COUNTS_ATTR, [0, 0, 0])
+            counts[:] = (compile_stats.calls, compile_stats.cache_hits, compile_stats.cache_misses)
+            self._compiles[key] = (weakref.ref(compile_stats, died), fn_name, [compile_id], counts)
             return 0
 
     def emit_call_summaries(self) -> None:
-        """Runtime calls per jitted function, read from Thunder's own counters (no per-call hook)."""
-        for held, fn_name, ids in self._compiles:
-            cs = _deref(held)
+        """Runtime calls per jitted function, read from Thunder's own counters (no per-call
+        event): live for the functions alive, as of their last call for those collected."""
+        for held, fn_name, ids, counts in list(self._compiles.values()):
+            cs = held()
             if cs is not None:
-                event: Calls = {"type": "calls", "fn": fn_name, "compiles": ids, "calls": cs.calls,
-                                "cache_hits": cs.cache_hits, "cache_misses": cs.cache_misses,
-                                "time_ns": time.time_ns()}
-                self.emit(event)
+                counts[:] = (cs.calls, cs.cache_hits, cs.cache_misses)
+                self._emit_calls(fn_name, ids, counts)
+        self._summarize_dead()
+
+    def _summarize_dead(self) -> None:
+        dead, self._dead = self._dead, []
+        for fn_name, ids, counts in dead:
+            self._emit_calls(fn_name, ids, counts)
+
+    def _emit_calls(self, fn_name: str, ids: list[int], counts: list[int]) -> None:
+        event: Calls = {"type": "calls", "fn": fn_name, "compiles": ids, "calls": counts[0],
+                        "cache_hits": counts[1], "cache_misses": counts[2], "time_ns": time.time_ns()}
+        self.emit(event)
 
 
-MAX_TRACKED = 64
-
-
-def _deref(held: Any) -> Any:
-    return held() if isinstance(held, weakref.ref) else held
-
-
-def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return repr(value)
+MAX_DEAD = 1024  # summaries of collected functions kept for the exit; beyond, written at once
+COUNTS_ATTR = "_provenance_counts"  # on a jitted function's stats: [calls, cache hits, cache misses]
 
 
 SESSION = Session()
 atexit.register(SESSION.close)
+os.register_at_fork(before=SESSION._before_fork, after_in_parent=SESSION._after_fork_in_parent,
+                    after_in_child=SESSION._after_fork_in_child)
 span_start_listeners.append(SESSION.span_started)
 span_end_listeners.append(SESSION.span_ended)

@@ -70,21 +70,21 @@ def records(*, text_mul: str = "y = x * 2", text_add: str = "return y + x", fn: 
         {"type": "prov", "id": 5, "kind": "backward", "source": [frame(11, text_add, file)], "module": module,
          "module_type": "Model", "transforms": ["grad"], "role": None, "span": None, "derived_from": 3, "members": []},
         {"type": "trace", "compile": compile_id, "list": "computation", "index": 0, "pass": "dce",
-         "label": "Dead Code Elimination", "ms": None, "python": FORWARD_FIRST,
+         "label": "Dead Code Elimination", "ms": None, "end_ns": t + 2_000_000, "python": FORWARD_FIRST,
          "ops": [[8, 1, "mul", ["t0"], 2], [9, 1, "add", ["t1"], 3], [10, 1, "python_return", [], 1]]},
         {"type": "trace", "compile": compile_id, "list": "computation", "index": 1, "pass": "del_last_used",
-         "label": "Delete Last Used (took 3 milliseconds)", "ms": 3, "python": FORWARD,
+         "label": "Delete Last Used (took 3 milliseconds)", "ms": 3, "end_ns": t + 3_000_000, "python": FORWARD,
          "ops": [[8, 1, "mul", ["t0"], 2], [9, 1, "add", ["t1"], 3], [10, 1, "python_del", [], 1],
                  [11, 1, "python_return", [], 1]]},
         {"type": "trace", "compile": compile_id, "list": "computation", "index": 2, "same_as": 1},
         {"type": "trace", "compile": compile_id, "list": "backward", "index": 0, "pass": "del_last_used",
-         "label": "Delete Last Used (took 2 milliseconds)", "ms": 2, "python": BACKWARD,
+         "label": "Delete Last Used (took 2 milliseconds)", "ms": 2, "end_ns": t + 4_000_000, "python": BACKWARD,
          "ops": [[6, 1, "mul", ["t3"], 4], [7, 1, "add", ["t4"], 5], [8, 1, "python_del", [], 1],
                  [9, 1, "python_return", [], 1]]},
     ]
     if error is None:
         out.append({"type": "compile_end", "compile": compile_id, "status": "ok", "time_ns": t + 5_000_000,
-                    "seconds": 0.005, "cache": {"hits": 0, "misses": 1, "calls": 1},
+                    "seconds": 0.005, "log_seconds": 0.001, "cache": {"hits": 0, "misses": 1, "calls": 1},
                     "final": {"ops": 8, "with_provenance": 8, "compute": 4, "compute_with_user_source": 4,
                               "fusions": 0}})
     else:

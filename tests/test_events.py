@@ -15,6 +15,7 @@ import torch
 
 import provenance
 from provenance import events
+from provenance.thunder import state
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "log-schema.md"
 
@@ -136,6 +137,13 @@ def test_what_the_writers_emit_is_what_events_declares():
         with pytest.raises(Exception) as raised, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             thunder.jit(lambda x: torch.nn.functional.conv2d(x, x, stride=(1, 2, 3)))(torch.ones(1, 1, 3, 3))
+        with warnings.catch_warnings():  # an internal fault: capture stops, and the log says so
+            warnings.simplefilter("ignore")
+            state.fault_injection = "processor"
+            try:
+                thunder.jit(lambda x: torch.cos(x) * 2)(torch.ones(3))
+            finally:
+                state.fault_injection = None
     finally:
         provenance.disable()
     (error,) = [e for e in collect.events if e["type"] == "compile_error"]

@@ -21,7 +21,7 @@ ALLOWED = {
     "provenance.events": {"provenance.record"},
     "provenance.session": {"provenance._version", "provenance.events", "provenance.record", "provenance.scope"},
     "exporters.base": {"provenance.events"},
-    "exporters.jsonl": {"exporters.base"},
+    "exporters.jsonl": {"exporters.base", "provenance.scope"},
     "exporters.otel": {"provenance._version", "provenance.events"},
 }
 

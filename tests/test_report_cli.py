@@ -120,15 +120,12 @@ def test_bad_input_is_counted_and_strict_fails(tmp_path, capsys, case):
     assert code == 1 and "--strict" in err
 
 
-@pytest.mark.parametrize("lines", [[], [b"garbage\n", b"\x00\xff\n"], "header"], ids=["empty", "garbage", "header"])
-def test_logs_without_compiles_still_make_a_report(tmp_path, capsys, lines):
-    lines = [report_logs.records()[0]] if lines == "header" else lines
-    log = report_logs.write(tmp_path / "a.jsonl", lines)
+def test_a_log_with_only_its_header_still_makes_a_report(tmp_path, capsys):
+    log = report_logs.write(tmp_path / "a.jsonl", [report_logs.records()[0]])
     code, err = report(capsys, log, "-o", tmp_path / "out")
     assert code == 0 and "0 compiles" in err, err
     assert "Thunder compiles" in (tmp_path / "out" / "index.html").read_text()
-    strict = report(capsys, log, "-o", tmp_path / "out", "--overwrite", "--strict")[0]
-    assert strict == (1 if lines and lines[0] == b"garbage\n" else 0)
+    assert report(capsys, log, "-o", tmp_path / "out", "--overwrite", "--strict")[0] == 0
 
 
 def test_newer_minor_without_unknown_records_is_clean(tmp_path, capsys):
@@ -288,4 +285,4 @@ def test_fuzzed_records_never_crash_the_report(tmp_path, capsys):
         out = tmp_path / f"out{attempt}"
         code, err = report(capsys, log, "-o", out)
         assert code in (0, 2) and "Traceback" not in err, (attempt, err)
-        assert (out / "index.html").is_file() or "schema" in err
+        assert (out / "index.html").is_file() or "schema" in err or "not a THUNDER_TRACE log" in err

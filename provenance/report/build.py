@@ -13,10 +13,11 @@ from pathlib import Path
 
 from provenance.report import pages
 from provenance.report.directory import DIRECTORY_FILE
-from provenance.report.logs import label_logs, peek_header
+from provenance.report.logs import label_logs
 from provenance.report.model import Problems, RunModel
 from provenance.report.output import ReportWriter
 from provenance.report.perfetto import PERFETTO_FILE
+from provenance.report.reader import sniff
 from provenance.report.run import RunBuilder
 from provenance.report.workers import Pool
 
@@ -36,10 +37,12 @@ class Report:
 
 
 def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None = None,
-                 progress: Callable[[int], None] | None = None, jobs: int = 1) -> Report:
+                 progress: Callable[[int], None] | None = None, jobs: int = 1,
+                 skipped: list[tuple[Path, str]] = ()) -> Report:
     """Read `paths` once and write the report into `out` (which must exist and be empty);
-    `jobs` > 1: compiles are built by that many worker processes."""
-    headers = headers if headers is not None else [peek_header(p) for p in paths]
+    `jobs` > 1: compiles are built by that many worker processes; `skipped`: files of the input
+    passed over, and why (listed as problems)."""
+    headers = headers if headers is not None else [sniff(p) for p in paths]
     registered = list(pages.PAGES)
     nav = [(page.file, page.title) for page in registered]
     writer = ReportWriter(out, nav, [page.templates for page in registered if page.templates])
@@ -47,6 +50,8 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
     pool = Pool(jobs, out, nav) if jobs > 1 else None
     try:
         builder = RunBuilder(writer, label_logs(paths, headers), progress, pool)
+        for path, reason in skipped:
+            builder.problems.add("skipped file", path.name, None, reason)
         builder.run()
     finally:
         if pool is not None:

@@ -9,6 +9,8 @@ from provenance.report.model import CallSiteNode, CompileSummary, StackFrame
 
 __all__ = ["CallSites"]
 
+MAX_DEPTH = 48  # frames of a stack in the trie (its innermost ones): the trie is rendered nested
+
 
 class CallSites:
     def __init__(self) -> None:
@@ -17,6 +19,11 @@ class CallSites:
     def add(self, stack: list[StackFrame], summary: CompileSummary) -> None:
         """A compile whose user stack (outermost first) is `stack`."""
         node = self.root
+        if len(stack) > MAX_DEPTH:  # a node standing for the outer frames, then the innermost ones
+            elided = len(stack) - MAX_DEPTH + 1
+            node = node["children"].setdefault(("elided", elided), {"frame": None, "elided": elided,
+                                                                    "children": {}, "compiles": []})
+            stack = stack[elided:]
         for frame in stack:
             key = (frame.file, frame.line, frame.fn, frame.text)
             node = node["children"].setdefault(key, {"frame": frame, "children": {}, "compiles": []})
@@ -27,6 +34,6 @@ class CallSites:
         def walk(node: dict) -> CallSiteNode:
             children = [walk(c) for c in node["children"].values()]
             count = len(node["compiles"]) + sum(c.count for c in children)
-            return CallSiteNode(node.get("frame"), children, node["compiles"], count)
+            return CallSiteNode(node.get("frame"), children, node["compiles"], count, node.get("elided", 0))
         root = walk(self.root)
         return root.children + ([CallSiteNode(None, [], root.compiles, len(root.compiles))] if root.compiles else [])

@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from provenance.report.build import Report, build_report
-from provenance.report.logs import peek_header
 from provenance.report.output import prepare_out
-from provenance.report.reader import SchemaError, log_files
+from provenance.report.reader import NotALog, SchemaError, log_files, sniff
 
 __all__ = ["main"]
 
@@ -63,16 +62,60 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def printable(text: str) -> str:
+    """`text` safe for a terminal: control characters (escape sequences in a file name) escaped."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _say(message: str) -> None:
+    print(printable(message), file=sys.stderr)
+
+
 def _fail(message: str) -> int:
-    print(f"thunder-trace: error: {message}", file=sys.stderr)
+    _say(f"thunder-trace: error: {message}")
     return 2
 
 
-def _select(path: str, latest: bool, rank: int | None) -> tuple[list[Path], list[dict | None]]:
-    files = log_files(path)
+def _torch_trace_directory(path: Path) -> bool:
+    """Whether a directory holds TORCH_TRACE logs (a few of its files looked at)."""
+    try:
+        candidates = [p for p in sorted(path.iterdir())[:20] if p.is_file() and not p.is_symlink()]
+    except OSError:
+        return False
+    for candidate in candidates[:5]:
+        try:
+            sniff(candidate)
+        except NotALog as exc:
+            if "TORCH_TRACE" in str(exc):
+                return True
+        except (OSError, SchemaError):
+            pass
+    return False
+
+
+def _select(path: str, latest: bool, rank: int | None
+            ) -> tuple[list[Path], list[dict | None], list[tuple[Path, str]]]:
+    """The logs to read, their headers, and the files passed over (with why)."""
+    candidates, skipped = log_files(path)
+    files, headers = [], []
+    for candidate in candidates:
+        try:
+            headers.append(sniff(candidate))  # SchemaError for another major version
+            files.append(candidate)
+        except NotALog as exc:
+            skipped.append((candidate, str(exc)))
+        except OSError as exc:
+            skipped.append((candidate, f"cannot be read ({exc.strerror or exc})"))
     if not files:
-        raise FileNotFoundError(f"no *.jsonl log in {path!r}")
-    headers = [peek_header(f) for f in files]  # SchemaError for another major version
+        if not Path(path).is_dir():
+            raise NotALog(f"{path}: {skipped[0][1]}")
+        for file, reason in skipped:
+            _say(f"thunder-trace: {file.name}: {reason}")
+        if not skipped and _torch_trace_directory(Path(path)):
+            raise NotALog(f"{path}: this looks like a TORCH_TRACE directory; use tlparse")
+        raise FileNotFoundError(f"no THUNDER_TRACE log in {path!r}")
     if rank is not None:
         chosen = [(f, h) for f, h in zip(files, headers) if h is not None and type(h.get("rank")) is int
                   and h["rank"] == rank]
@@ -89,7 +132,7 @@ def _select(path: str, latest: bool, rank: int | None) -> tuple[list[Path], list
             return item[0].stat().st_mtime
         newest = max(zip(files, headers), key=when)
         files, headers = [newest[0]], [newest[1]]
-    return files, headers
+    return files, headers, skipped
 
 
 class _Progress:
@@ -138,23 +181,24 @@ def _report_problems(report: Report, out: Path) -> None:
     if not problems.total:
         return
     counts = ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in sorted(problems.counts.items()))
-    print(f"thunder-trace: warning: {counts} (skipped; listed in {out / 'index.html'}#problems)", file=sys.stderr)
+    _say(f"thunder-trace: warning: {counts} (skipped; listed in {out / 'index.html'}#problems)")
     for entry in problems.entries[:10]:
         where = f"{entry.file}:{entry.line}" if entry.line is not None else entry.file
-        print(f"  {where}: {entry.category}: {entry.reason}", file=sys.stderr)
+        _say(f"  {where}: {entry.category}: {entry.reason}")
     if len(problems.entries) > 10 or problems.total > len(problems.entries):
-        print(f"  ... {problems.total - min(10, len(problems.entries))} more", file=sys.stderr)
+        _say(f"  ... {problems.total - min(10, len(problems.entries))} more")
 
 
 def report_command(args: argparse.Namespace) -> int:
     try:
-        files, headers = _select(args.path, args.latest, args.rank)
+        files, headers, skipped = _select(args.path, args.latest, args.rank)
     except FileNotFoundError as exc:
         return _fail(str(exc.args[0] if exc.args else exc))
-    except SchemaError as exc:
+    except (SchemaError, NotALog) as exc:
         return _fail(str(exc))
-    out = Path(args.out)
-    reason = prepare_out(out, args.overwrite)
+    for file, reason in skipped:
+        _say(f"thunder-trace: {file.name}: {reason}")
+    out, reason = prepare_out(Path(args.out), args.overwrite, [Path(args.path), *files])
     if reason is not None:
         return _fail(reason)
     total = sum(f.stat().st_size for f in files)
@@ -162,20 +206,17 @@ def report_command(args: argparse.Namespace) -> int:
         min(os.cpu_count() or 1, MAX_AUTO_JOBS) if total >= PARALLEL_MIN_BYTES else 1)
     progress = _Progress(total)
     try:
-        report = build_report(files, out, headers, progress, jobs=max(jobs, 1))
-    except SchemaError as exc:  # a header of another major version further in a file
-        return _fail(str(exc))
+        report = build_report(files, out, headers, progress, jobs=max(jobs, 1), skipped=skipped)
     finally:
         progress.close()
     index = out / "index.html"
-    print(f"thunder-trace: {report.compiles} compile{'s' if report.compiles != 1 else ''} "
-          f"({report.failed} failed) from {len(files)} log{'s' if len(files) != 1 else ''} "
-          f"-> {index}", file=sys.stderr)
+    _say(f"thunder-trace: {report.compiles} compile{'s' if report.compiles != 1 else ''} "
+         f"({report.failed} failed) from {len(files)} log{'s' if len(files) != 1 else ''} -> {index}")
     _report_problems(report, out)
     if not args.no_browser:
         _open_browser(index)
     if args.strict and report.problems.total:
-        print("thunder-trace: error: --strict: the logs had bad input (see above)", file=sys.stderr)
+        _say("thunder-trace: error: --strict: the logs had bad input (see above)")
         return 1
     return 0
 

@@ -25,6 +25,7 @@ from provenance.report.model import (
     CompilePage,
     CompilePages,
     CompileSummary,
+    DisabledCapture,
     ErrorSummary,
     Fusion,
     FusionLine,
@@ -44,6 +45,7 @@ from provenance.report.provinfo import ProvTable
 from provenance.report.source_files import SourceCache
 from provenance.report.source_view import source_view
 from provenance.report.timing import HREFS_KEPT, compile_time, op_times
+from provenance.report.tracebacks import user_frame_of, without_our_frames
 from provenance.report.why import executor_compile, phase_view, phases_of, recompile_view
 
 __all__ = ["CompileBuilder", "PageSink", "parse_ops"]
@@ -181,12 +183,17 @@ class CompileBuilder:
             previous.lines, previous.html, previous.ops, previous.code, previous.keyed = [], [], [], None, None
 
     # -- end ---------------------------------------------------------------------------------
-    def finish(self, end: dict | None, error: dict | None) -> CompileSummary:
-        end = end or {}
-        status = "failed" if error is not None else "incomplete" if not end else str(end.get("status") or "ok")
-        closing = error if error is not None else end
-        end_ns = as_int(closing.get("time_ns")) if closing else None
-        seconds = as_float(closing.get("seconds")) if closing else None
+    def finish(self, closing: dict | None) -> CompileSummary:
+        """`closing`: the compile's compile_end, compile_error or capture_disabled record (its
+        "type" says which); None if the log ended first (an incomplete compile)."""
+        closing = closing or {}
+        kind = closing.get("type")
+        end = closing if kind == "compile_end" else {}
+        error = closing if kind == "compile_error" else None
+        disabled = closing if kind == "capture_disabled" else None
+        status = "failed" if error else "disabled" if disabled else "ok" if end else "incomplete"
+        end_ns = as_int(closing.get("time_ns"))
+        seconds = as_float(closing.get("seconds"))
         if seconds is None and end_ns is not None and self.start_ns is not None:
             seconds = (end_ns - self.start_ns) / 1e9
         final_views = [self.latest[name] for name in ("computation", "backward") if name in self.latest]
@@ -209,6 +216,8 @@ class CompileBuilder:
             jit_stack=_frames(self.start.get("jit_stack")),
             call_site=site_of(_frames(self.start.get("call_stack")) or _frames(self.start.get("jit_stack"))),
             error=ErrorSummary(compile_error.type, compile_error.message[:500]) if compile_error else None,
+            disabled=DisabledCapture(str(disabled.get("hook", "?")), str(disabled.get("error", ""))[:500])
+            if disabled else None,
             signature={v.list: zlib.compress("\n".join(self._signature(v)).encode()) for v in final_views}
             if self.compare else {},
             recompile_reason=recompile.reason if recompile is not None else None, window=window, phases=phases,
@@ -216,6 +225,10 @@ class CompileBuilder:
         )
         provs = self.provs.closure(self.prov_ids | ({compile_error.last_prov} if compile_error and
                                                     compile_error.last_prov is not None else set()))
+        unbuilt = len(provs.keys() & self.provs.malformed_ids)
+        if unbuilt:
+            self.malformed(f"{unbuilt} provenance record{'s' if unbuilt != 1 else ''} of compile "
+                           f"{self.key} could not be rebuilt")
         page = self._page(summary, provs, compile_error, as_float(end.get("log_seconds")))
         page.recompile = recompile
         page.phases = phase_view(window, phases, summary.executor_compiles)
@@ -245,9 +258,12 @@ class CompileBuilder:
     def _error(self, error: dict) -> CompileError:
         last = as_int(error.get("last_prov"))
         info = self.provs.info(last)
+        text = without_our_frames(str(error.get("traceback") or ""))
+        logged = _frames([error["user_frame"]]) if error.get("user_frame") else []
         return CompileError(type=str(error.get("error_type") or "?"), message=str(error.get("message") or ""),
-                            traceback=str(error.get("traceback") or ""), last_prov=last, last_info=info,
-                            last_stack=[self.provs.stack_frame(f) for f in info.stack] if info else [])
+                            traceback=text, last_prov=last, last_info=info,
+                            last_stack=[self.provs.stack_frame(f) for f in info.stack] if info else [],
+                            user_frame=logged[0] if logged else user_frame_of(text))
 
     def _page(self, summary: CompileSummary, provs: dict[int, ProvInfo], error: CompileError | None,
               log_seconds: float | None) -> CompilePage:

@@ -26,7 +26,9 @@ __all__ = ["LineHighlighter", "TraceLexer", "highlight_lines", "style_css"]
 
 # Only what gets a color is matched; the text between matches is one plain token, so the Python
 # loop runs a few times per line rather than once per name and comma. The leading lookahead lets
-# the regex engine skip most positions at once; keywords are a prefix trie (re has none).
+# the regex engine skip most positions at once; keywords are a prefix trie (re has none). Linear
+# on any input: repetitions are possessive, and a string runs to its closing quote or to the end
+# of its line (an unterminated string is one token, not a match tried again at every quote).
 def _trie(words: list[str]) -> str:
     heads: dict[str, list[str]] = {}
     for word in words:
@@ -40,7 +42,7 @@ def _trie(words: list[str]) -> str:
 
 _TOKEN = re.compile(rf"""(?=[\#"'@A-Za-z_])(?:
   (?P<comment>\#[^\n]*)
-| (?P<string>(?<![\w.])[rbuf]{{0,2}}(?:"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
+| (?P<string>(?<![\w.])[rbuf]{{0,2}}(?:"(?:[^"\\\n]|\\.?)*+(?:"|$)|'(?:[^'\\\n]|\\.?)*+(?:'|$)))
 | (?P<decorator>^@[\w.]+)
 | (?P<keyword>\b(?:{_trie(keyword.kwlist)})\b)
 | (?P<call>(?<![\w.])[A-Za-z_][\w.]*+(?=\())
@@ -68,6 +70,7 @@ class TraceLexer(Lexer):
             yield plain, Text, text[plain:]
 
 
+MAX_LINE = 20_000  # characters: longer lines are shown as plain text
 _FORMATTER = HtmlFormatter(nowrap=True)
 _TRACE_LEXER = TraceLexer(stripnl=False, ensurenl=True)
 _PYTHON_LEXER = PythonLexer(stripnl=False, ensurenl=True)
@@ -76,14 +79,23 @@ _PYTHON_LEXER = PythonLexer(stripnl=False, ensurenl=True)
 def highlight_lines(lines: list[str], lexer: Lexer = _TRACE_LEXER) -> list[str]:
     """Each line as HTML (pygments spans, closed on every line). Lexed together, so multi-line
     constructs stay right; if pygments would change the line count (a stray carriage return),
-    the lines are only escaped."""
+    the lines are only escaped. A line longer than MAX_LINE is only escaped (no real trace or
+    source line is that long; pygments' PythonLexer lexes about 1 MB/s)."""
     if not lines:
         return []
-    out = highlight("\n".join(lines), lexer, _FORMATTER).split("\n")
+    long = [i for i, line in enumerate(lines) if len(line) > MAX_LINE]
+    lexed = lines
+    if long:
+        lexed = list(lines)
+        for i in long:
+            lexed[i] = ""
+    out = highlight("\n".join(lexed), lexer, _FORMATTER).split("\n")
     if out and out[-1] == "":
         out.pop()
     if len(out) != len(lines):
         return [str(escape(line)) for line in lines]
+    for i in long:
+        out[i] = str(escape(lines[i]))
     return out
 
 

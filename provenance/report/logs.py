@@ -11,17 +11,8 @@ from pathlib import Path
 
 from provenance.report.coerce import as_int
 from provenance.report.model import LogHeader
-from provenance.report.reader import LogFile
 
-__all__ = ["RunLog", "header_view", "label_logs", "peek_header"]
-
-
-def peek_header(path: str | os.PathLike[str]) -> dict | None:
-    """The header of a log (its first line), or None; SchemaError for another major version."""
-    log_file = LogFile(str(path))
-    for record in log_file:
-        return record.data if record.type == "header" else None
-    return None
+__all__ = ["RunLog", "header_view", "label_logs"]
 
 
 @dataclass

@@ -13,16 +13,17 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 __all__ = ["LISTS", "MAX_PROBLEMS_LISTED", "CacheCounts", "CallSiteNode", "CompileError", "CompilePage",
-           "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem", "ErrorSummary", "Failure", "FrameRef",
-           "ExecutorCompile", "Fusion", "FusionLine", "LogHeader", "LogSummary", "Op", "PassList", "PassSummary",
-           "Phase", "PhaseGroup", "PhaseView", "Problem", "Problems", "ProvInfo", "RankComparison", "RankRow",
-           "RankTime", "Recompile", "Rejection", "RoleCount", "RunModel", "SourceFileView", "SourcePage", "SourcePane",
-           "SourceRow", "StackFrame", "Totals", "TraceDiff", "TraceView", "coverage", "script_data", "site_of"]
+           "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem", "DisabledCapture", "ErrorSummary",
+           "ExecutorCompile", "Failure", "FrameRef", "Fusion", "FusionLine", "LogHeader", "LogSummary", "Op",
+           "PassList", "PassSummary", "Phase", "PhaseGroup", "PhaseView", "Problem", "Problems", "ProvInfo",
+           "RankComparison", "RankRow", "RankTime", "Recompile", "Rejection", "RoleCount", "RunModel",
+           "SourceFileView", "SourcePage", "SourcePane", "SourceRow", "StackFrame", "Totals", "TraceDiff", "TraceView",
+           "coverage", "script_data", "site_of"]
 
 
 class FrameRef(NamedTuple):
-    """A frame of a provenance record; `path` indexes its log's ProvTable.paths (a file is named
-    once per log, not once per frame)."""
+    """A frame of a provenance record; `path` is the number of its file in the log (the reader's
+    LogFile.paths: a file is named once per log, not once per frame)."""
 
     path: int
     line: int
@@ -164,17 +165,21 @@ class Coverage:
     user_pct: float  # compute_with_user_source / compute
 
 
+def _count(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
 def coverage(final: dict | None) -> Coverage | None:
-    """compile_end's `final` counts (from the log: any field may be missing or odd) as Coverage."""
+    """compile_end's `final` counts as Coverage; None (unknown) unless each is a count (from the
+    log: any field may be missing or odd)."""
     if not final:
         return None
-    try:
-        ops, with_prov = int(final.get("ops", 0)), int(final.get("with_provenance", 0))
-        compute, user = int(final.get("compute", 0)), int(final.get("compute_with_user_source", 0))
-    except (TypeError, ValueError):
+    ops, with_prov, compute, user = (_count(final.get(k)) for k in
+                                     ("ops", "with_provenance", "compute", "compute_with_user_source"))
+    if ops is None or with_prov is None or compute is None or user is None:
         return None
     return Coverage(ops=ops, with_provenance=with_prov, compute=compute, compute_with_user_source=user,
-                    fusions=final.get("fusions") if isinstance(final.get("fusions"), int) else 0,
+                    fusions=_count(final.get("fusions")) or 0,
                     pct=100.0 * with_prov / ops if ops else 100.0,
                     user_pct=100.0 * user / compute if compute else 100.0)
 
@@ -239,6 +244,14 @@ class ErrorSummary:
 
 
 @dataclass(slots=True)
+class DisabledCapture:
+    """Capture stopped by an internal error in one of this package's hooks (capture_disabled)."""
+
+    hook: str
+    error: str  # the first 500 characters
+
+
+@dataclass(slots=True)
 class CompilePages:
     """A compile's pages, relative to the report's directory."""
 
@@ -262,7 +275,7 @@ class CompileSummary:
     compile: Any  # the compile id, as the log has it
     fn: str
     index: int  # recompile index
-    status: str  # ok | failed | incomplete
+    status: str  # ok | failed | incomplete | disabled (capture was)
     start_ns: int | None
     end_ns: int | None
     seconds: float | None
@@ -275,6 +288,7 @@ class CompileSummary:
     jit_stack: list[StackFrame]  # where thunder.jit was called
     call_site: str | None = None  # `file:line` of the call (or of thunder.jit): kept when the stacks are dropped
     error: ErrorSummary | None = None
+    disabled: DisabledCapture | None = None
     signature: dict[str, bytes] = field(default_factory=dict)  # final traces' ops, zlib'd, for desync
     cache_hits: int = 0  # from the calls records, at the end of the log
     calls: int = 0
@@ -300,7 +314,7 @@ class CompileSummary:
             "compile": self.compile, "fn": self.fn, "index": self.index, "status": self.status,
             "recompiled": self.recompiled, "start_ns": self.start_ns, "end_ns": self.end_ns, "seconds": self.seconds,
             "cache": self.cache, "calls": self.calls, "cache_hits": self.cache_hits, "final": self.final,
-            "coverage": self.coverage, "error": self.error, "pages": self.pages.json(),
+            "coverage": self.coverage, "error": self.error, "disabled": self.disabled, "pages": self.pages.json(),
             "passes": [{"list": p.list, "index": p.index, "pass": p.pass_name, "ms": p.ms, "ops": p.ops, **p.counts}
                        for p in self.passes],
             "call_site": self.call_site, "jit_site": site_of(self.jit_stack),
@@ -322,6 +336,7 @@ class CompileError:
     last_prov: int | None  # the record of the op being processed when it raised
     last_info: ProvInfo | None
     last_stack: list[StackFrame]
+    user_frame: StackFrame | None = None  # the innermost user frame of the traceback: the headline
 
 
 @dataclass(slots=True)
@@ -492,8 +507,8 @@ class Problems:
 
     def add(self, category: str, file: str, line: int | None, reason: str, text: str = "", count: int = 1) -> None:
         self.counts[category] += count
-        if len(self.entries) < MAX_PROBLEMS_LISTED:
-            self.entries.append(Problem(category, file, line, reason, text[:200]))
+        if len(self.entries) < MAX_PROBLEMS_LISTED:  # what comes from a log is shortened: 200 entries
+            self.entries.append(Problem(category, file[:300], line, reason[:500], text[:200]))
 
     @property
     def total(self) -> int:
@@ -540,6 +555,7 @@ class Totals:
     ok: int
     failed: int
     incomplete: int
+    disabled: int  # compiles whose capture an internal error stopped
     recompiles: int
     seconds: float
     cache_hits: int
@@ -559,10 +575,11 @@ class Totals:
 class CallSiteNode:
     """A frame of the call-site trie; the compiles made at exactly this stack."""
 
-    frame: StackFrame | None  # None: compiles without a user stack
+    frame: StackFrame | None  # None: compiles without a user stack, or `elided` frames
     children: list[CallSiteNode]
     compiles: list[CompileSummary]
     count: int  # compiles here and below
+    elided: int = 0  # stands for that many outer frames of a deep stack, not shown
 
 
 @dataclass(slots=True)
@@ -573,7 +590,7 @@ class Desync:
     rank: str
     ref_rank: str
     at: int  # op index
-    changes: int  # differing stretches
+    changes: int | None  # differing stretches (None: too long a difference to count)
     ref_ops: list[str]  # the first differing ops (symbol [role])
     ops: list[str]
     ref_length: int

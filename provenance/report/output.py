@@ -91,17 +91,32 @@ class ReportWriter:
                 f.write(self.env.get_template(template).render(**context))
 
 
-def prepare_out(out: Path, overwrite: bool) -> str | None:
-    """Make `out` ready; the reason it cannot be, or None. A non-empty directory is replaced only
-    with `overwrite`, and only if this tool made it (it holds MARKER_FILE)."""
-    if out.exists() and not out.is_dir():
-        return f"{out} exists and is not a directory"
-    if out.is_dir() and any(out.iterdir()):
-        if not overwrite:
-            return f"output directory {out} exists and is not empty; pass --overwrite to replace it, or -o DIR"
-        if not (out / MARKER_FILE).is_file():
-            return (f"output directory {out} is not empty and was not made by thunder-trace report; "
-                    "refusing to delete it (choose another -o DIR)")
-        shutil.rmtree(out)
-    os.makedirs(out, exist_ok=True)
-    return None
+def prepare_out(out: Path, overwrite: bool, inputs: Sequence[Path] = ()) -> tuple[Path, str | None]:
+    """Make `out` ready: the directory to write (a symbolic link's target), or the reason it
+    cannot be. A non-empty directory is replaced only with `overwrite`, and only if this tool
+    made it (it holds MARKER_FILE); never a directory that is, or holds, one of `inputs`."""
+    try:
+        if out.is_symlink():
+            if not out.exists():
+                return out, f"output directory {out} is a symbolic link to nothing; give a directory"
+            out = out.resolve()
+        for given in inputs:
+            for path in {os.path.abspath(given), os.path.realpath(given)}:
+                for target in {os.path.abspath(out), os.path.realpath(out)}:
+                    if path == target:
+                        return out, f"output directory {out} is the input {given}; choose another -o DIR"
+                    if path.startswith(target.rstrip(os.sep) + os.sep):
+                        return out, f"output directory {out} contains the input {given}; choose another -o DIR"
+        if out.exists() and not out.is_dir():
+            return out, f"{out} exists and is not a directory"
+        if out.is_dir() and any(out.iterdir()):
+            if not overwrite:
+                return out, f"output directory {out} exists and is not empty; pass --overwrite to replace it, or -o DIR"
+            if not (out / MARKER_FILE).is_file():
+                return out, (f"output directory {out} is not empty and was not made by thunder-trace report; "
+                             "refusing to delete it (choose another -o DIR)")
+            shutil.rmtree(out)
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        return out, f"cannot create output directory {out}: {exc.strerror or exc}"
+    return out, None

@@ -141,15 +141,19 @@ class Scan:
     (line number, reason)."""
 
     profiles: dict[Any, LoggedProfile]
-    problems: list[tuple[int, str]]
+    problems: list[tuple[int, str]]  # the first MAX_PROBLEMS
     records: int  # profile records found (good or not)
+    more_problems: int = 0  # records skipped beyond those listed
+
+
+MAX_PROBLEMS = 200  # a log of bad profile records keeps their count, not each reason
 
 
 def scan(path: str | os.PathLike[str]) -> Scan:
     """Find and read the profile records of a log file, without parsing its other lines."""
     collector = ProfileCollector()
     problems: list[tuple[int, str]] = []  # (byte offset, then line number), reason
-    records = 0
+    records = more = 0
     with open(path, "rb") as f:
         try:
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -174,9 +178,12 @@ def scan(path: str | os.PathLike[str]) -> Scan:
                 records += 1
                 reason = collector.add(data)
                 if reason is not None:
-                    problems.append((start, reason))
+                    if len(problems) < MAX_PROBLEMS:
+                        problems.append((start, reason))
+                    else:
+                        more += 1
             problems = _numbered(mapped, problems)
-    return Scan(collector.profiles, problems, records)
+    return Scan(collector.profiles, problems, records, more)
 
 
 def _numbered(mapped: mmap.mmap, problems: list[tuple[int, str]]) -> list[tuple[int, str]]:
@@ -215,7 +222,7 @@ def load(path: str | os.PathLike[str]) -> list[CompileProfile]:
     from provenance.report.reader import LogFile, log_files
 
     out: list[CompileProfile] = []
-    for path_ in log_files(path):
+    for path_ in log_files(path)[0]:
         found = scan(path_)
         if not found.profiles:
             continue

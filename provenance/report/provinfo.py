@@ -58,15 +58,15 @@ class ProvTable:
         self.file = log_file
         self._info: dict[int, ProvInfo] = {}
         self._spans: dict[Any, tuple[str, str | None]] = {}
-        self.paths: list[str] = []  # the files frames name, each once
-        self._path_index: dict[str, int] = {}
-        self.malformed = 0
+        self.paths: dict[int, str] = {}  # the files the frames made so far name, by their number in the log
+        self.malformed_ids: set[int] = set()  # records that could not be rebuilt
 
     def _frame(self, frame: Any) -> FrameRef:
-        index = self._path_index.get(frame.file)
-        if index is None:
-            index = self._path_index[frame.file] = len(self.paths)
-            self.paths.append(frame.file)
+        numbers = self.file.paths
+        index = numbers.get(frame.file)
+        if index is None:  # every frame is numbered as its record is read: not reached
+            index = numbers[frame.file] = len(numbers)
+        self.paths[index] = frame.file
         return FrameRef(index, frame.line, str(frame.function), "" if frame.text is None else str(frame.text),
                         bool(frame.user))
 
@@ -122,7 +122,7 @@ class ProvTable:
         except (TypeError, ValueError, KeyError, AttributeError, RecursionError):
             info = None
         if info is None:
-            self.malformed += 1
+            self.malformed_ids.add(prov_id)
             info = ProvInfo(id=prov_id, kind=str(raw.get("kind", "?")), header="malformed provenance record",
                             module=None, module_type=None, user_frame=None, stack=[], lineage=None, role=None,
                             role_color=None, scope=None, derived_from=None, members=[])

@@ -14,6 +14,7 @@ __all__ = ["compare_ranks"]
 
 MAX_DESYNC_DETAILS = 50
 MAX_ROWS = 2000
+MAX_DIFF_WORK = 4_000_000  # pairs of ops difflib may compare to count the differing stretches
 
 
 def compare_ranks(logs: list[RunLog], summaries: list[CompileSummary]) -> RankComparison:
@@ -53,17 +54,36 @@ def _compare(cells: list[CompileSummary | None], labels: list[str]) -> list[Desy
             a, b = ref.signature.get(list_name), other.signature.get(list_name)
             if a == b:
                 continue
-            seq_a = zlib.decompress(a).decode().split("\n") if a else []
-            seq_b = zlib.decompress(b).decode().split("\n") if b else []
-            opcodes = [op for op in difflib.SequenceMatcher(None, seq_a, seq_b, autojunk=False).get_opcodes()
-                       if op[0] != "equal"]
-            first = opcodes[0] if opcodes else ("replace", 0, 0, 0, 0)
-            out.append(Desync(trace="forward" if list_name == "computation" else list_name, rank=labels[i],
-                              ref_rank=labels[ref_i], at=first[1], changes=len(opcodes),
-                              ref_ops=[_op_label(x) for x in seq_a[first[1]:first[2]][:5]],
-                              ops=[_op_label(x) for x in seq_b[first[3]:first[4]][:5]],
-                              ref_length=len(seq_a), length=len(seq_b)))
+            found = first_difference(zlib.decompress(a).decode().split("\n") if a else [],
+                                     zlib.decompress(b).decode().split("\n") if b else [])
+            found.trace = "forward" if list_name == "computation" else list_name
+            found.rank, found.ref_rank = labels[i], labels[ref_i]
+            out.append(found)
     return out
+
+
+def first_difference(seq_a: list[str], seq_b: list[str]) -> Desync:
+    """Where two op sequences first differ and how: linear in their length. The common head and
+    tail are skipped; the differing stretches are counted (difflib) only when the middle is
+    small enough, else `changes` is None (many)."""
+    n = min(len(seq_a), len(seq_b))
+    head = next((k for k in range(n) if seq_a[k] != seq_b[k]), n)
+    tail = 0
+    while tail < n - head and seq_a[-1 - tail] == seq_b[-1 - tail]:
+        tail += 1
+    mid_a, mid_b = seq_a[head:len(seq_a) - tail], seq_b[head:len(seq_b) - tail]
+    changes, first = None, (head, head + min(len(mid_a), 5), head, head + min(len(mid_b), 5))
+    if len(mid_a) * len(mid_b) <= MAX_DIFF_WORK:
+        opcodes = [op for op in difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False).get_opcodes()
+                   if op[0] != "equal"]
+        changes = len(opcodes) or 1
+        if opcodes:
+            _, i1, i2, j1, j2 = opcodes[0]
+            first = (head + i1, head + i2, head + j1, head + j2)
+    return Desync(trace="", rank="", ref_rank="", at=first[0], changes=changes,
+                  ref_ops=[_op_label(x) for x in seq_a[first[0]:first[1]][:5]],
+                  ops=[_op_label(x) for x in seq_b[first[2]:first[3]][:5]],
+                  ref_length=len(seq_a), length=len(seq_b))
 
 
 def _op_label(signature: str) -> str:

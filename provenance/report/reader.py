@@ -1,14 +1,20 @@
 """Streaming, tolerant reader of THUNDER_TRACE logs (schema: docs/log-schema.md).
 
-One pass over each file, one line at a time. A line that is not a JSON object with a "type" is
-counted and listed, never fatal; a last line without its newline is a truncated tail (the
-process died while writing it). A header of another schema major version is refused with a
-clear error; a newer minor version is read, with its unknown record types counted.
+One pass over each file, one line at a time. A log's first line is its header; a file without
+one is not a THUNDER_TRACE log (`sniff` says what it is instead), a header of another schema
+major version is refused with a clear error, and a newer minor version is read, with its unknown
+record types counted. After the header, a line that is not a JSON object with a "type" (a header
+included) is counted, never fatal; a last line without its newline is a truncated tail (the
+process died while writing it). Records of known types are checked against their definitions
+(validate.py): what is wrong is dropped from the record and counted. Provenance and span records
+may refer only to records written before them (the writer's rule), which keeps their references
+acyclic and shallow. What is kept of bad input is bounded: its count, and its first lines.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,14 +25,26 @@ import orjson
 
 from provenance.events import KNOWN_TYPES, SCHEMA_VERSION
 from provenance.record import Frame, Provenance, Span, intern
+from provenance.report.validate import check
 
-__all__ = ["BadLine", "Log", "LogFile", "LogRecord", "SchemaError", "log_files"]
+__all__ = ["BadLine", "Log", "LogFile", "LogRecord", "NotALog", "SchemaError", "log_files", "sniff"]
 
-_MAJOR = SCHEMA_VERSION.split(".")[0]
+_MAJOR, _MINOR = SCHEMA_VERSION.split(".")
+MAX_KEPT = 200  # bad lines (and malformed records) kept per file, to list; the rest are counted
+MAX_UNKNOWN_TYPES = 50  # distinct unknown record types counted by name; more are counted together
+MAX_DEPTH = 64  # how deep provenance records (derived_from, members) and spans (parent) may nest
+MAX_HEADER_BYTES = 8 << 20
+_SCHEMA = re.compile(r"(\d+)\.(\d+)")
+# glog's prefix, which every TORCH_TRACE line starts with: "V1130 15:52:35.123456 1234 torch/_dynamo/...:52]"
+_GLOG = re.compile(rb"[IWEFV]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ \S+:\d+\] ")
 
 
 class SchemaError(ValueError):
     """A log written with a schema this reader does not understand."""
+
+
+class NotALog(ValueError):
+    """A file that is not a THUNDER_TRACE log (no header on its first line)."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +52,7 @@ class BadLine:
     file: str
     line: int
     reason: str
-    text: str  # the start of the line, for the report
+    text: str  # the start of the line, for the report ("" for a malformed record)
 
 
 @dataclass(frozen=True)
@@ -51,20 +69,61 @@ class LogRecord:
         return self.data.get(key, default)
 
 
+def _header_schema(data: Any, path: str) -> tuple[int, int] | None:
+    """(major, minor) of a header record, None if `data` is not one; SchemaError for another major."""
+    if not isinstance(data, dict) or data.get("type") != "header":
+        return None
+    schema = data.get("schema")
+    found = _SCHEMA.fullmatch(schema) if isinstance(schema, str) else None
+    if found is None:
+        return None
+    if found.group(1) != _MAJOR:
+        raise SchemaError(f"{path}: written with log schema {schema}, but this thunder-provenance reads schema "
+                          f"{_MAJOR}.x; use a thunder-provenance release that matches the writer's.")
+    return int(found.group(1)), int(found.group(2))
+
+
+def sniff(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The header of a THUNDER_TRACE log (its first line). NotALog says what the file is instead,
+    SchemaError that it is a log of another schema major version."""
+    path = str(path)
+    with open(path, "rb") as f:
+        first = f.readline(MAX_HEADER_BYTES)
+    if not first.strip():
+        raise NotALog("not a THUNDER_TRACE log (empty)" if not first else "not a THUNDER_TRACE log (no header)")
+    if _GLOG.match(first):
+        raise NotALog("this looks like a TORCH_TRACE log; use tlparse")
+    try:
+        data = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        data = None
+    if _header_schema(data, path) is None:
+        raise NotALog("not a THUNDER_TRACE log (its first line is not a THUNDER_TRACE header)")
+    return data
+
+
 @dataclass
 class LogFile:
     """One process's log. Iterate it (once) to stream its records."""
 
     path: str
     header: dict[str, Any] | None = None
-    bad: list[BadLine] = field(default_factory=list)
+    bad: list[BadLine] = field(default_factory=list)  # the first MAX_KEPT
+    bad_count: int = 0
+    malformed: list[BadLine] = field(default_factory=list)  # records of known types with bad fields: the first MAX_KEPT
+    malformed_count: int = 0
     unknown: Counter = field(default_factory=Counter)  # record types this reader does not know
     truncated: bool = False  # the last line was cut off
     newer_minor: bool = False
     lines: int = 0
     bytes: int = 0
+    # The files that provenance records' frames name, numbered in the order first named: the
+    # pages refer to a file by its number, the same whichever compile (or worker) shows it.
+    paths: dict[str, int] = field(default_factory=dict, repr=False)
     _prov: dict[int, dict] = field(default_factory=dict, repr=False)
     _spans: dict[int, dict] = field(default_factory=dict, repr=False)
+    _depth: dict[int, int] = field(default_factory=dict, repr=False)  # prov id -> nesting depth
+    _span_depth: dict[int, int] = field(default_factory=dict, repr=False)
     _built: dict[int, Provenance] = field(default_factory=dict, repr=False)
     _built_spans: dict[int, Span] = field(default_factory=dict, repr=False)
 
@@ -82,8 +141,12 @@ class LogFile:
                     yield record
 
     def _parse(self, number: int, raw: bytes) -> LogRecord | None:
-        if not raw.strip():
-            return None
+        if raw[:1] != b"{":  # every record starts so: anything else is told apart without parsing it
+            if not raw.strip():
+                return None
+            if not raw.lstrip().startswith(b"{"):
+                self._bad(number, "not a record (a JSON object with a string \"type\")", raw)
+                return None
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -94,29 +157,93 @@ class LogFile:
             return None
         kind = data["type"]
         if kind == "header":
-            self._check_header(data)
+            if number != 1:
+                self._bad(number, "a header that is not the log's first line", raw)
+                return None
+            schema = _header_schema(data, self.path)
+            if schema is None:
+                self._bad(number, "a header without a schema version", raw)
+                return None
+            self.newer_minor = schema[1] > int(_MINOR)
+            self.header = data
         elif kind not in KNOWN_TYPES:
-            self.unknown[kind] += 1
+            self._unknown(kind)
             return None
-        elif kind == "prov" and isinstance(data.get("id"), int):
-            self._prov[data["id"]] = data
-        elif kind == "span" and isinstance(data.get("id"), int):
-            self._spans[data["id"]] = data
+        problems = check(data)
+        if kind == "prov":
+            problems += self._keep(data, self._prov, self._depth, ("derived_from", "members"))
+        elif kind == "span":
+            problems += self._keep(data, self._spans, self._span_depth, ("parent",))
+        elif kind == "trace" and "ops" in data:
+            problems += self._earlier_provs(data["ops"])
+        elif kind == "compile_error" and data.get("last_prov") is not None and data["last_prov"] not in self._prov:
+            problems.append("compile_error.last_prov refers to a record not written before it")
+            data["last_prov"] = None
+        if problems:
+            self._malformed(number, "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)"
+                                                                  if len(problems) > 3 else ""))
         return LogRecord(kind, data, self, number)
 
-    def _check_header(self, data: dict) -> None:
-        schema = str(data.get("schema", ""))
-        major, _, minor = schema.partition(".")
-        if major != _MAJOR:
-            raise SchemaError(
-                f"{self.path}: written with log schema {schema or '(none)'}, but this thunder-provenance "
-                f"reads schema {_MAJOR}.x; use a thunder-provenance release that matches the writer's."
-            )
-        self.newer_minor = minor.isdigit() and int(minor) > int(SCHEMA_VERSION.split(".")[1])
-        self.header = data
+    def _keep(self, data: dict, table: dict[int, dict], depths: dict[int, int], refs: tuple[str, ...]) -> list[str]:
+        """Store a prov or span record by id. It may refer only to records written before it
+        (which keeps references acyclic), and nest at most MAX_DEPTH deep."""
+        kind, record_id = data["type"], data.get("id")
+        if type(record_id) is not int:
+            return [f"{kind} record without an integer id: not kept"]
+        if record_id in table:
+            return [f"{kind} {record_id} written twice: the first is kept"]
+        problems = []
+        depth = 0
+        for ref in refs:
+            value = data.get(ref)
+            targets = value if isinstance(value, list) else [value] if value is not None else []
+            known = [t for t in targets if t in table]
+            if len(known) != len(targets):
+                problems.append(f"{kind} {record_id}.{ref} refers to records not written before it")
+                data[ref] = known if isinstance(value, list) else None
+            depth = max(depth, *(depths[t] for t in known), 0)
+        if kind == "prov" and data.get("span") is not None and data["span"] not in self._spans:
+            problems.append(f"prov {record_id}.span refers to a span not written before it")
+            data["span"] = None
+        if depth >= MAX_DEPTH:
+            problems.append(f"{kind} {record_id} nests more than {MAX_DEPTH} records deep: its references are dropped")
+            for ref in refs:
+                data[ref] = [] if isinstance(data.get(ref), list) else None
+            depth = 0
+        table[record_id] = data
+        depths[record_id] = depth + 1
+        if kind == "prov":
+            paths = self.paths
+            for frame in data.get("source") or ():
+                if frame[0] not in paths:
+                    paths[frame[0]] = len(paths)
+        return problems
+
+    def _earlier_provs(self, ops: list) -> list[str]:
+        """A trace's ops may name only provenance records written before it (what they name is
+        then the same whenever, and by whichever process, the trace is rendered)."""
+        known, later = self._prov, 0
+        for op in ops:
+            if type(op) is list and len(op) == 5 and type(op[4]) is int and op[4] not in known:
+                op[4] = None
+                later += 1
+        return [f"trace: {later} op{'s' if later != 1 else ''} refer to records not written before it"] if later else []
+
+    def _unknown(self, kind: str) -> None:
+        kind = kind[:100]
+        if kind not in self.unknown and len(self.unknown) >= MAX_UNKNOWN_TYPES:
+            kind = "(other types)"
+        self.unknown[kind] += 1
 
     def _bad(self, number: int, reason: str, raw: bytes) -> None:
-        self.bad.append(BadLine(self.path, number, reason, raw[:200].decode("utf-8", "replace")))
+        self.bad_count += 1
+        if len(self.bad) < MAX_KEPT:
+            self.bad.append(BadLine(self.path, number, reason, raw[:200].decode("utf-8", "replace")))
+
+    def _malformed(self, number: int, reason: str) -> None:
+        self.malformed_count += 1
+        if len(self.malformed) < MAX_KEPT:
+            self.malformed.append(BadLine(self.path, number, reason, ""))
 
     # -- interned records --------------------------------------------------------------------
     def provenance(self, prov_id: int | None) -> Provenance | None:
@@ -144,19 +271,30 @@ class LogFile:
         built = self._built_spans.get(span_id)
         if built is None and (data := self._spans.get(span_id)) is not None:
             built = self._built_spans[span_id] = Span(
-                name=data["name"], parent=self.span(data.get("parent")),
+                name=str(data.get("name", "?")), parent=self.span(data.get("parent")),
                 attributes=tuple(sorted((data.get("attributes") or {}).items())), role=data.get("role"),
                 id=span_id, start_ns=data.get("start_ns", 0))
         return built
 
 
-def log_files(path: str | os.PathLike[str]) -> list[Path]:
-    """A log file, or the *.jsonl files of a THUNDER_TRACE directory (sorted by name)."""
+def log_files(path: str | os.PathLike[str]) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """A log file, or the *.jsonl files of a THUNDER_TRACE directory (sorted by name); and the
+    files of the directory passed over, with why: symbolic links are not followed (a link in a
+    log directory could point anywhere), nor is anything that is not a regular file. A link
+    given as `path` itself is followed: that is the user's choice."""
     path = Path(path)
     if path.is_dir():
-        return sorted(p for p in path.glob("*.jsonl") if p.is_file())
+        files, skipped = [], []
+        for p in sorted(path.glob("*.jsonl")):
+            if p.is_symlink():
+                skipped.append((p, "skipped: a symbolic link (links in a log directory are not followed)"))
+            elif not p.is_file():
+                skipped.append((p, "skipped: not a regular file"))
+            else:
+                files.append(p)
+        return files, skipped
     if path.is_file():
-        return [path]
+        return [path], []
     raise FileNotFoundError(f"no THUNDER_TRACE log at {str(path)!r}")
 
 
@@ -164,7 +302,7 @@ class Log:
     """All records of a log file or directory, streamed file by file."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.files = [LogFile(str(p)) for p in log_files(path)]
+        self.files = [LogFile(str(p)) for p in log_files(path)[0]]
 
     def __iter__(self) -> Iterator[LogRecord]:
         for log_file in self.files:

@@ -11,6 +11,7 @@ and listed.
 from __future__ import annotations
 
 import os
+import reprlib
 import zlib
 from collections import Counter, OrderedDict
 from collections.abc import Callable
@@ -24,7 +25,6 @@ from provenance.report.directory import DirectoryWriter
 from provenance.report.highlight import LineHighlighter
 from provenance.report.logs import RunLog, header_view
 from provenance.report.model import (
-    MAX_PROBLEMS_LISTED,
     CompilePages,
     CompileSummary,
     Failure,
@@ -47,6 +47,9 @@ from provenance.report.why import executor_compile
 from provenance.report.workers import RECOVERABLE, CompileResult, LocalCompile, Pool, RemoteCompile
 
 __all__ = ["RunBuilder"]
+
+_short = reprlib.Repr()
+_short.maxstring = _short.maxother = 60
 
 MAX_FAILURES_DETAILED = 200
 MAX_PROLOGUES = 256  # final prologues kept (compressed) for the recompiles that diff against them
@@ -80,7 +83,8 @@ class RunBuilder:
         self.calls: list[_Calls] = []
         self.source_cache = SourceCache()
         self.highlighter = LineHighlighter()
-        self._pages: set[str] = set()
+        self._page_counts: Counter = Counter()  # compiles by page-name base
+        self._unnumbered = 0  # compiles whose id is not a non-negative integer
         self._compile_pages: dict[tuple[int, Any], str] = {}  # (log, compile id) -> its page, for links
         self._prologue_open: dict[tuple[int, Any], str] = {}  # the latest prologue of each open compile
         self._prologues: OrderedDict[tuple[int, Any], bytes] = OrderedDict()  # final prologues, zlib'd
@@ -107,12 +111,15 @@ class RunBuilder:
         self._profiles, self._profile_records = found.profiles, 0
         for line, reason in found.problems:
             self._malformed(log, line, reason)
-        self.perfetto.process(log.index, f"{log.label} \u00b7 {log.name}")
+        if found.more_problems:
+            more = found.more_problems
+            self._in_order(lambda: self.problems.add("malformed record", log.name, None,
+                                                     f"{more} more malformed profile records not listed", count=more))
+        self._in_order(lambda: self.perfetto.process(log.index, f"{log.label} \u00b7 {log.name}"))
         open_compiles: dict[Any, LocalCompile | RemoteCompile] = {}
         # A compile that ended waits for the next compile to start (or the end of the log): the
         # executor compiles its first call causes come after its end.
-        ended: list[tuple[Any, LocalCompile | RemoteCompile, dict | None, dict | None]] = []
-        dropped_bad = 0
+        ended: list[tuple[Any, LocalCompile | RemoteCompile, dict]] = []
         done_before = self.bytes_read
         for n, record in enumerate(log_file):
             try:
@@ -121,9 +128,6 @@ class RunBuilder:
                 if _DEBUG:
                     raise
                 self._malformed(log, record.line, f"{record.type} record: {type(exc).__name__}: {exc}")
-            if len(log_file.bad) > MAX_PROBLEMS_LISTED:  # a file of garbage keeps its count, not its lines
-                dropped_bad += len(log_file.bad) - MAX_PROBLEMS_LISTED
-                del log_file.bad[MAX_PROBLEMS_LISTED:]
             if self.progress is not None and not n & 255:
                 self.progress(done_before + log_file.bytes)
         try:
@@ -134,7 +138,7 @@ class RunBuilder:
             self._malformed(log, None, f"compile end: {type(exc).__name__}: {exc}")
         for compile_ in list(open_compiles.values()):  # the log ended mid-compile
             try:
-                compile_.finish(None, None)
+                compile_.finish(None)
             except RECOVERABLE as exc:
                 if _DEBUG:
                     raise
@@ -142,29 +146,41 @@ class RunBuilder:
         self.bytes_read = done_before + log_file.bytes
         if self.progress is not None:
             self.progress(self.bytes_read)
-        for bad in log_file.bad:
-            self.problems.add("bad line", log.name, bad.line, bad.reason, bad.text)
-        if dropped_bad:
-            self.problems.add("bad line", log.name, None, f"{dropped_bad} more bad lines not listed",
-                              count=dropped_bad)
-        for kind, count in log_file.unknown.items():
-            self.problems.add("unknown record type", log.name, None,
-                              f"{count} record{'s' if count > 1 else ''} of unknown type {kind!r}", count=count)
+        self._in_order(lambda: self._file_problems(log, log_file))
         if self._profile_records > found.records:  # a form the scan does not find (the writer never writes it)
             missed = self._profile_records - found.records
             self._malformed(log, None, f"{missed} profile record(s) not written as one JSON object per line with "
                                        f"\"type\" first were skipped")
         for cid in self._profiles:  # not handed to a compile
-            self._malformed(log, None, f"profile records of compile {cid!r}, which this log does not start")
+            self._malformed(log, None, f"profile records of compile {_short.repr(cid)}, which this log does not start")
         self._profiles = {}
-        if provs.malformed:
-            self.problems.add("malformed record", log.name, None,
-                              f"{provs.malformed} provenance record(s) could not be rebuilt", count=provs.malformed)
         if log_file.header is not None and log.header is None:
             log.header = log_file.header
         self.log_summaries[log.index] = LogSummary(log.index, log.name, log.label, log.rank, header_view(log.header),
                                                    log_file.lines, log_file.bytes, log_file.truncated,
                                                    log_file.newer_minor)
+
+    def _file_problems(self, log: RunLog, log_file: LogFile) -> None:
+        """What the reader found wrong in a file: bad lines, malformed records, unknown types."""
+        for category, kept, count in (("bad line", log_file.bad, log_file.bad_count),
+                                      ("malformed record", log_file.malformed, log_file.malformed_count)):
+            for bad in kept:
+                self.problems.add(category, log.name, bad.line, bad.reason, bad.text)
+            if count > len(kept):
+                self.problems.add(category, log.name, None, f"{count - len(kept)} more {category}s not listed",
+                                  count=count - len(kept))
+        for kind, count in log_file.unknown.items():
+            self.problems.add("unknown record type", log.name, None,
+                              f"{count} record{'s' if count > 1 else ''} of unknown type {kind!r}", count=count)
+
+    def _in_order(self, action: Callable[[], None]) -> None:
+        """Run `action` now or, while worker processes build compiles read before it, once they
+        are delivered: problems and Perfetto events come in the order the logs have them, so
+        the report does not depend on -j."""
+        if self.pool is not None:
+            self.pool.after(action)
+        else:
+            action()
 
     def _record(self, log: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
                 open_compiles: dict[Any, LocalCompile | RemoteCompile], ended: list) -> None:
@@ -176,8 +192,8 @@ class RunBuilder:
             cid = hashable(data.get("compile"))
             if cid in open_compiles:
                 self._malformed(log, record.line,
-                                f"compile {cid!r} started twice; the first is closed as incomplete")
-                open_compiles.pop(cid).finish(None, None)
+                                f"compile {_short.repr(cid)} started twice; the first is closed as incomplete")
+                open_compiles.pop(cid).finish(None)
             open_compiles[cid] = self._begin(log, log_file, provs, data)
         elif kind == "trace":
             if data.get("list") == "prologue" and isinstance(data.get("python"), str):
@@ -187,7 +203,7 @@ class RunBuilder:
             self._compile(log, log_file, provs, record, open_compiles).add(data)
         elif kind == "recompile":
             self._compile(log, log_file, provs, record, open_compiles).add(self._recompile(log, data))
-        elif kind in ("compile_end", "compile_error"):
+        elif kind in ("compile_end", "compile_error", "capture_disabled"):
             compile_ = self._compile(log, log_file, provs, record, open_compiles)
             cid = hashable(data.get("compile"))
             open_compiles.pop(cid, None)
@@ -197,11 +213,12 @@ class RunBuilder:
                 while len(self._prologues) > MAX_PROLOGUES:
                     self._prologues.popitem(last=False)
             self._release(ended)
-            ended.append((cid, compile_, *((data, None) if kind == "compile_end" else (None, data))))
+            ended.append((cid, compile_, data))
         elif kind == "executor_compile":
             found = executor_compile(data)
             if found is not None:
-                self.perfetto.executor_compile(log.index, data.get("compile"), found)
+                cid = data.get("compile")
+                self._in_order(lambda: self.perfetto.executor_compile(log.index, cid, found))
             if ended and ended[0][0] == hashable(data.get("compile")):
                 ended[0][1].add(data)
         elif kind == "calls":
@@ -213,14 +230,15 @@ class RunBuilder:
             span = log_file._spans.get(data.get("id"))
             end = data.get("end_ns")
             if span and isinstance(span.get("start_ns"), int) and isinstance(end, int):
-                self.perfetto.scope(log.index, str(span.get("name")), span["start_ns"], end, span.get("role"))
+                name, start, role = str(span.get("name")), span["start_ns"], span.get("role")
+                self._in_order(lambda: self.perfetto.scope(log.index, name, start, end, role))
 
     @staticmethod
     def _release(ended: list) -> None:
         """Finish the compile that ended last (its pages are written)."""
         while ended:
-            _, compile_, end, error = ended.pop()
-            compile_.finish(end, error)
+            _, compile_, closing = ended.pop()
+            compile_.finish(closing)
 
     def _recompile(self, log: RunLog, data: dict) -> dict:
         """The recompile record, with the pages of the compiles it names and the final prologue of
@@ -237,19 +255,20 @@ class RunBuilder:
         cid = hashable(record.data.get("compile"))
         found = open_compiles.get(cid)
         if found is None:
-            self._malformed(log, record.line, f"{record.type} of compile {cid!r} without its compile_start")
+            self._malformed(log, record.line, f"{record.type} of compile {_short.repr(cid)} without its compile_start")
             found = open_compiles[cid] = self._begin(log, log_file, provs, {"compile": record.data.get("compile")})
         return found
 
     def _begin(self, log: RunLog, log_file: LogFile, provs: ProvTable, start: dict) -> LocalCompile | RemoteCompile:
         cid = start.get("compile")
         numbered = as_int(cid) is not None and cid >= 0
-        base = f"{log.prefix}-c{cid}" if numbered else f"{log.prefix}-x{len(self._pages)}"
-        key, n = base, 1
-        while key in self._pages:  # a compile id seen twice in one file
-            n += 1
-            key = f"{base}-{n}"
-        self._pages.add(key)
+        base = f"{log.prefix}-c{cid}" if numbered else f"{log.prefix}-x{self._unnumbered}"
+        self._unnumbered += not numbered
+        # A compile id seen again in one file: -2, -3, ... (a base never ends in "-<digits>", so
+        # these never meet another compile's name).
+        self._page_counts[base] += 1
+        n = self._page_counts[base]
+        key = base if n == 1 else f"{base}-{n}"
         pages = CompilePages(f"compiles/{key}.html", f"compiles/{key}-source.html")
         if numbered:
             self._compile_pages[(log.index, cid)] = f"{key}.html"  # linked from the compiles/ directory
@@ -263,14 +282,14 @@ class RunBuilder:
             compile_ = RemoteCompile(self.pool, args, log_file, deliver)
             compile_.add(start)
             return compile_
+        malformed: list[str] = []  # delivered with the compile, as a worker's would be
         builder = CompileBuilder(**args, start=start, provs=provs, sink=self.writer.begin_compile(pages, provs),
-                                 highlighter=self.highlighter, sources=self.source_cache,
-                                 malformed=lambda reason: self._malformed(log, None, reason))
-        return LocalCompile(builder, deliver)
+                                 highlighter=self.highlighter, sources=self.source_cache, malformed=malformed.append)
+        return LocalCompile(builder, deliver, malformed)
 
     def _finished(self, log: RunLog, result: CompileResult) -> None:
         for reason in result.malformed:
-            self._malformed(log, None, reason)
+            self.problems.add("malformed record", log.name, None, reason)
         summary = result.summary
         if summary is None:
             return
@@ -289,7 +308,7 @@ class RunBuilder:
             self.progress(self.bytes_read)
 
     def _malformed(self, log: RunLog, line: int | None, reason: str) -> None:
-        self.problems.add("malformed record", log.name, line, reason)
+        self._in_order(lambda: self.problems.add("malformed record", log.name, line, reason))
 
     def directory_calls(self) -> dict[str, tuple[int, int]]:
         """Each compile's calls and cache hits (the calls records at the end of each log)."""
@@ -324,7 +343,8 @@ class RunBuilder:
                 value = (s.final or {}).get(k)
                 final[k] += value if isinstance(value, int) else 0
         return Totals(compiles=len(self.summaries), ok=status["ok"], failed=status["failed"],
-                      incomplete=status["incomplete"], recompiles=sum(1 for s in self.summaries if s.recompiled),
+                      incomplete=status["incomplete"], disabled=status["disabled"],
+                      recompiles=sum(1 for s in self.summaries if s.recompiled),
                       seconds=sum(s.seconds or 0.0 for s in self.summaries),
                       cache_hits=sum(c.hits or 0 for c in self.calls), calls=sum(c.calls or 0 for c in self.calls),
                       **asdict(coverage(final)), bytes=self.bytes_read, logs=len(self.logs))

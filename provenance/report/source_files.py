@@ -2,8 +2,9 @@
 else rebuilt from the lines the log's frames carry.
 
 A path comes from the log, so it is only ever read (never written), only if it names a regular
-`.py` file of reasonable size, and only shown if every line the log quotes from it matches the
-file on disk: a changed (or unrelated) file is never passed off as the run's source.
+`.py` file of reasonable size, and only shown if the log quotes at least one of its lines and
+every line it quotes matches the file on disk: a changed (or unrelated) file is never passed off
+as the run's source, and a log naming a local file without quoting it gets nothing of it.
 """
 
 from __future__ import annotations
@@ -64,9 +65,7 @@ class SourceCache:
         """`quoted`: line -> text the log quotes; `wanted`: lines that produced ops (kept visible)."""
         entry = self._entry(path)
         disk = entry[1] if entry is not None else None
-        if disk is not None and quoted and all(
-                0 < line <= len(disk) and (not text or disk[line - 1].strip() == text.strip())
-                for line, text in quoted.items()):
+        if disk is not None and _matches(disk, quoted):
             if entry[2] is None:
                 entry[2] = python_lines(disk)
             html = entry[2]
@@ -79,6 +78,14 @@ class SourceCache:
         numbers = sorted(quoted)
         html = dict(zip(numbers, python_lines([quoted[n] for n in numbers])))
         return SourceFile(path, False, _with_gaps(numbers, html.__getitem__))
+
+
+def _matches(disk: list[str], quoted: dict[int, str]) -> bool:
+    """Whether the file on disk is the one the log quotes: every quoted line is the disk's line
+    (a frame without text proves nothing: it matches only a blank line), and at least one quoted
+    line has text. A log can make the report show a local file only by quoting it right."""
+    return any(text.strip() for text in quoted.values()) and all(
+        0 < line <= len(disk) and disk[line - 1].strip() == text.strip() for line, text in quoted.items())
 
 
 def _with_gaps(numbers, html_of) -> list[tuple[int, str] | None]:

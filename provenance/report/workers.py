@@ -44,16 +44,20 @@ def _result(builder: CompileBuilder, summary: CompileSummary | None, malformed: 
 
 
 class LocalCompile:
-    """A compile built in this process, trace by trace as its records are read."""
+    """A compile built in this process, trace by trace as its records are read; what it found
+    malformed (`malformed`, which the builder appends to) is delivered with it, as a worker's is."""
 
-    def __init__(self, builder: CompileBuilder, deliver: Callable[[CompileResult], None]) -> None:
-        self.builder, self.deliver = builder, deliver
+    def __init__(self, builder: CompileBuilder, deliver: Callable[[CompileResult], None],
+                 malformed: list[str]) -> None:
+        self.builder, self.deliver, self.malformed = builder, deliver, malformed
 
     def add(self, data: dict) -> None:
         self.builder.add(data)
 
-    def finish(self, end: dict | None, error: dict | None) -> None:
-        self.deliver(_result(self.builder, self.builder.finish(end, error), []))
+    def finish(self, closing: dict | None) -> None:
+        """`closing`: the compile_end, compile_error or capture_disabled record; None if the log
+        ended first."""
+        self.deliver(_result(self.builder, self.builder.finish(closing), self.malformed))
 
 
 @dataclass
@@ -65,6 +69,7 @@ class Job:
     records: list[dict]
     provs: dict[int, dict]
     spans: dict[int, dict]
+    paths: dict[str, int]  # the numbers of the files their frames name (LogFile.paths)
 
 
 class RemoteCompile:
@@ -78,18 +83,19 @@ class RemoteCompile:
     def add(self, data: dict) -> None:
         self.records.append(data)
 
-    def finish(self, end: dict | None, error: dict | None) -> None:
-        self.records.append({"type": "compile_error", **error} if error is not None else
-                            {"type": "compile_end", **end} if end is not None else {"type": "(incomplete)"})
+    def finish(self, closing: dict | None) -> None:
+        self.records.append(closing if closing is not None else {"type": "(incomplete)"})
         profile = self.builder.get("profile")
         provs, spans = _referenced(self.log_file, self.records, profile.prov_ids() if profile is not None else ())
-        self.pool.submit(Job(self.builder, self.log_file.path, self.records, provs, spans), self.deliver)
+        numbers = self.log_file.paths
+        paths = {frame[0]: numbers[frame[0]] for raw in provs.values() for frame in raw.get("source") or ()}
+        self.pool.submit(Job(self.builder, self.log_file.path, self.records, provs, spans, paths), self.deliver)
 
 
 def _referenced(log_file: LogFile, records: list[dict], more: Iterable[int] = ()) -> tuple[dict[int, dict],
                                                                                          dict[int, dict]]:
-    """The provenance and span records (raw) that a compile's records (and its profile's ops,
-    `more`) reference, transitively."""
+    """The provenance and span records (raw, as the reader checked them) that a compile's
+    records (and its profile's ops, `more`) reference, transitively."""
     todo = [r.get("last_prov") for r in records]
     todo.extend(more)
     for record in records:
@@ -127,6 +133,7 @@ def build(job: Job) -> CompileResult:
     log_file = LogFile(job.path)  # not read: a table of the records this compile references
     log_file._prov.update(job.provs)
     log_file._spans.update(job.spans)
+    log_file.paths.update(job.paths)
     provs = ProvTable(log_file)
     malformed: list[str] = []
     start, *rest = job.records
@@ -136,15 +143,12 @@ def build(job: Job) -> CompileResult:
     for record in rest:
         kind = record.get("type")
         try:
-            if kind in ("compile_end", "compile_error", "(incomplete)"):
-                summary = builder.finish(record if kind == "compile_end" else None,
-                                         record if kind == "compile_error" else None)
+            if kind in ("compile_end", "compile_error", "capture_disabled", "(incomplete)"):
+                summary = builder.finish(record if kind != "(incomplete)" else None)
             else:
                 builder.add(record)
         except RECOVERABLE as exc:
             malformed.append(f"{kind} record: {type(exc).__name__}: {exc}")
-    if provs.malformed:
-        malformed.append(f"{provs.malformed} provenance record(s) could not be rebuilt")
     return _result(builder, summary, malformed)
 
 
@@ -155,17 +159,31 @@ class Pool:
         """`nav`: the run's pages (file, title), for the top bar of the pages workers write."""
         self._executor = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_start, initargs=(str(out), nav))
-        self._inflight: deque[tuple[Future, Callable[[CompileResult], None]]] = deque()
+        # Compiles in flight, in submission order, and actions to run after them (None, action).
+        self._inflight: deque[tuple[Future | None, Callable]] = deque()
+        self._futures = 0
         self._limit = 2 * jobs
 
     def submit(self, job: Job, deliver: Callable[[CompileResult], None]) -> None:
         self._inflight.append((self._executor.submit(build, job), deliver))
-        while len(self._inflight) > self._limit:
+        self._futures += 1
+        while self._futures > self._limit:
             self._take()
 
+    def after(self, action: Callable[[], None]) -> None:
+        """Run `action` once every compile submitted so far is delivered (now, if none is in flight)."""
+        if self._inflight:
+            self._inflight.append((None, action))
+        else:
+            action()
+
     def _take(self) -> None:
-        future, deliver = self._inflight.popleft()
-        deliver(future.result())
+        future, then = self._inflight.popleft()
+        if future is None:
+            then()
+            return
+        self._futures -= 1
+        then(future.result())
 
     def drain(self) -> None:
         while self._inflight:

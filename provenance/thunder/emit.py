@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 import traceback
 import warnings
@@ -32,9 +34,11 @@ from provenance.events import (
 )
 from provenance.profile import FORWARD, CompileProfile, ProfiledCall
 from provenance.record import BSYM_ATTR as ATTR
+from provenance.record import Frame
 from provenance.session import SESSION
 from provenance.thunder import passes
 from provenance.thunder import recompile as recompiles
+from provenance.thunder.frames import frame_of, is_user_code
 from provenance.thunder.passes import pass_label
 from provenance.thunder.printing import printed_layout
 from provenance.thunder.stack import python_stack
@@ -67,6 +71,7 @@ def compile_started(state: CompileState, compile_data: Any, compile_stats: Any) 
         "call_stack": frames_json(call_stack),
     }
     SESSION.emit(event)
+    state.started = True
     state.log_ns += time.perf_counter_ns() - began
 
 
@@ -156,16 +161,84 @@ def compile_finished(state: CompileState, entry: Any, compile_stats: Any) -> Non
 
 def compile_failed(state: CompileState, exc: BaseException) -> None:
     state.ended = True
+    partial = state.acquiring
+    if partial is not None and partial.bound_symbols:  # what did trace before the failure
+        try:
+            SESSION.emit(trace_event(state.id, "computation", 0, partial))
+        except Exception:  # a trace cut short may not print: the error is what matters
+            pass
     now = time.perf_counter_ns()
     phases(state, now)
+    user = user_frame(exc)
     event: CompileError = {
         "type": "compile_error", "compile": state.id, "time_ns": now + state.phases.wall_offset,
         "seconds": (now - state.phases.window_start) / 1e9,
-        "error_type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": str(exc),
-        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-        "last_prov": SESSION.prov_id(state.last_record),
+        "error_type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": _message(exc),
+        "traceback": traceback_text(exc), "last_prov": SESSION.prov_id(state.last_record),
+        "user_frame": frame_json(user) if user is not None else None,
     }
     SESSION.emit(event)
+
+
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # provenance/
+
+
+def _ours(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_OURS)
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # an exception whose __str__ raises: the user sees that too
+        return f"<{type(exc).__qualname__}: str() failed>"
+
+
+def traceback_text(exc: BaseException) -> str:
+    """The exception as Python prints it, without this package's frames (the hooks around
+    Thunder's functions are not part of the user's story), chained exceptions included."""
+    formatted = traceback.TracebackException(type(exc), exc, exc.__traceback__, compact=True)
+    seen: set[int] = set()
+    todo = [formatted]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.stack = traceback.StackSummary.from_list([f for f in current.stack if not _ours(f.filename)])
+        todo.extend(t for t in (current.__cause__, current.__context__) if t is not None)
+    return "".join(formatted.format())
+
+
+def _module_name(frame: Any) -> str:
+    """The module a traceback frame's code belongs to. The frames Thunder's interpreter adds for
+    the user's code it ran carry the interpreter's globals: those are looked up by file."""
+    name = frame.f_globals.get("__name__", "")
+    path = frame.f_code.co_filename
+    module = sys.modules.get(name)
+    if module is None or getattr(module, "__file__", None) == path:
+        return name
+    found = _modules_by_file.get(path)
+    if found is None:
+        found = _modules_by_file[path] = next(
+            (n for n, m in list(sys.modules.items()) if getattr(m, "__file__", None) == path), "")
+    return found
+
+
+_modules_by_file: dict[str, str] = {}
+
+
+def user_frame(exc: BaseException) -> Frame | None:
+    """The innermost frame of the exception's traceback that is the user's code: where it failed."""
+    found = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        path = frame.f_code.co_filename
+        if path.startswith("<"):
+            continue
+        module_name = _module_name(frame)
+        if is_user_code(module_name, path):
+            found = (path, line, frame.f_code.co_qualname, module_name)
+    return frame_of(*found) if found is not None else None
 
 
 def trace_event(compile_id: int, list_name: str, index: int, trace: Any) -> Trace:

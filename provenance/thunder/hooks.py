@@ -33,7 +33,7 @@ from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
 from provenance.record import Kind, of
 from provenance.scope import current_span
-from provenance.session import SESSION
+from provenance.session import COUNTS_ATTR, SESSION
 from provenance.thunder import distributed, emit, passes, phases, profiling, recompile, thunderfx
 from provenance.thunder.patching import Patcher
 from provenance.thunder.printing import printed_ops
@@ -48,6 +48,7 @@ from provenance.thunder.state import (
     ambient_record,
     check_fault,
     current_compile,
+    end_compile,
     fail,
     get_compile_stats,
     processing,
@@ -133,6 +134,7 @@ def _set_current_source_location(orig: Callable) -> Callable:
             self.__dict__[TRACE_SOURCE_ATTR] = (
                 state.stack.current(current_span()) if filename is not None else None
             )
+            state.acquiring = self
         except Exception as exc:
             fail("source_location", exc)
 
@@ -282,10 +284,13 @@ def _jit(orig: Callable) -> Callable:
 
 def _with_cache_info_ctx(orig: Callable) -> Callable:
     """Wraps each jitted function's compile-or-fetch step: a compile that raises is logged, and
-    the exception reaches the user unchanged. (No event on the call path otherwise.)"""
+    the exception reaches the user unchanged. After each call, the function's counters are
+    copied for its runtime summary (the session holds the function's stats only weakly, so the
+    summary of a function collected before exit comes from that copy). No event on the call path."""
 
     def _with_cache_info_ctx(fn: Callable) -> Callable:
         inner = orig(fn)
+        stats = _closure(fn, "weakref_cs")  # Thunder's weak reference to the function's CompileStats
 
         def cache_info_wrapper(*args: Any, **kwargs: Any) -> Any:
             try:
@@ -293,19 +298,42 @@ def _with_cache_info_ctx(orig: Callable) -> Callable:
             except BaseException as exc:
                 _compile_raised(exc)
                 raise
+            finally:
+                if stats is not None:
+                    _copy_counts(stats)
 
         return cache_info_wrapper
 
     return _with_cache_info_ctx
 
 
-def _compile_raised(exc: BaseException) -> None:
+def _closure(fn: Callable, name: str) -> Any:
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
+    if code is None or name not in code.co_freevars:
+        return None
+    return cells[code.co_freevars.index(name)].cell_contents
+
+
+def _copy_counts(stats: Callable[[], Any]) -> None:
     try:
-        state = active_compile.get()
+        cs = stats()
+        counts = cs.__dict__.get(COUNTS_ATTR) if cs is not None else None
+        if counts is not None:
+            counts[0], counts[1], counts[2] = cs.calls, cs.cache_hits, cs.cache_misses
+    except Exception as exc:
+        fail("calls", exc)
+
+
+def _compile_raised(exc: BaseException) -> None:
+    state = active_compile.get()
+    try:
         if state is not None and not state.ended and not state.disabled and SESSION.active:
             emit.compile_failed(state, exc)
     except Exception as internal:
         fail("compile", internal)
+    finally:
+        if state is not None:
+            end_compile(state)
 
 
 def _general_jit(orig: Callable) -> Callable:
@@ -394,6 +422,8 @@ def _cache_entry(orig: type) -> type:
                         emit.compile_finished(state, entry, get_compile_stats())
             except Exception as exc:
                 fail("compile", exc)
+            finally:
+                end_compile(current_compile())
             if profiling.requested:  # never raises: a failure is one warning and Thunder's entry
                 entry = profiling.profiled_entry(entry, current_compile(), get_compile_stats())
             return entry

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import time
 import traceback
 import warnings
@@ -14,9 +15,11 @@ from thunder.core.compile_data import _compile_data
 from thunder.core.trace import get_tracectx
 
 from provenance.caches import CACHES
+from provenance.events import CaptureDisabled
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.record import Frame, Kind, Provenance, Span, intern
 from provenance.scope import current_span
+from provenance.session import SESSION
 from provenance.thunder.stack import StackReader
 
 TRACE_SOURCE_ATTR = "_provenance_source"  # on a TraceCtx being acquired: the current op's record
@@ -25,6 +28,14 @@ LABELLED_AT = "_provenance_labelled_ns"  # on a TraceCtx: when its pass labelled
 MADE_BY = "_provenance_made_by"  # on a TraceCtx a transform returned: the transform's pass name
 
 _compile_ids = itertools.count(1)
+
+
+def _ids_afresh() -> None:
+    global _compile_ids
+    _compile_ids = itertools.count(1)  # a forked child's log is its own: its compiles count from 1
+
+
+os.register_at_fork(after_in_child=_ids_afresh)
 
 # Test hook: the name of a hook that should raise (fault injection).
 fault_injection: str | None = None
@@ -41,9 +52,11 @@ class CompileState:
     id: int = field(default_factory=lambda: next(_compile_ids))
     disabled: bool = False
     ended: bool = False
+    started: bool = False  # its compile_start was emitted
     fn_name: str = "?"
     index: int = 0  # the how-manieth compile of this jitted function
     last_record: Provenance | None = None  # of the last symbol a pass processed (for failures)
+    acquiring: Any = None  # the trace the interpreter is building: logged if the compile fails; dropped at its end
     log_ns: int = 0  # time spent building this compile's log events
     call_frame: Frame | None = None  # the user's line of the call that compiled (with a log)
     phases: PhaseLog = field(default_factory=lambda: PhaseLog())
@@ -135,6 +148,13 @@ def start_compile() -> CompileState | None:
     return state
 
 
+def end_compile(state: CompileState) -> None:
+    """Forget what a compile held (its traces hold the model) once it ended, one way or another."""
+    state.acquiring = None
+    if active_compile.get() is state:
+        active_compile.set(None)
+
+
 def check_fault(hook: str) -> None:
     if fault_injection == hook:
         raise InjectedFault(f"fault injected into provenance hook {hook!r}")
@@ -156,6 +176,15 @@ def fail(hook: str, exc: BaseException) -> None:
         outcome = "provenance tracing is disabled for this compile, which otherwise runs unchanged"
     warnings.warn(f"thunder-provenance: internal error in hook {hook!r} ({detail}); {outcome}.",
                   RuntimeWarning, stacklevel=2)
+    if state.started and not state.ended:  # the log says what happened to the compile it started
+        state.ended = True
+        try:
+            if SESSION.active:
+                event: CaptureDisabled = {"type": "capture_disabled", "compile": state.id, "time_ns": time.time_ns(),
+                                          "hook": hook, "error": detail}
+                SESSION.emit(event)
+        except Exception:  # the warning above said it all
+            pass
 
 
 

@@ -1,0 +1,548 @@
+"""Hostile and unlucky inputs to `thunder-trace report` (issue 10): no crash, no quadratic blow-up,
+no local file leaked into the report, no input lost, `--strict` that notices.
+
+Hand-written logs (tests/report_logs.py), the command run in-process: no Thunder, no browser.
+Timing is never compared here (see bench/hostile_inputs.py and the fuzz test in
+test_report_fuzz.py for the linear bounds); these tests check structure: what was reported, what
+was written, and, for the quadratic cases, how much work the bounded algorithm was given.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+import time
+import tracemalloc
+from pathlib import Path
+
+import orjson
+import pytest
+import report_logs
+
+from provenance import events
+from provenance.report import ranks
+from provenance.report.cli import main
+from provenance.report.highlight import TraceLexer
+from provenance.report.reader import LogFile
+
+
+def report(capsys, *args) -> tuple[int, str]:
+    code = main(["report", *map(str, args), "--no-browser"])
+    return code, capsys.readouterr().err
+
+
+def directory(out: Path) -> dict:
+    return orjson.loads((out / "compile_directory.json").read_bytes())
+
+
+def all_text(out: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in out.rglob("*") if p.is_file())
+
+
+# -- 1. a deep call stack ----------------------------------------------------------------------------
+@pytest.mark.parametrize("depth", [300, 3000])
+def test_a_deep_call_stack_does_not_recurse(tmp_path, capsys, depth):
+    records = report_logs.records()
+    stack = [report_logs.frame(i + 1, f"f{i}()", f"/nonexistent/deep{i}.py", f"f{i}") for i in range(depth)]
+    records[1]["call_stack"] = stack
+    records[1]["jit_stack"] = stack
+    out = tmp_path / "out"
+    code, err = report(capsys, report_logs.write(tmp_path / "a.jsonl", records), "-o", out)
+    assert code == 0, err
+    index = (out / "index.html").read_text()
+    assert f"deep{depth - 1}.py" in index  # the innermost frames, where the call was made
+    assert "outer frames not shown" in index
+    page = (out / directory(out)["compiles"][0]["pages"]["compile"]).read_text()
+    assert f"deep{depth - 1}.py" in page
+
+
+# -- 2. a header that is not the first line -----------------------------------------------------------
+@pytest.mark.parametrize("stray", [{"type": "header"}, {"type": "header", "schema": "2.0"}],
+                         ids=["no-schema", "other-major"])
+def test_a_stray_header_is_a_bad_line_not_the_end_of_the_run(tmp_path, capsys, stray):
+    logs = tmp_path / "logs"
+    for rank in (0, 1):
+        records = report_logs.records(rank=rank)
+        report_logs.write(logs / f"r{rank}.jsonl", [*records[:5], stray, *records[5:], stray])
+    out = tmp_path / "out"
+    code, err = report(capsys, logs, "-o", out)
+    assert code == 0, err
+    found = directory(out)
+    assert [c["status"] for c in found["compiles"]] == ["ok", "ok"]
+    assert found["problems"]["counts"] == {"bad line": 4}
+    assert all("header" in e["reason"] for e in found["problems"]["entries"])
+    orjson.loads((out / "perfetto_trace.json").read_bytes())  # complete
+    code, err = report(capsys, logs, "-o", out, "--overwrite", "--strict")
+    assert code == 1
+
+
+def test_a_file_whose_header_is_another_major_is_refused_before_writing(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    report_logs.write(logs / "a.jsonl", report_logs.records(rank=0))
+    report_logs.write(logs / "b.jsonl", report_logs.records(rank=1, schema="2.0"))
+    code, err = report(capsys, logs, "-o", tmp_path / "out")
+    assert code == 2 and "schema 2.0" in err
+    assert not (tmp_path / "out").exists()
+
+
+# -- 3. wrong types and values, field by field --------------------------------------------------------
+WRONG = ["1" * 400, 1.5, -7, [1, 2], {"a": 1}, None, True, "x", [[1, "x", 2, 3, 4]]]
+
+
+def _mutated(record: dict, key: str, value: object) -> dict:
+    record = copy.deepcopy(record)
+    outer, _, inner = key.partition(".")
+    if inner:
+        record[outer][inner] = value
+    else:
+        record[outer] = value
+    return record
+
+
+def _mutations() -> list[tuple[int, str, object]]:
+    """(record index, field, a value of the wrong type or out of range) for every field of every
+    record of the hand-written log, and one field of each nested object."""
+    records = report_logs.records()
+    out = []
+    n = 0
+    for i, record in enumerate(records):
+        keys = [k for k in record if k != "type"]
+        keys += [f"{k}.{next(iter(v))}" for k, v in record.items() if isinstance(v, dict) and v]
+        for key in keys:
+            for value in WRONG[n % len(WRONG):] + WRONG[:n % len(WRONG)]:
+                if events.problems(_mutated(record, key, value)):
+                    out.append((i, key, value))
+                    break
+            n += 1
+    return out
+
+
+def test_every_wrong_field_degrades_to_unknown_and_is_counted(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    mutations = _mutations()
+    assert len(mutations) > 80
+    for n, (i, key, value) in enumerate(mutations):
+        records = report_logs.records(rank=n)
+        records[i] = _mutated(records[i], key, value)
+        report_logs.write(logs / f"m{n:03d}.jsonl", records)
+    out = tmp_path / "out"
+    code, err = report(capsys, logs, "-o", out, "--strict")
+    assert code == 1 and "Traceback" not in err, err
+    found = directory(out)
+    not_logs = [n for n, (i, key, _) in enumerate(mutations) if i == 0 and key == "schema"]
+    assert len(not_logs) == 1 and found["totals"]["logs"] == len(mutations) - 1  # a header without its schema
+    assert found["problems"]["counts"]["skipped file"] == 1
+    flagged = {e["file"] for e in found["problems"]["entries"]}
+    missed = [(f"m{n:03d}.jsonl", m) for n, m in enumerate(mutations) if f"m{n:03d}.jsonl" not in flagged]
+    assert not missed, missed
+    # the compile ids stayed what they were: each log's compile is there
+    assert len(found["compiles"]) >= len(mutations) - sum(1 for _, k, _ in mutations if k == "compile")
+
+
+def test_a_huge_number_string_in_final_counts(tmp_path, capsys):
+    records = report_logs.records()
+    records[-2]["final"]["ops"] = "1" * 400
+    out = tmp_path / "out"
+    code, err = report(capsys, report_logs.write(tmp_path / "a.jsonl", records), "-o", out)
+    assert code == 0, err
+    (entry,) = directory(out)["compiles"]
+    assert entry["status"] == "ok" and entry["coverage"] is None  # unknown, not a crash
+    assert "compile_end.final.ops" in err
+
+
+# -- 4. highlighting is linear -------------------------------------------------------------------------
+def test_an_unterminated_string_is_one_token_to_the_end_of_the_line():
+    text = 'x = "' + '\\"' * 20000 + "\ny = f(1)"
+    tokens = list(TraceLexer().get_tokens_unprocessed(text))
+    strings = [t for t in tokens if "String" in str(t[1])]
+    assert len(strings) == 1 and strings[0][2] == text.split("\n")[0][4:]
+    assert any(t[2] == "f" and "Function" in str(t[1]) for t in tokens)  # the next line lexes normally
+
+
+# -- 5. a long desync is compared with bounded work -----------------------------------------------------
+def test_a_long_desync_is_located_with_bounded_work(monkeypatch):
+    rng = random.Random(3)
+    ops = [f"op{rng.randrange(50)}|" for _ in range(16000)]
+    other = list(ops)
+    other[5000:] = [f"op{rng.randrange(50)}|" for _ in range(11000)]
+    fed = []
+    real = ranks.difflib.SequenceMatcher
+
+    def spy(isjunk, a, b, autojunk=True):
+        fed.append(len(a) * len(b))
+        return real(isjunk, a, b, autojunk=autojunk)
+
+    monkeypatch.setattr(ranks.difflib, "SequenceMatcher", spy)
+    first = 5000 + next(i for i in range(11000) if ops[5000 + i] != other[5000 + i])
+    found = ranks.first_difference(ops, other)
+    assert found.at == first
+    assert sum(fed) <= ranks.MAX_DIFF_WORK
+    assert found.ref_ops and found.ops
+
+
+# -- 6. many compiles sharing one id ------------------------------------------------------------------
+def test_compiles_sharing_an_id_get_pages_of_their_own(tmp_path, capsys):
+    one = report_logs.records()
+    body = one[1:-1]
+    items = [one[0], *[r for _ in range(300) for r in body], one[-1]]
+    out = tmp_path / "out"
+    code, err = report(capsys, report_logs.write(tmp_path / "a.jsonl", items), "-o", out)
+    assert code == 0, err
+    pages = [c["pages"]["compile"] for c in directory(out)["compiles"]]
+    assert len(pages) == 300 and len(set(pages)) == 300
+    assert pages[:3] == ["compiles/log0-c1.html", "compiles/log0-c1-2.html", "compiles/log0-c1-3.html"]
+    assert all((out / p).is_file() for p in pages)
+
+
+def test_naming_compiles_that_share_an_id_takes_as_long_as_naming_distinct_ones(tmp_path):
+    """In-process CPU-time ratio (the names of 3000 compiles sharing an id once took 3000^2 / 2 steps)."""
+    from provenance.report.logs import label_logs
+    from provenance.report.output import ReportWriter
+    from provenance.report.provinfo import ProvTable
+    from provenance.report.run import RunBuilder
+
+    header = report_logs.records()[0]
+    log_path = report_logs.write(tmp_path / "a.jsonl", [header])
+    took = {}
+    for same in (True, False, True, False):
+        out = tmp_path / f"out{len(took)}{same}"
+        writer = ReportWriter(out, [])
+        writer.write_assets()
+        logs = label_logs([log_path], [header])
+        builder = RunBuilder(writer, logs)
+        log_file = LogFile(str(log_path))
+        provs = ProvTable(log_file)
+        start = time.process_time()
+        for k in range(3000):
+            builder._begin(logs[0], log_file, provs, {"compile": 1 if same else 10**6 + k})
+        took.setdefault(same, []).append(time.process_time() - start)
+        builder.perfetto.close()
+    assert min(took[True]) <= 3 * min(took[False]), took
+
+
+# -- 7. bad lines are counted, not kept ----------------------------------------------------------------
+def _peak_reading(path: Path) -> int:
+    tracemalloc.start()
+    try:
+        log = LogFile(str(path))
+        for _ in log:
+            pass
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_stays_flat_in_the_number_of_bad_lines(tmp_path, capsys):
+    header = report_logs.records()[0]
+    small = report_logs.write(tmp_path / "small.jsonl", [header, *[b"x" * 100 + b"\n"] * 5_000])
+    big = report_logs.write(tmp_path / "big.jsonl", [header, *[b"x" * 100 + b"\n"] * 100_000])
+    small_peak, big_peak = _peak_reading(small), _peak_reading(big)
+    assert big_peak < 1.5 * small_peak + 200_000, (small_peak, big_peak)
+    log = LogFile(str(big))
+    list(log)
+    assert log.bad_count == 100_000 and len(log.bad) <= 200
+    out = tmp_path / "out"
+    code, err = report(capsys, big, "-o", out)
+    assert code == 0 and "100000 bad lines" in err, err
+    assert directory(out)["problems"]["counts"] == {"bad line": 100_000}
+
+
+# -- 8. nothing outside the logs reaches the report ------------------------------------------------------
+def test_symlinks_and_files_that_are_not_logs_are_skipped_unquoted(tmp_path, capsys):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("password=hunter2\n" * 3)
+    logs = tmp_path / "logs"
+    report_logs.write(logs / "a.jsonl", report_logs.records())
+    (logs / "zz.jsonl").symlink_to(secret)
+    (logs / "passwd.jsonl").symlink_to("/etc/passwd")
+    (logs / "notes.jsonl").write_text("token=sk-12345\nmore secrets\n")
+    out = tmp_path / "out"
+    code, err = report(capsys, logs, "-o", out)
+    assert code == 0, err
+    text = all_text(out)
+    for leaked in ("hunter2", "root:", "sk-12345", "more secrets"):
+        assert leaked not in text and leaked not in err, leaked
+    assert "zz.jsonl: skipped: a symbolic link" in err and "notes.jsonl: not a THUNDER_TRACE log" in err
+    assert [c["status"] for c in directory(out)["compiles"]] == ["ok"]
+    assert report(capsys, logs, "-o", out, "--overwrite", "--strict")[0] == 1  # skipped files are problems
+    # a symlink given as PATH is the user's choice
+    (tmp_path / "link.jsonl").symlink_to(logs / "a.jsonl")
+    code, err = report(capsys, tmp_path / "link.jsonl", "-o", tmp_path / "out2")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("content", ["", "just some text\n", '{"type": "compile_start", "compile": 1}\n'],
+                         ids=["empty", "text", "headerless"])
+def test_a_file_without_a_header_is_not_a_log(tmp_path, capsys, content):
+    path = tmp_path / "x.jsonl"
+    path.write_text(content)
+    out = tmp_path / "out"
+    code, err = report(capsys, path, "-o", out)
+    assert code == 2 and "x.jsonl: not a THUNDER_TRACE log" in err and "Traceback" not in err
+    assert not out.exists()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "x.jsonl").write_text(content)
+    code, err = report(capsys, logs, "-o", out)
+    assert code == 2 and "no THUNDER_TRACE log" in err and not out.exists()
+
+
+# -- 9. the source view embeds a local file only if the log quotes it right ------------------------------
+def test_the_source_view_embeds_only_files_whose_quoted_lines_match(tmp_path, capsys):
+    settings = tmp_path / "settings.py"
+    settings.write_text("SECRET_KEY = 'hunter2'\ny = x * 2\nz = y + x\n")
+    for text_mul, text_add, embedded in (("", "", False), ("y = x * 2", "", False), ("y = x * 2", "z = y + x", True),
+                                         ("y = x * 3", "z = y + x", False)):
+        records = report_logs.records(file=str(settings), text_mul=text_mul, text_add=text_add)
+        for record in records:  # quote lines 2 and 3
+            for frame in record.get("source") or ():
+                frame[1] = 2 if frame[3] == text_mul else 3
+        out = tmp_path / f"out-{embedded}-{text_mul}-{text_add}"
+        code, err = report(capsys, report_logs.write(tmp_path / "a.jsonl", records), "-o", out)
+        assert code == 0, err
+        source = (out / directory(out)["compiles"][0]["pages"]["source"]).read_text()
+        assert ("hunter2" in source) is embedded, (text_mul, text_add)
+
+
+# -- 10. the output directory -------------------------------------------------------------------------
+def test_the_output_directory_never_holds_or_is_an_input(tmp_path, capsys):
+    log = report_logs.write(tmp_path / "a.jsonl", report_logs.records())
+    rep = tmp_path / "rep"
+    assert report(capsys, log, "-o", rep)[0] == 0
+    inside = report_logs.write(rep / "mylog.jsonl", report_logs.records())
+    code, err = report(capsys, inside, "-o", rep, "--overwrite")
+    assert code == 2 and "contains the input" in err and inside.is_file()
+    code, err = report(capsys, rep, "-o", rep, "--overwrite")
+    assert code == 2 and inside.is_file()
+    logs = tmp_path / "logs"
+    report_logs.write(logs / "a.jsonl", report_logs.records())
+    code, err = report(capsys, logs, "-o", logs, "--overwrite")
+    assert code == 2 and (logs / "a.jsonl").is_file()
+
+
+def test_output_paths_that_cannot_be_a_directory(tmp_path, capsys):
+    log = report_logs.write(tmp_path / "a.jsonl", report_logs.records())
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, err = report(capsys, log, "-o", blocker / "out")
+    assert code == 2 and "Traceback" not in err and "cannot" in err
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    code, err = report(capsys, log, "-o", dangling)
+    assert code == 2 and "symbolic link" in err
+    # a symlink to a report this tool made: replaced through the link
+    real = tmp_path / "real"
+    assert report(capsys, log, "-o", real)[0] == 0
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    code, err = report(capsys, log, "-o", link, "--overwrite")
+    assert code == 0, err
+    assert link.is_symlink() and (real / "index.html").is_file()
+
+
+# -- 16. -j 2 writes what -j 1 writes ------------------------------------------------------------------
+def _scoped(rank: int | None, compile_id: int = 1) -> list[dict]:
+    records = report_logs.records(rank=rank, compile_id=compile_id)
+    spans = [{"type": "span", "id": 7, "name": "outer", "parent": None, "attributes": {"step": 1}, "role": "custom",
+              "start_ns": records[0]["time_ns"] + 10},
+             {"type": "span", "id": 8, "name": "inner", "parent": 7, "attributes": {}, "role": "custom",
+              "start_ns": records[0]["time_ns"] + 20}]
+    for prov in records[2:7]:
+        prov["span"] = 8 if prov["id"] % 2 else None
+        prov["source"] = [*prov["source"], report_logs.frame(90 + prov["id"], "helper()", f"/nonexistent/h{rank}.py")]
+    ends = [{"type": "span_end", "id": 8, "end_ns": records[0]["time_ns"] + 4_000_000},
+            {"type": "span_end", "id": 7, "end_ns": records[0]["time_ns"] + 6_000_000}]
+    return [records[0], *spans, *records[1:-2], *ends, *records[-2:]]
+
+
+@pytest.mark.slow
+def test_workers_write_byte_for_byte_what_one_process_writes(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    for rank in (0, 1):
+        first = _scoped(rank)
+        second = report_logs.records(rank=rank, compile_id=2, error={})[1:-1]
+        third = _scoped(rank, compile_id=3)[1:-1]
+        third[4]["source"][0][0] = "/nonexistent/other.py"  # paths first seen by a later compile
+        junk = [b"garbage\n", {"type": "trace", "compile": "x", "list": 3}, {"type": "compile_end", "compile": 9}]
+        report_logs.write(logs / f"r{rank}.jsonl", [*first[:-1], *second, *junk, *third, first[-1]])
+    single = tmp_path / "single.jsonl"
+    single.write_bytes((logs / "r0.jsonl").read_bytes())
+    for name, path in (("dir", logs), ("file", single)):
+        outs = []
+        for jobs in ("1", "2"):
+            outs.append(tmp_path / f"{name}{jobs}")
+            code, err = report(capsys, path, "-o", outs[-1], "-j", jobs)
+            assert code == 0, err
+        files = sorted(p.relative_to(outs[0]) for p in outs[0].rglob("*") if p.is_file())
+        assert files == sorted(p.relative_to(outs[1]) for p in outs[1].rglob("*") if p.is_file())
+        assert len(files) > 8
+        for f in files:
+            assert (outs[0] / f).read_bytes() == (outs[1] / f).read_bytes(), (name, f)
+        trace = orjson.loads((outs[0] / "perfetto_trace.json").read_bytes())
+        assert any(e.get("cat") == "scope" for e in trace["traceEvents"])
+
+
+# -- 17. smaller ones -----------------------------------------------------------------------------------
+def test_file_names_reach_the_terminal_escaped(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    records = report_logs.records()
+    report_logs.write(logs / "a\x1b[31mred\x07.jsonl", [*records[:3], b"garbage\n", *records[3:]])
+    (logs / "b\x1b]0;title\x07.jsonl").write_text("not a log\n")
+    code, err = report(capsys, logs, "-o", tmp_path / "out")
+    assert code == 0, err
+    assert "\x1b" not in err and "\x07" not in err
+    assert "a\\x1b[31mred\\x07.jsonl" in err
+
+
+@pytest.mark.parametrize("case", ["header-not-first", "compile-id", "field-type", "missing-field"])
+def test_strict_notices_every_problem(tmp_path, capsys, case):
+    records = report_logs.records()
+    if case == "header-not-first":
+        records = [records[0], *records[1:5], records[0], *records[5:]]
+    elif case == "compile-id":
+        for r in records:
+            if "compile" in r:
+                r["compile"] = "1"
+    elif case == "field-type":
+        records[1]["index"] = "0"
+    else:
+        del records[-2]["seconds"]
+    log = report_logs.write(tmp_path / "a.jsonl", records)
+    code, err = report(capsys, log, "-o", tmp_path / "out", "--strict")
+    assert code == 1, err
+    assert (tmp_path / "out" / "index.html").is_file()
+
+
+def test_a_compile_whose_capture_was_disabled_says_so(tmp_path, capsys):
+    records = report_logs.records()
+    end = records.index(next(r for r in records if r["type"] == "compile_end"))
+    records[end] = {"type": "capture_disabled", "compile": 1, "time_ns": records[0]["time_ns"] + 3_000_000,
+                    "hook": "processor", "error": "RuntimeError: fault injected"}
+    out = tmp_path / "out"
+    code, err = report(capsys, report_logs.write(tmp_path / "a.jsonl", records), "-o", out, "--strict")
+    assert code == 0, err
+    (entry,) = directory(out)["compiles"]
+    assert entry["status"] == "disabled"
+    page = (out / entry["pages"]["compile"]).read_text()
+    assert "capture disabled by an internal error in hook" in page.lower() and "processor" in page
+    assert "incomplete" not in page
+    assert "capture disabled" in (out / "index.html").read_text()
+
+
+HOOKED = """Traceback (most recent call last):
+  File "/usr/lib/python3.11/site-packages/provenance/thunder/hooks.py", line 287, in cache_info_wrapper
+    return inner(*args, **kwargs)
+           ^^^^^^^^^^^^^^^^^^^^^^
+  File "/usr/lib/python3.11/site-packages/thunder/__init__.py", line 774, in get_computation_and_inputs
+    prologue_trc, computation_trc, epilogue_trc = acquire_initial_trace(fn, args, kwargs, cd, cs, ad_hoc_executor)
+  File "/usr/lib/python3.11/site-packages/provenance/thunder/hooks.py", line 315, in thunder_general_jit
+    result = orig(*args, **kwargs)
+  File "/home/me/th_gpt.py", line 17, in forward
+    z = y @ torch.ones(3, 3)
+  File "/usr/lib/python3.11/site-packages/thunder/core/baseutils.py", line 157, in check
+    raise exception_type(s())
+RuntimeError: boom
+"""
+
+
+def test_a_failure_headlines_the_user_line_without_our_frames(tmp_path, capsys):
+    records = report_logs.records(error={"traceback": HOOKED})
+    records = [r for r in records if r["type"] != "trace"]  # it failed before any trace
+    out = tmp_path / "out"
+    code, err = report(capsys, report_logs.write(tmp_path / "a.jsonl", records), "-o", out)
+    assert code == 0, err
+    (entry,) = directory(out)["compiles"]
+    page = (out / entry["pages"]["compile"]).read_text()
+    failures = (out / "failures.html").read_text()
+    for html in (page, failures):
+        assert "provenance/thunder/hooks.py" not in html
+        assert "th_gpt.py:17" in html and "z = y @ torch.ones(3, 3)" in html
+        assert "thunder/core/baseutils.py" in html  # library frames stay
+    headline = page[page.index("Compile error"):]
+    assert headline.index("th_gpt.py:17") < headline.index("Traceback")
+    assert "Pass pipeline" not in page and "Traces after each pass" not in page
+    # with the writer's own user_frame field, that frame is the headline
+    records[-2]["user_frame"] = ["/home/me/model.py", 5, "Model.forward", "return self.fc(x)", True]
+    out2 = tmp_path / "out2"
+    assert report(capsys, report_logs.write(tmp_path / "b.jsonl", records), "-o", out2)[0] == 0
+    page = (out2 / directory(out2)["compiles"][0]["pages"]["compile"]).read_text()
+    assert "model.py:5" in page[page.index("Compile error"):page.index("Traceback")]
+
+
+def test_records_after_a_failed_compile_keep_their_partial_traces(tmp_path, capsys):
+    records = report_logs.records(error={})  # traces, then the error
+    out = tmp_path / "out"
+    assert report(capsys, report_logs.write(tmp_path / "a.jsonl", records), "-o", out)[0] == 0
+    page = (out / directory(out)["compiles"][0]["pages"]["compile"]).read_text()
+    assert "Traces after each pass" in page and "traced before the failure" in page
+
+
+def test_fuzzed_pages_stay_inside_out(tmp_path, capsys):
+    """A few hostile shapes at once: deep references, cycles, huge strings; nothing outside OUT."""
+    records = report_logs.records()
+    provs = [r for r in records if r["type"] == "prov"]
+    provs[0]["derived_from"] = provs[1]["id"]  # a reference forward: written before its target
+    chain = [{**copy.deepcopy(provs[2]), "id": 100 + i, "derived_from": 99 + i if i else provs[2]["id"]}
+             for i in range(3000)]
+    records[7]["ops"][0][4] = 3099
+    records = [*records[:7], *chain, *records[7:]]
+    records[1]["fn"] = "x" * 1_000_000
+    log = report_logs.write(tmp_path / "a.jsonl", records)
+    before = set(tmp_path.rglob("*"))
+    out = tmp_path / "out"
+    code, err = report(capsys, log, "-o", out)
+    assert code == 0, err
+    written = set(tmp_path.rglob("*")) - before
+    assert all(p == out or out in p.parents for p in written), written - {out}
+
+
+# -- issue 13: a TORCH_TRACE log is not ours --------------------------------------------------------
+_TORCH_TRACE_PROGRAM = """
+import torch
+
+@torch.compile(backend="eager")
+def f(x):
+    return torch.sin(x) * 2
+
+f(torch.ones(3))
+"""
+
+
+def test_a_torch_trace_log_is_refused_with_a_pointer_to_tlparse(tmp_path, capsys):
+    """A real TORCH_TRACE log (torch.compile of a tiny function, eager backend: no C++ build)."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("THUNDER_TRACE", "THUNDER_TRACE_PROFILE")}
+    done = subprocess.run([sys.executable, "-c", _TORCH_TRACE_PROGRAM], capture_output=True, text=True,
+                          env={**env, "TORCH_TRACE": str(tmp_path / "tt")}, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (log,) = (tmp_path / "tt").iterdir()
+    assert log.read_bytes()[:1] == b"V"  # glog's prefix
+    out = tmp_path / "out"
+    for given in (log, tmp_path / "tt"):
+        code, err = report(capsys, given, "-o", out)
+        assert code == 2 and "this looks like a TORCH_TRACE" in err and "use tlparse" in err, err
+        assert not out.exists()
+    jsonl = tmp_path / "renamed" / "torch.jsonl"  # even under a THUNDER_TRACE name, in a directory
+    jsonl.parent.mkdir()
+    jsonl.write_bytes(log.read_bytes())
+    code, err = report(capsys, jsonl.parent, "-o", out)
+    assert code == 2 and "torch.jsonl: this looks like a TORCH_TRACE log; use tlparse" in err, err
+    assert not out.exists()
+
+
+def test_references_to_records_written_later_are_dropped_the_same_whatever_the_jobs(tmp_path, capsys):
+    """An op naming a provenance record the log has not written yet is an unknown record (then
+    -j 1, which renders a trace as it is read, and -j 2, which renders it later, agree)."""
+    records = report_logs.records()
+    provs = [r for r in records if r["type"] == "prov"]
+    body = [r for r in records if r["type"] != "prov"]
+    late = [*body[:2], *provs[:1], *body[2:-2], *provs[1:], *body[-2:]]  # records 2-5 after the traces
+    late[4]["ops"][0][4] = [1]  # and an unhashable one
+    log = report_logs.write(tmp_path / "a.jsonl", late)
+    code, err = report(capsys, log, "-o", tmp_path / "out", "--strict")
+    assert code == 1 and "not written before it" in err
+    page = (tmp_path / "out" / directory(tmp_path / "out")["compiles"][0]["pages"]["compile"]).read_text()
+    assert 'data-p="2"' not in page and 'data-p="1"' in page
