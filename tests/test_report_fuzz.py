@@ -40,20 +40,8 @@ try:
     thunder.jit(lambda x: x @ torch.ones(3, 3))(torch.ones(2, 2))
 except RuntimeError:
     pass
-import thunder.dynamo  # ThunderFX: a graph break, a piece that falls back to torch
-
-class Fx(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.up = torch.nn.Linear(4, 4)
-
-    def forward(self, x):
-        h = self.up(x)
-        h = h * torch.linalg.det(h.detach())
-        print("graph break")
-        return torch.tanh(h)
-
-thunder.dynamo.thunderfx(Fx())(torch.randn(4, 4, requires_grad=True)).sum().backward()
+import fx_program  # ThunderFX: a graph break, a piece that falls back to torch
+fx_program.main()
 """
 
 JUNK = [None, -1, 0, 2**63, 1.5, True, "", "\x1b[31m\x07", "</script><img src=x onerror=alert(1)>", "../../etc",
@@ -65,7 +53,8 @@ def real_log(tmp_path_factory) -> list[bytes]:
     logs = tmp_path_factory.mktemp("real") / "logs"
     env = {k: v for k, v in os.environ.items() if k not in ("THUNDER_TRACE", "THUNDER_TRACE_PROFILE")}
     done = subprocess.run([sys.executable, "-c", _PROGRAM],
-                          env={**env, "THUNDER_TRACE": str(logs), "THUNDER_TRACE_PROFILE": "1"},
+                          env={**env, "THUNDER_TRACE": str(logs), "THUNDER_TRACE_PROFILE": "1",
+                               "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])},
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     (path,) = logs.glob("*.jsonl")
