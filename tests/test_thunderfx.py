@@ -212,6 +212,26 @@ def test_the_log_names_graphs_pieces_splits_and_breaks(breaky):
     assert all(e["index"] == 0 for e in starts)
 
 
+def test_generated_frames_round_trip_through_the_log(tmp_path):
+    """The log writes a generated frame's two extra fields; the reader rebuilds the very records
+    the process had (FX's generated line and node included)."""
+    from provenance.report.reader import Log
+
+    with provenance.tracing(tmp_path):
+        compiled = thunder.dynamo.thunderfx(TwoLinears())
+        compiled(torch.randn(2, 4)).sum()
+        records = {b.sym.name: provenance.of(b) for t in compiled.last_traces for b in t.bound_symbols
+                   if b.sym.name == "linear"}
+    log = Log(tmp_path)
+    provs = [r for r in log if r.type == "prov"]
+    rebuilt = [log.files[0].provenance(r["id"]) for r in provs]
+    generated = [f for r in provs for f in r["source"] if len(f) == 7]
+    assert generated and all(f[4] is False and f[5] is True and isinstance(f[6], str) for f in generated)
+    assert all(len(f) == 5 for r in provs for f in r["source"] if f not in generated)
+    assert records["linear"] in rebuilt and records["linear"].generated_frame is not None
+    assert any(p.generated_frame == records["linear"].generated_frame and p.fx_node for p in rebuilt)
+
+
 def _key(record) -> tuple:
     users = tuple((f.file, f.line) for f in record.source if f.user)
     return record.kind, record.module, record.module_type, users, record.transforms, record.role
