@@ -624,3 +624,16 @@ def test_references_to_records_written_later_are_dropped_the_same_whatever_the_j
     assert code == 1 and "not written before it" in err
     page = (tmp_path / "out" / directory(tmp_path / "out")["compiles"][0]["pages"]["compile"]).read_text()
     assert 'data-p="2"' not in page and 'data-p="1"' in page
+
+
+def test_the_graph_pages_quote_op_code_within_a_budget(tmp_path, capsys, monkeypatch):
+    """Past MAX_QUOTED characters of op code, a graph's source view keeps each line's counts only."""
+    from provenance.report import fxgraphs
+
+    monkeypatch.setattr(fxgraphs, "MAX_QUOTED", 10)
+    report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.records(fx=True, schema="1.4"))
+    code, err = report(capsys, tmp_path / "logs", "-o", tmp_path / "out", "--strict")
+    assert code == 0, err
+    page = (tmp_path / "out" / "graphs" / "log0-g1.html").read_text()
+    lines = orjson.loads(re.search(r'<script type="application/json" id="fxlines">(.*?)</script>', page, re.S).group(1))
+    assert lines["L0-10"][0]["counts"] == [1, 1, 0] and lines["L0-10"][0]["forward"] == []

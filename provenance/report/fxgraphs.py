@@ -29,6 +29,7 @@ MAX_GRAPHS = 2000  # graphs kept per run; more are counted
 MAX_BREAKS = 2000
 MAX_PIECES = 256  # per graph
 MAX_REASON = 4000  # characters of a reason or message kept
+MAX_QUOTED = 16 << 20  # characters of op code kept for the graphs' source views; then counts only
 
 
 def _text(value: Any, limit: int = MAX_REASON) -> str:
@@ -172,6 +173,7 @@ class FxGraphs:
         self._lines: dict[str, dict] = {}  # compile page key -> its piece_lines
         self.dropped_graphs = self.dropped_breaks = 0
         self._unnumbered = 0
+        self._quoted = 0  # characters of op code kept (MAX_QUOTED)
 
     def graph(self, log: RunLog, data: dict) -> None:
         number = as_int(data.get("graph"))
@@ -220,7 +222,8 @@ class FxGraphs:
     def piece_compile(self, log: RunLog, key: str, start: dict) -> None:
         """A compile_start: if it compiles a piece, remember which (its summary comes later)."""
         piece = start.get("piece")
-        if isinstance(piece, dict) and as_int(piece.get("graph")) is not None and isinstance(piece.get("name"), str):
+        if isinstance(piece, dict) and (log.index, as_int(piece.get("graph"))) in self._graphs \
+                and isinstance(piece.get("name"), str):  # a graph not kept (or not logged) lists nothing
             self._pieces[key] = (log.index, piece["graph"], piece["name"])
 
     def compiled(self, summary: CompileSummary) -> None:
@@ -231,6 +234,10 @@ class FxGraphs:
             self._compiled[summary.key] = summary
             if isinstance(lines, dict):
                 self._lines[summary.key] = lines
+                self._quoted += sum(len(code) for entry in lines.values() for quoted in entry[1:4] for code in quoted)
+                if self._quoted > MAX_QUOTED:  # the counts stay; the page says how many ops are not quoted
+                    for entry in lines.values():
+                        entry[1:4] = [], [], []
 
     # -- the end of the run -------------------------------------------------------------------
     def finish(self, sources: SourceCache) -> FxRun | None:
