@@ -167,7 +167,6 @@ class FxGraphs:
     def __init__(self) -> None:
         self._graphs: dict[tuple[int, Any], GraphView] = {}  # (log, graph number) -> graph
         self._breaks: list[GraphBreakView] = []
-        self._keys: set[str] = set()
         self._pieces: dict[str, tuple[int, int, str]] = {}  # compile page key -> (log, graph, piece)
         self._compiled: dict[str, CompileSummary] = {}  # compile page key -> a piece compile's summary
         self._lines: dict[str, dict] = {}  # compile page key -> its piece_lines
@@ -196,12 +195,8 @@ class FxGraphs:
             piece = by_name.get(reason.piece) if reason.piece is not None else None
             if piece is not None:
                 piece.reasons.append(reason)
-        base = f"{log.prefix}-g{number}" if number >= 0 else f"{log.prefix}-gx{-1 - number}"
-        key, n = base, 1
-        while key in self._keys:
-            n += 1
-            key = f"{base}-{n}"
-        self._keys.add(key)
+        # unique: one graph per (log, number), and logs' prefixes differ; made from integers only
+        key = f"{log.prefix}-g{number}" if number >= 0 else f"{log.prefix}-gx{-1 - number}"
         self._graphs[(log.index, number)] = GraphView(
             key=key, log=log.index, rank_label=log.label, number=number if number >= 0 else None,
             compile_id=_opt(data.get("compile_id")), start_ns=as_int(data.get("start_ns")),
