@@ -216,6 +216,11 @@ def test_a_thunderfx_log_shows_its_graph_pieces_split_and_break(tmp_path, capsys
         "MISSING_OP_SUPPORT: node with name: linalg_det and target: det only has an automatic torch fallback"]}]
     assert lines["L0-12"] == [{"break": "Failed to trace builtin operator"}]
     assert 'class="sl has fx-fallback" id="L0-13"' in page and 'class="sl has fx-break" id="L0-12"' in page
+    (graph,) = directory(out)["dynamo_graphs"]["graphs"]
+    assert [(p["name"], p["compiler"], p["compiles"]) for p in graph["pieces"]] == [
+        ("thunder_0", "thunder", ["log0-c1"]), ("inductor_1", "inductor", [])]
+    assert graph["pieces"][1]["reasons"][0]["line"] == f"{report_logs.MODEL}:13"
+    assert graph["breaks"] == [{"reason": "Failed to trace builtin operator", "line": f"{report_logs.MODEL}:12"}]
 
 
 def test_a_huge_number_string_in_final_counts(tmp_path, capsys):

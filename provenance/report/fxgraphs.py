@@ -151,6 +151,25 @@ class FxRun:
     def fallbacks(self) -> list[tuple[GraphView, PieceView]]:
         return [(g, p) for g in self.graphs for p in g.pieces if not p.thunder]
 
+    def directory(self) -> dict[str, Any]:
+        """compile_directory.json's `dynamo_graphs`: each graph, its pieces (a Thunder piece's
+        compiles by key, a fallback's reasons) and breaks, user lines as `file:line`."""
+        def where(frame: StackFrame | None) -> str | None:
+            return f"{frame.file}:{frame.line}" if frame is not None else None
+
+        return {
+            "graphs": [{
+                "key": g.key, "log": g.log, "rank_label": g.rank_label, "graph": g.number, "compile_id": g.compile_id,
+                "page": g.page, "start_ns": g.start_ns, "end_ns": g.time_ns,
+                "pieces": [{"name": p.name, "compiler": p.compiler, "nodes": p.nodes,
+                            "compiles": [c.key for c in p.compiles],
+                            "reasons": [{"kind": r.kind, "node": r.node, "info": r.info, "line": where(r.frame)}
+                                        for r in p.reasons]} for p in g.pieces],
+                "breaks": [{"reason": b.summary, "line": where(b.frame)} for b in g.breaks],
+            } for g in self.graphs],
+            "breaks": len(self.breaks), "not_listed": {"graphs": self.dropped_graphs, "breaks": self.dropped_breaks},
+        }
+
 
 def _split(data: Any) -> SplitView | None:
     if not isinstance(data, dict):

@@ -649,4 +649,5 @@ class RunModel:
     def directory_head(self) -> dict[str, Any]:
         """compile_directory.json but its compiles (they are streamed, directory.py)."""
         return {"generator": "thunder-trace report", "schema": 1, "logs": self.logs, "ranks": self.ranks,
-                "totals": self.totals, "problems": self.problems.json(), "files": self.files}
+                "totals": self.totals, "problems": self.problems.json(), "files": self.files,
+                **({"dynamo_graphs": self.fx.directory()} if self.fx is not None else {})}
