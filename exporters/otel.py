@@ -1,12 +1,14 @@
 """OpenTelemetry exporter: the session's events as spans and metrics.
 
-Spans: one per compile (root; a recompile carries its reason), its phases as children at their
-real start and end (nested phases under theirs), a fusion executor's compile at the first call as
-a late child, one span per `provenance.scope` span; a compile that raised records the exception;
-with profiling on, one per profiled run of a forward or backward trace, its top user lines as
-attributes. Metrics: compile, phase and pass durations, ops and fusions per compile, cache hits
-and misses, (opt-in) wait counters, and with profiling on `thunder.op.duration`: op time by module
-and role (ProfileMetrics).
+Spans: one per compile (root, or under its ThunderFX piece; a recompile carries its reason), its
+phases as children at their real start and end (nested phases under theirs), a fusion executor's
+compile at the first call as a late child, one span per `provenance.scope` span; a compile that
+raised records the exception; with profiling on, one per profiled run of a forward or backward
+trace, its top user lines as attributes. ThunderFX: one span per Dynamo graph (its graph breaks
+as events), a child per piece (`thunder.split.reason` on those that fell back to torch), and
+each Thunder piece's compiles under its piece. Metrics: compile, phase and pass durations, ops
+and fusions per compile, cache hits and misses, (opt-in) wait counters, and with profiling on
+`thunder.op.duration`: op time by module and role (ProfileMetrics).
 
 Configuration follows OpenTelemetry's conventions (`from_environment`): an application that
 configured a TracerProvider gets its spans there; otherwise, when OTEL_EXPORTER_OTLP_ENDPOINT
@@ -40,6 +42,8 @@ CLOSE_DEADLINE_S = 1.5
 MAX_PROFILED = 256  # profiled (compile, trace) ops tables kept: the calls of older ones are not exported
 MAX_LABEL_SETS = 2000  # distinct thunder.op.duration label sets; beyond, the module is "(other)"
 TOP_LINES = 5  # lines named on a profiled run's span
+MAX_PIECE_SPANS = 1024  # ThunderFX pieces whose span a later compile can be a child of
+MAX_PENDING_BREAKS = 256  # Dynamo compile ids whose graph breaks wait for their graph
 
 
 def _code_attributes(frames: list) -> dict[str, Any]:
@@ -71,6 +75,8 @@ class OtelExporter:
         self._compiles: dict[int, Any] = {}
         self._ended: OrderedDict[int, Any] = OrderedDict()  # span contexts of ended compiles (late children)
         self._scopes: dict[int, Any] = {}
+        self._pieces: OrderedDict[tuple[int, str], Any] = OrderedDict()  # ThunderFX pieces' span contexts
+        self._breaks: OrderedDict[str | None, list] = OrderedDict()  # graph breaks waiting for their graph
         self._reported_hits: dict[str, int] = {}
         meter = meter_provider.get_meter("thunder-provenance", __version__)
         self._compile_seconds = meter.create_histogram("thunder.compile.duration", unit="s",
@@ -122,8 +128,16 @@ class OtelExporter:
         attributes = {**self._common, "thunder.compile_id": event["compile"], "thunder.function": event["fn"],
                       "thunder.compile_index": event["index"],
                       **_code_attributes(event.get("call_stack") or event.get("jit_stack") or [])}
+        piece = event.get("piece")
+        parent = None
+        if piece is not None:  # a ThunderFX piece's compile: a child of its piece's span
+            attributes.update({"thunder.dynamo.graph": piece["graph"], "thunder.piece": piece["name"]})
+            if piece["compile_id"] is not None:
+                attributes["thunder.dynamo.compile_id"] = piece["compile_id"]
+            parent = self._pieces.get((piece["graph"], piece["name"]))
         self._compiles[event["compile"]] = self._tracer.start_span(
-            f"thunder.compile {event['fn'].rsplit('.', 1)[-1]}", start_time=event["time_ns"],
+            f"thunder.compile {event['fn'].rsplit('.', 1)[-1]}" if piece is None else f"thunder.compile {event['fn']}",
+            context=trace.set_span_in_context(parent) if parent is not None else None, start_time=event["time_ns"],
             attributes=attributes)
         self._misses.add(1, {**self._common, "thunder.function": event["fn"]})
 
@@ -170,6 +184,47 @@ class OtelExporter:
             attributes={**self._common, "thunder.compile_id": event["compile"], "thunder.executor": event["executor"],
                         "thunder.fusion": event["fusion"], "thunder.trace_list": event.get("trace") or ""})
         span.end(end_time=event["end_ns"])
+        self._spans += 1
+
+    def _on_graph_break(self, event: Event) -> None:
+        """Kept until the graph it ended arrives (same compile id), as an event of that graph's span."""
+        self._breaks.setdefault(event["compile_id"], []).append(event)
+        while len(self._breaks) > MAX_PENDING_BREAKS:
+            self._breaks.popitem(last=False)
+
+    def _on_dynamo_graph(self, event: Event) -> None:
+        """A span per Dynamo graph (the backend call: split, fallbacks compiled), a child per piece;
+        a Thunder piece's compiles, later, become children of its piece's span."""
+        compile_id, pieces = event["compile_id"], event["pieces"]
+        attributes = {**self._common, "thunder.dynamo.graph": event["graph"], "thunder.dynamo.pieces": len(pieces),
+                      "thunder.dynamo.fallbacks": sum(1 for p in pieces if p["compiler"] != "thunder")}
+        if compile_id is not None:
+            attributes["thunder.dynamo.compile_id"] = compile_id
+        label = f"[{compile_id}]" if compile_id is not None else f"[graph {event['graph']}]"
+        start, end = event["start_ns"], event["time_ns"]
+        graph = self._tracer.start_span(f"thunder.dynamo_graph {label}", start_time=start, attributes=attributes)
+        for found in self._breaks.pop(compile_id, ()):
+            graph.add_event("thunder.graph_break", {"thunder.graph_break.reason": found["reason"].strip()[:2000],
+                                                    **_code_attributes(list(reversed(found["frames"])))},
+                            timestamp=found["time_ns"])
+        context = trace.set_span_in_context(graph)
+        for piece in pieces:
+            piece_attributes = {**self._common, "thunder.dynamo.graph": event["graph"], "thunder.piece": piece["name"],
+                                "thunder.piece.compiler": piece["compiler"], "thunder.piece.nodes": piece["nodes"],
+                                **_code_attributes(list(reversed(piece["frames"][:1])))}
+            reasons = [r for r in event["reasons"] if r["piece"] == piece["name"]]
+            if piece["compiler"] != "thunder":
+                piece_attributes["thunder.split.reason"] = "; ".join(
+                    f"{r['kind']}: {r['info']}" for r in reasons)[:2000] or "(none given)"
+                piece_attributes["thunder.split.nodes"] = [str(r["node"]) for r in reasons]
+            span = self._tracer.start_span(f"thunder.piece {piece['name']}", context=context, start_time=start,
+                                           attributes=piece_attributes)
+            span.end(end_time=end)
+            self._spans += 1
+            self._pieces[(event["graph"], piece["name"])] = trace.NonRecordingSpan(span.get_span_context())
+        while len(self._pieces) > MAX_PIECE_SPANS:
+            self._pieces.popitem(last=False)
+        graph.end(end_time=end)
         self._spans += 1
 
     def _remember_ended(self, compile_id: int, span: Any) -> None:

@@ -25,16 +25,20 @@ from provenance.record import Frame
 __all__ = [
     "CHANGE_FIELDS", "EVENTS", "FRAME_FIELDS", "KNOWN_TYPES", "OP_FIELDS", "PHASE_FIELDS", "PROFILE_OP_FIELDS",
     "SCHEMA_VERSION", "CacheCounts", "Calls", "CaptureDisabled", "ChangeJSON", "CompileEnd", "CompileError",
-    "CompileStart", "Event", "ExecutorCompile", "FinalCounts", "FrameJSON", "Header", "OpJSON", "PhaseJSON", "Phases",
-    "ProfileCall", "ProfileOpJSON", "ProfileOps", "Prov", "Recompile", "RejectedEntry", "SpanEnd", "SpanStart", "Trace",
-    "TraceRepeat", "forms", "frame_json", "frames_json", "problems",
+    "CompileStart", "DynamoGraphEvent", "Event", "ExecutorCompile", "FinalCounts", "FrameJSON", "GraphBreakEvent",
+    "Header", "OpJSON", "PhaseJSON", "Phases", "PieceJSON", "PieceRef", "ProfileCall", "ProfileOpJSON", "ProfileOps",
+    "Prov", "Recompile", "RejectedEntry", "SpanEnd", "SpanStart", "SplitReasonJSON", "Trace", "TraceRepeat", "forms",
+    "frame_json", "frames_json", "problems",
 ]
 
-SCHEMA_VERSION = "1.3"  # major.minor: readers refuse another major and read a newer minor
+SCHEMA_VERSION = "1.4"  # major.minor: readers refuse another major and read a newer minor
 
-# A stack frame is a JSON array, [file, line, function, source text, user code?].
-FRAME_FIELDS = ("file", "line", "function", "text", "user")
-FrameJSON = tuple[str, int, str, str, bool]
+# A stack frame is a JSON array, [file, line, function, source text, user code?], and for code
+# generated at run time (FX's `forward`) two more: [..., generated?, FX node or null] (schema 1.4).
+# Readers accept 5 to 7 fields.
+FRAME_FIELDS = ("file", "line", "function", "text", "user", "generated", "fx_node")
+FrameJSON = (tuple[str, int, str, str, bool] | tuple[str, int, str, str, bool, bool]
+             | tuple[str, int, str, str, bool, bool, str | None])
 # An op of a printed trace: [first line (0-based) in `python`, number of lines, symbol, output names, prov id].
 OP_FIELDS = ("line", "lines", "symbol", "outputs", "prov")
 OpJSON = tuple[int, int, str, list[str], int | None]
@@ -97,6 +101,14 @@ class SpanEnd(TypedDict):
     end_ns: int
 
 
+class PieceRef(TypedDict):
+    """The ThunderFX piece a compile is of: its Dynamo graph and its name in the split module."""
+
+    graph: int  # dynamo_graph.graph
+    compile_id: str | None  # Dynamo's compile id ("0/0"), when torch gave one
+    name: str  # "thunder_0"
+
+
 class CompileStart(TypedDict):
     type: Literal["compile_start"]
     compile: int
@@ -106,6 +118,52 @@ class CompileStart(TypedDict):
     time_ns: int
     jit_stack: list[FrameJSON]  # user frames, outermost first
     call_stack: list[FrameJSON]
+    piece: NotRequired[PieceRef]  # a ThunderFX piece's compile (schema 1.4)
+
+
+class PieceJSON(TypedDict):
+    """A piece of a split Dynamo graph: run by Thunder, or fallen back to torch."""
+
+    name: str  # "thunder_0", "inductor_1"
+    index: int  # the splitter's partition number
+    compiler: str  # thunder | inductor | eager
+    nodes: int  # its FX nodes
+    frames: list[FrameJSON]  # the distinct user lines of its nodes, in graph order
+
+
+class SplitReasonJSON(TypedDict):
+    """Why Thunder's splitter did not take an FX node (Thunder's SplitReason)."""
+
+    piece: str | None  # the fallback piece holding the node
+    kind: str  # MISSING_OP_SUPPORT, UNSUPPORTED_NODE, EXCEPTION_PROXY_THUNDER_OP, ...
+    info: str
+    exception: str | None
+    node: str | None
+    frames: list[FrameJSON]  # the node's user stack, innermost first
+    module: str | None
+    module_type: str | None
+
+
+class DynamoGraphEvent(TypedDict):
+    """A graph Dynamo handed to ThunderFX's backend, as Thunder's splitter cut it (schema 1.4)."""
+
+    type: Literal["dynamo_graph"]
+    graph: int  # per process, from 1
+    compile_id: str | None
+    start_ns: int  # the backend call
+    time_ns: int  # its end (the pieces compile later, at their first call)
+    pieces: list[PieceJSON]
+    reasons: list[SplitReasonJSON]
+
+
+class GraphBreakEvent(TypedDict):
+    """Dynamo broke a graph of a frame ThunderFX compiles (schema 1.4)."""
+
+    type: Literal["graph_break"]
+    compile_id: str | None  # the frame being captured
+    time_ns: int
+    reason: str
+    frames: list[FrameJSON]  # the user's stack at the break, innermost first
 
 
 # A trace after a pass. Functional syntax: "pass" is a Python keyword.
@@ -277,14 +335,20 @@ EVENTS: dict[str, Any] = {
     "recompile": Recompile,
     "phases": Phases,
     "executor_compile": ExecutorCompile,
+    "dynamo_graph": DynamoGraphEvent,
+    "graph_break": GraphBreakEvent,
 }
 KNOWN_TYPES = frozenset(EVENTS)
 # Any event, for type checkers: the forms of EVENTS.
 Event = (Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError
-         | CaptureDisabled | Calls | ProfileOps | ProfileCall | Recompile | Phases | ExecutorCompile)
+         | CaptureDisabled | Calls | ProfileOps | ProfileCall | Recompile | Phases | ExecutorCompile | DynamoGraphEvent
+         | GraphBreakEvent)
 
 
 def frame_json(frame: Frame) -> FrameJSON:
+    """Five fields, seven for generated code (readers of 1.3 and before read five)."""
+    if frame.generated or frame.fx_node is not None:
+        return (frame.file, frame.line, frame.function, frame.text, frame.user, frame.generated, frame.fx_node)
     return (frame.file, frame.line, frame.function, frame.text, frame.user)
 
 

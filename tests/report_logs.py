@@ -48,9 +48,12 @@ def frame(line: int, text: str, file: str = MODEL, fn: str = "Model.forward") ->
 def records(*, text_mul: str = "y = x * 2", text_add: str = "return y + x", fn: str = "report_model.Model",
             module: str = "", compile_id: Any = 1, file: str = MODEL, argv: list[str] | None = None,
             error: dict | None = None, schema: str = "1.0", rank: int | None = None,
-            time_ns: int = 1_796_000_000_000_000_000, role: str | None = None, why: bool = False) -> list[dict]:
+            time_ns: int = 1_796_000_000_000_000_000, role: str | None = None, why: bool = False,
+            fx: bool = False) -> list[dict]:
     """One process's records, in the order the writer emits them; `why`: with the records of
-    schema 1.1 (a recompile of compile 1, phases, an executor compile)."""
+    schema 1.1 (a recompile of compile 1, phases, an executor compile); `fx`: the compile is a
+    ThunderFX piece, `thunder_0` of Dynamo graph [0/0], with a graph break before it and a fallback
+    piece after it (schema 1.4)."""
     t = time_ns
     out: list[dict] = [
         {"type": "header", "schema": schema, "time_ns": t, "versions": {"python": "3.11.7", "thunder": "0.2.6"},
@@ -109,6 +112,23 @@ def records(*, text_mul: str = "y = x * 2", text_add: str = "return y + x", fn: 
         out.insert(end + 2, {"type": "executor_compile", "compile": compile_id, "executor": "torchcompile",
                              "fusion": "TorchCompile0", "trace": "computation", "start_ns": t + 6_000_000,
                              "end_ns": t + 8_000_000})
+    if fx:
+        out[1]["piece"] = {"graph": 1, "compile_id": "0/0", "name": "thunder_0"}
+        out[1:1] = [
+            {"type": "graph_break", "compile_id": "0/0", "time_ns": t + 100,
+             "reason": "Failed to trace builtin operator\n  Explanation: print",
+             "frames": [frame(12, "print(y)", file)]},
+            {"type": "dynamo_graph", "graph": 1, "compile_id": "0/0", "start_ns": t + 200, "time_ns": t + 300,
+             "pieces": [{"name": "thunder_0", "index": 0, "compiler": "thunder", "nodes": 2,
+                         "frames": [frame(10, text_mul, file), frame(11, text_add, file)]},
+                        {"name": "inductor_1", "index": 1, "compiler": "inductor", "nodes": 1,
+                         "frames": [frame(13, "z = torch.linalg.det(y)", file)]}],
+             "reasons": [{"piece": "inductor_1", "kind": "MISSING_OP_SUPPORT",
+                          "info": "node with name: linalg_det and target: det only has an automatic torch fallback",
+                          "exception": None, "node": "linalg_det",
+                          "frames": [frame(13, "z = torch.linalg.det(y)", file)],
+                          "module": module, "module_type": "Model"}]},
+        ]
     return out
 
 

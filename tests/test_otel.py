@@ -141,3 +141,39 @@ def test_application_provider_scope_spans_and_failed_compiles():
     assert step["attributes"] == {"thunder.role": "training", "thunder.scope.step": 1}
     ok = [s for s in spans if s["name"].startswith("thunder.compile") and s["status"] != "ERROR"]
     assert len(ok) == 1 and any(s["parent"] == ok[0]["id"] for s in spans)  # with its phase spans
+
+
+@pytest.mark.slow
+def test_thunderfx_graphs_arrive_as_a_span_per_graph_with_a_child_per_piece(collector, tmp_path):
+    """tests/fx_program.py, unchanged, under THUNDER_TRACE: a span per Dynamo graph (its graph
+    break as an event), a child per piece (the fallback with thunder.split.reason), and each
+    Thunder piece's compile under its piece."""
+    import fx_program
+
+    before = len(collector.sink.spans)
+    _run([sys.executable, fx_program.__file__], THUNDER_TRACE=str(tmp_path),
+         OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint, OTEL_SERVICE_NAME="fx-demo")
+
+    def mine(sink) -> list[dict]:
+        return [x for x in sink.spans[before:] if x["resource"].get("service.name") == "fx-demo"]
+
+    assert collector.sink.wait_for(lambda s: sum(x["name"].startswith("thunder.compile") for x in mine(s)) >= 3)
+    spans = mine(collector.sink)
+    graphs = {x["name"]: x for x in spans if x["name"].startswith("thunder.dynamo_graph")}
+    assert set(graphs) == {"thunder.dynamo_graph [0/0]", "thunder.dynamo_graph [1/0]"}
+    first = graphs["thunder.dynamo_graph [0/0]"]
+    assert first["parent"] == "" and first["events"] == ["thunder.graph_break"]
+    assert first["attributes"]["thunder.dynamo.compile_id"] == "0/0"
+    assert first["attributes"]["thunder.dynamo.fallbacks"] == 1
+    pieces = {x["attributes"]["thunder.piece"]: x for x in spans
+              if x["name"].startswith("thunder.piece") and x["parent"] == first["id"]}
+    assert sorted(pieces) == ["inductor_1", "thunder_0", "thunder_2"]
+    fallback = pieces["inductor_1"]["attributes"]
+    assert fallback["thunder.piece.compiler"] == "inductor" and "MISSING_OP_SUPPORT" in fallback["thunder.split.reason"]
+    assert fallback["code.line.number"] == fx_program.line_of("fxp fallback")
+    assert "thunder.split.reason" not in pieces["thunder_0"]["attributes"]
+    assert pieces["thunder_0"]["attributes"]["code.line.number"] == fx_program.line_of("fxp up")
+    compiles = {x["name"]: x for x in spans if x["name"].startswith("thunder.compile")}
+    assert compiles["thunder.compile [0/0] thunder_0"]["parent"] == pieces["thunder_0"]["id"]
+    assert compiles["thunder.compile [0/0] thunder_2"]["parent"] == pieces["thunder_2"]["id"]
+    assert all(x["trace"] == first["trace"] for x in [*pieces.values(), compiles["thunder.compile [0/0] thunder_0"]])

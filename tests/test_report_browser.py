@@ -208,3 +208,81 @@ def test_log_text_never_runs_as_script(tmp_path, browser):
         page.close()
     assert browser.dialogs == []
     assert browser.errors[errors_before:] == []
+
+
+@pytest.fixture(scope="module")
+def fx_report(tmp_path_factory) -> Path:
+    """tests/fx_program.py (ThunderFX: a graph break, a torch fallback) run unchanged under THUNDER_TRACE."""
+    work = tmp_path_factory.mktemp("fx")
+    _run([sys.executable, "tests/fx_program.py"], env=_env(THUNDER_TRACE=str(work / "logs")))
+    return _report(work / "logs", work / "report")
+
+
+@pytest.mark.slow
+def test_thunderfx_report_shows_graphs_pieces_splits_breaks_and_lines_across_pieces(fx_report, browser):
+    import fx_program
+
+    L = fx_program.line_of
+    index = browser.open(fx_report / "index.html")
+    graphs = index.locator("table.fx-graphs tr.fx-graph")
+    assert graphs.count() == 2  # [0/0] (split by the fallback, ended by the break) and [1/0] after it
+    first = graphs.first.inner_text()
+    assert "[0/0]" in first and "split" in first
+    assert [p in first for p in ("thunder_0", "inductor_1", "thunder_2", "MISSING_OP_SUPPORT")] == [True] * 4
+    assert graphs.first.locator("a.cref.s-ok").count() == 2  # the two Thunder pieces' compiles
+    browser.shot(index, "fx-index")
+    index.close()
+
+    page = browser.open(fx_report / "graphs.html")
+    breaks, fallbacks = page.locator("tr.fx-break-row"), page.locator("tr.fx-fallback-row")
+    assert breaks.count() == 1 and f"fx_program.py:{L('fxp print')}" in breaks.first.inner_text()
+    assert "Failed to trace builtin operator" in breaks.first.inner_text()
+    assert fallbacks.count() == 2  # detach and linalg_det, both in inductor_1
+    assert all("inductor_1" in t and "MISSING_OP_SUPPORT" in t and f"fx_program.py:{L('fxp fallback')}" in t
+               for t in fallbacks.all_inner_texts())
+    browser.shot(page, "fx-graph-breaks")
+    fallbacks.first.locator("a.fx-line").click()  # the user line: the graph's source view, at that line
+    page.wait_for_load_state("load")
+    assert page.locator(".sl.sel").inner_text().find("torch.linalg.det") >= 0
+    box = page.inner_text("#fx-line")
+    assert "inductor_1" in box and "ran in torch (inductor)" in box and "MISSING_OP_SUPPORT" in box
+    assert "thunder_2" in box  # the line's multiply by det ran in Thunder's piece after the fallback
+    page.close()
+
+    page = browser.open(fx_report / "graphs" / "log0-g1.html")
+    assert page.locator(".sl.fx-fallback").count() == 1 and page.locator(".sl.fx-break").count() == 1
+    page.locator(".sl", has_text="h = self.up(x)").click()
+    entries = page.locator("#fx-line .fx-is-thunder")
+    assert entries.count() == 1 and "thunder_0" in entries.inner_text()
+    text = entries.inner_text()
+    assert "1 forward ops" in text and "linear" in text and "backward ops" in text and "0 backward ops" not in text
+    browser.shot(page, "fx-graph-source")
+    entries.locator("a").click()  # the piece's own source view, at the same line, its ops highlighted
+    page.wait_for_load_state("load")
+    assert "h = self.up(x)" in page.locator(".sl.sel").inner_text()
+    assert page.locator('pre.pane[data-pane="forward"] .op.hl').count() >= 1
+    assert page.locator('pre.pane[data-pane="backward"] .op.hl').count() >= 1
+    page.close()
+    assert browser.errors == [] and browser.dialogs == []
+
+
+def test_thunderfx_log_text_never_runs_as_script(tmp_path, browser):
+    records = report_logs.records(fx=True, schema="1.4")
+    records[1]["reason"] = XSS + XSS_FLAG
+    records[1]["frames"][0][3] = XSS_FLAG
+    records[2]["reasons"][0].update(info=XSS, node=XSS_FLAG, kind=XSS)
+    records[2]["pieces"][1]["name"] = XSS_FLAG
+    records[2]["compile_id"] = XSS
+    log = report_logs.write(tmp_path / "logs" / "a.jsonl", records)
+    out = tmp_path / "out"
+    _run([sys.executable, "-m", "provenance.report", "report", str(log), "-o", str(out), "--no-browser"], env=_env())
+    errors_before = len(browser.errors)
+    for path in (out / "index.html", out / "graphs.html", *sorted((out / "graphs").glob("*.html"))):
+        page = browser.open(path)
+        for line in page.locator(".sl.has").all():
+            line.click()
+        page.wait_for_timeout(100)
+        assert page.evaluate("window.__xss") is None and page.locator("main img").count() == 0
+        assert XSS in page.inner_text("main")
+        page.close()
+    assert browser.dialogs == [] and browser.errors[errors_before:] == []

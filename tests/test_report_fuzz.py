@@ -40,6 +40,8 @@ try:
     thunder.jit(lambda x: x @ torch.ones(3, 3))(torch.ones(2, 2))
 except RuntimeError:
     pass
+import fx_program  # ThunderFX: a graph break, a piece that falls back to torch
+fx_program.main()
 """
 
 JUNK = [None, -1, 0, 2**63, 1.5, True, "", "\x1b[31m\x07", "</script><img src=x onerror=alert(1)>", "../../etc",
@@ -51,14 +53,15 @@ def real_log(tmp_path_factory) -> list[bytes]:
     logs = tmp_path_factory.mktemp("real") / "logs"
     env = {k: v for k, v in os.environ.items() if k not in ("THUNDER_TRACE", "THUNDER_TRACE_PROFILE")}
     done = subprocess.run([sys.executable, "-c", _PROGRAM],
-                          env={**env, "THUNDER_TRACE": str(logs), "THUNDER_TRACE_PROFILE": "1"},
+                          env={**env, "THUNDER_TRACE": str(logs), "THUNDER_TRACE_PROFILE": "1",
+                               "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])},
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     (path,) = logs.glob("*.jsonl")
     lines = path.read_bytes().splitlines(keepends=True)
     kinds = {orjson.loads(line)["type"] for line in lines}
     assert {"header", "span", "prov", "compile_start", "trace", "compile_end", "compile_error", "calls",
-            "profile_ops", "profile_call"} <= kinds
+            "profile_ops", "profile_call", "dynamo_graph", "graph_break"} <= kinds
     return lines
 
 
@@ -166,6 +169,31 @@ def test_mutated_real_logs_always_make_a_report_and_write_only_out(real_log, tmp
                 if path.is_file():
                     assert path.read_bytes() == (out2 / path.relative_to(out)).read_bytes(), (attempt, path)
     assert compared == 3
+
+
+def test_mutated_thunderfx_records_always_make_a_report(real_log, tmp_path, capsys, sealed):
+    """The fields of ThunderFX's records (dynamo_graph, graph_break, compile_start.piece), poked at
+    random: the report is made, the graph pages written, -j 2 writes the same."""
+    rng = random.Random(1130)
+    fx = [i for i, line in enumerate(real_log) if b'"dynamo_graph"' in line or b'"graph_break"' in line
+          or b'"piece":' in line]
+    assert len(fx) >= 4
+    for attempt in range(12):
+        lines = list(real_log)
+        for i in rng.sample(fx, rng.randint(1, 3)):
+            lines[i] = orjson.dumps(_poke(rng, orjson.loads(lines[i]))) + b"\n"
+        case = tmp_path / f"fx{attempt}"
+        case.mkdir()
+        log = case / "log.jsonl"
+        log.write_bytes(b"".join(lines))
+        code, err = _report(capsys, log, "-o", case / "out")
+        assert code == 0 and "Traceback" not in err, (attempt, err)
+        assert (case / "out" / "graphs.html").is_file()
+        if attempt % 4 == 1:
+            assert _report(capsys, log, "-o", case / "out2", "-j", "2")[0] == 0
+            for path in (case / "out").rglob("*"):
+                if path.is_file():
+                    assert path.read_bytes() == (case / "out2" / path.relative_to(case / "out")).read_bytes()
 
 
 # -- linear bounds ---------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import random
+import re
 import time
 import tracemalloc
 from pathlib import Path
@@ -138,6 +139,88 @@ def test_every_wrong_field_degrades_to_unknown_and_is_counted(tmp_path, capsys):
     assert not missed, missed
     # the compile ids stayed what they were: each log's compile is there
     assert len(found["compiles"]) >= len(mutations) - sum(1 for _, k, _ in mutations if k == "compile")
+
+
+def _fx_mutations() -> list[tuple[int, str, object]]:
+    """Every field of ThunderFX's records (the graph's pieces and reasons: their first entry's),
+    each given a value of the wrong type."""
+    records = report_logs.records(fx=True)
+    out, n = [], 0
+    for i, record in enumerate(records):
+        if record["type"] not in ("dynamo_graph", "graph_break") and "piece" not in record:
+            continue
+        keys = [k for k in record if k != "type" and (record["type"] != "compile_start" or k == "piece")]
+        keys += [f"{k}.{inner}" for k, v in record.items() if k in ("piece", "pieces", "reasons")
+                 for inner in (v if isinstance(v, dict) else v[0])]
+        for key in keys:
+            value = WRONG[n % len(WRONG)]
+            n += 1
+            out.append((i, key, value))
+    return out
+
+
+def _fx_mutated(record: dict, key: str, value: object) -> dict:
+    record = copy.deepcopy(record)
+    outer, _, inner = key.partition(".")
+    if not inner:
+        record[outer] = value
+    elif isinstance(record[outer], list):
+        record[outer][0][inner] = value
+    else:
+        record[outer][inner] = value
+    return record
+
+
+def test_wrong_fields_of_thunderfx_records_degrade_and_are_counted(tmp_path, capsys):
+    """dynamo_graph, graph_break and compile_start.piece are untrusted too: each wrong field is
+    counted, the report is made, and what is good in the record is still shown."""
+    logs = tmp_path / "logs"
+    mutations = _fx_mutations()
+    assert len(mutations) > 25
+    for n, (i, key, value) in enumerate(mutations):
+        records = report_logs.records(rank=n, fx=True)
+        records[i] = _fx_mutated(records[i], key, value)
+        report_logs.write(logs / f"m{n:03d}.jsonl", records)
+    out = tmp_path / "out"
+    code, err = report(capsys, logs, "-o", out, "--strict")
+    assert code == 1 and "Traceback" not in err, err
+    found = directory(out)
+    flagged = {e["file"] for e in found["problems"]["entries"]}
+    missed = [(f"m{n:03d}.jsonl", m) for n, m in enumerate(mutations)
+              if f"m{n:03d}.jsonl" not in flagged and events.problems(_fx_mutated(
+                  report_logs.records(fx=True)[m[0]], m[1], m[2]))]
+    assert not missed, missed
+    assert len(found["compiles"]) == len(mutations)  # every log's compile is there
+    graphs = (out / "graphs.html").read_text()
+    assert graphs.count('class="fx-fallback-row"') >= len(mutations) // 2
+    assert (out / "index.html").read_text().count('class="fx-graph"') >= len(mutations) // 2
+
+
+def test_a_thunderfx_log_shows_its_graph_pieces_split_and_break(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    report_logs.write(logs / "a.jsonl", report_logs.records(fx=True, schema="1.4"))
+    out = tmp_path / "out"
+    code, err = report(capsys, logs, "-o", out, "--strict")
+    assert code == 0, err
+    index = (out / "index.html").read_text()
+    assert index.count('class="fx-graph"') == 1 and "thunder_0" in index and "inductor_1" in index
+    graphs = (out / "graphs.html").read_text()
+    assert "MISSING_OP_SUPPORT" in graphs and "Failed to trace builtin operator" in graphs
+    page = (out / "graphs" / "log0-g1.html").read_text()
+    lines = orjson.loads(re.search(r'<script type="application/json" id="fxlines">(.*?)</script>', page, re.S).group(1))
+    # the rebuilt file holds the lines the log quotes: 10 and 11 (Thunder's), 12 (the break), 13 (the fallback)
+    assert [e["piece"] for e in lines["L0-10"]] == ["thunder_0"] and lines["L0-10"][0]["counts"] == [1, 1, 0]
+    assert lines["L0-10"][0]["forward"] == ["t0 = torch.mul(x, 2.0)  # t0: \"cpu f32[2]\""]
+    assert lines["L0-10"][0]["href"] == "../compiles/log0-c1-source.html#L0-10"
+    assert lines["L0-13"] == [{"piece": "inductor_1", "fallback": "inductor", "why": [
+        "MISSING_OP_SUPPORT: node with name: linalg_det and target: det only has an automatic torch fallback"]}]
+    assert lines["L0-12"] == [{"break": "Failed to trace builtin operator"}]
+    assert 'class="sl has fx-fallback" id="L0-13"' in page and 'class="sl has fx-break" id="L0-12"' in page
+    (graph,) = directory(out)["dynamo_graphs"]["graphs"]
+    assert [(p["name"], p["compiler"], p["compiles"]) for p in graph["pieces"]] == [
+        ("thunder_0", "thunder", ["log0-c1"]), ("inductor_1", "inductor", [])]
+    assert graph["pieces"][1]["reasons"][0]["line"] == f"{report_logs.MODEL}:13"
+    assert graph["breaks"] == [{"reason": "Failed to trace builtin operator", "line": f"{report_logs.MODEL}:12"}]
 
 
 def test_a_huge_number_string_in_final_counts(tmp_path, capsys):
@@ -546,3 +629,16 @@ def test_references_to_records_written_later_are_dropped_the_same_whatever_the_j
     assert code == 1 and "not written before it" in err
     page = (tmp_path / "out" / directory(tmp_path / "out")["compiles"][0]["pages"]["compile"]).read_text()
     assert 'data-p="2"' not in page and 'data-p="1"' in page
+
+
+def test_the_graph_pages_quote_op_code_within_a_budget(tmp_path, capsys, monkeypatch):
+    """Past MAX_QUOTED characters of op code, a graph's source view keeps each line's counts only."""
+    from provenance.report import fxgraphs
+
+    monkeypatch.setattr(fxgraphs, "MAX_QUOTED", 10)
+    report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.records(fx=True, schema="1.4"))
+    code, err = report(capsys, tmp_path / "logs", "-o", tmp_path / "out", "--strict")
+    assert code == 0, err
+    page = (tmp_path / "out" / "graphs" / "log0-g1.html").read_text()
+    lines = orjson.loads(re.search(r'<script type="application/json" id="fxlines">(.*?)</script>', page, re.S).group(1))
+    assert lines["L0-10"][0]["counts"] == [1, 1, 0] and lines["L0-10"][0]["forward"] == []

@@ -70,7 +70,8 @@ def test_a_registered_page_is_written_and_linked_from_every_page(tmp_path, regis
 
 
 def test_the_run_pages_are_the_registered_ones(tmp_path, registry):
-    assert [p.file for p in pages.PAGES] == ["index.html", "failures.html", "distributed.html", "time.html"]
+    assert [p.file for p in pages.PAGES] == ["index.html", "failures.html", "graphs.html", "distributed.html",
+                                             "time.html"]
     registry.PAGES.remove(pages.FailuresPage)
     out = build(tmp_path, "out")
     assert not (out / "failures.html").exists()

@@ -16,9 +16,10 @@ import pytest
 import thunder
 import thunder.dynamo
 import torch
+from test_events import Collect
 
 import provenance
-from provenance import Kind
+from provenance import Kind, events
 from provenance.thunder import state
 from provenance.thunder.state import COMPILE_ATTR
 
@@ -58,14 +59,17 @@ def _run(entry: str, model: torch.nn.Module, x: torch.Tensor, **options):
 
 @pytest.fixture(scope="module", params=["thunderfx", "torch.compile"])
 def breaky(request):
-    """Breaky compiled once per entry point (forward + backward), with tracing on."""
+    """Breaky compiled once per entry point (forward + backward), with tracing on (and the events
+    the session emits collected)."""
     provenance.enable()
     try:
+        collect = Collect()
+        provenance.add_exporter(collect)
         model, x = models.Breaky(), torch.randn(8, 8)
         expected = model(x)
         compiled, handle, out = _run(request.param, model, x)
         yield types.SimpleNamespace(entry=request.param, compiled=compiled, handle=handle, out=out,
-                                    expected=expected)
+                                    expected=expected, events=collect.events)
     finally:
         provenance.disable()
 
@@ -175,6 +179,57 @@ def test_splits_and_graph_breaks_are_recorded_with_reasons_and_lines(breaky):
     # the break inside the block: its stack goes up to the call of the block
     assert [f.line for f in breaks[1].frames if f.user] == [L("fx block break"), L("fx inner call")]
     assert provenance.graph_breaks() and provenance.graph_breaks(object()) == []
+
+
+def test_the_log_names_graphs_pieces_splits_and_breaks(breaky):
+    """The session's events: a dynamo_graph per graph (pieces, split reasons at the user's line),
+    a graph_break per break, and each piece's compile named after its graph and piece."""
+    emitted = [e for e in breaky.events if e["type"] in ("dynamo_graph", "graph_break", "compile_start")]
+    assert all(events.problems(e) == [] for e in emitted), [events.problems(e) for e in emitted]
+    graphs = provenance.fx_graphs(breaky.handle)
+    logged = [e for e in emitted if e["type"] == "dynamo_graph"]
+    assert [(e["graph"], e["compile_id"]) for e in logged] == [(g.number, g.compile_id) for g in graphs]
+    first = logged[0]
+    assert [(p["name"], p["compiler"], p["nodes"]) for p in first["pieces"]] == [
+        ("thunder_0", "thunder", 1), ("inductor_1", "inductor", 2), ("thunder_2", "thunder", 1)]
+    assert [(r["piece"], r["node"], r["kind"], r["frames"][0][1], r["module_type"]) for r in first["reasons"]] == [
+        ("inductor_1", "detach", "MISSING_OP_SUPPORT", L("fx fallback"), "Breaky"),
+        ("inductor_1", "linalg_det", "MISSING_OP_SUPPORT", L("fx fallback"), "Breaky")]
+    assert first["start_ns"] <= first["time_ns"]
+    breaks = [e for e in emitted if e["type"] == "graph_break"]
+    assert [(b["compile_id"], b["frames"][0][1]) for b in breaks] == [
+        (graphs[0].compile_id, L("fx print")), (graphs[1].compile_id, L("fx block break")),
+        (graphs[2].compile_id, L("fx block break"))]
+    # a break comes before the graph it ended; a piece's compile after its graph
+    order = [(e["type"], e.get("compile_id") or (e.get("piece") or {}).get("compile_id")) for e in emitted]
+    first_id = graphs[0].compile_id
+    assert order.index(("graph_break", first_id)) < order.index(("dynamo_graph", first_id))
+    starts = [e for e in emitted if e["type"] == "compile_start"]
+    pieces = {(g.number, p.name): p for g in graphs for p in g.pieces}
+    assert starts and all(pieces[(e["piece"]["graph"], e["piece"]["name"])].compiles.count(e["compile"]) == 1
+                          for e in starts)
+    assert [e["fn"] for e in starts][:2] == [f"[{first_id}] thunder_0", f"[{first_id}] thunder_2"]
+    assert all(e["index"] == 0 for e in starts)
+
+
+def test_generated_frames_round_trip_through_the_log(tmp_path):
+    """The log writes a generated frame's two extra fields; the reader rebuilds the very records
+    the process had (FX's generated line and node included)."""
+    from provenance.report.reader import Log
+
+    with provenance.tracing(tmp_path):
+        compiled = thunder.dynamo.thunderfx(TwoLinears())
+        compiled(torch.randn(2, 4)).sum()
+        records = {b.sym.name: provenance.of(b) for t in compiled.last_traces for b in t.bound_symbols
+                   if b.sym.name == "linear"}
+    log = Log(tmp_path)
+    provs = [r for r in log if r.type == "prov"]
+    rebuilt = [log.files[0].provenance(r["id"]) for r in provs]
+    generated = [f for r in provs for f in r["source"] if len(f) == 7]
+    assert generated and all(f[4] is False and f[5] is True and isinstance(f[6], str) for f in generated)
+    assert all(len(f) == 5 for r in provs for f in r["source"] if f not in generated)
+    assert records["linear"] in rebuilt and records["linear"].generated_frame is not None
+    assert any(p.generated_frame == records["linear"].generated_frame and p.fx_node for p in rebuilt)
 
 
 def _key(record) -> tuple:

@@ -60,6 +60,9 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
     builder.directory.write(out / DIRECTORY_FILE, model.directory_head(), builder.directory_calls())
     for page in registered:  # they may list every compile: streamed
         writer.write(page.template, page.file, stream=True, root="", **page.context(model))
+        for template, file, context in page.subpages(model):
+            (out / file).parent.mkdir(parents=True, exist_ok=True)
+            writer.write(template, file, root="../" * file.count("/"), **context)
     return Report(out, model, builder.problems, len(builder.summaries), model.totals.failed, builder.bytes_read)
 
 

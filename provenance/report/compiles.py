@@ -239,7 +239,10 @@ class CompileBuilder:
                 page.time, summary.time, line_time = compile_time(self.profile, self.provs.record, self.fn)
             except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as exc:
                 self.malformed(f"profile of compile {self.compile!r} unusable: {type(exc).__name__}: {exc}")
-        source = source_view(summary, final_views, self.provs, self.sources, line_time) if final_views else None
+        line_ops: dict | None = {} if isinstance(self.start.get("piece"), dict) else None  # a ThunderFX piece
+        source = source_view(summary, final_views, self.provs, self.sources, line_time,
+                             line_ops) if final_views else None
+        summary.piece_lines = line_ops
         if page.time is not None and source is not None:  # the Time section links lines to the source view
             _link_lines(page.time, summary.time, source, self.pages.source)
         self.sink.finish(page, source)

@@ -297,6 +297,9 @@ class CompileSummary:
     phases: list[Phase] = field(default_factory=list)  # dropped with `passes` once the entries are written
     executor_compiles: list[ExecutorCompile] = field(default_factory=list)
     time: Any = None  # timing.TimeSummary of a profiled compile
+    # A ThunderFX piece's compile: (path, line) -> what its final traces made there (source_view's
+    # line_ops), for its Dynamo graph's page; the run takes it off (fxgraphs.py).
+    piece_lines: dict | None = None
 
     @property
     def recompiled(self) -> bool:
@@ -641,8 +644,10 @@ class RunModel:
     problems: Problems
     files: dict[str, str]  # the report's files by name
     time: Any = None  # timing.RunTime, when some compile was profiled
+    fx: Any = None  # fxgraphs.FxRun: ThunderFX's Dynamo graphs, pieces and breaks, if the logs have any
 
     def directory_head(self) -> dict[str, Any]:
         """compile_directory.json but its compiles (they are streamed, directory.py)."""
         return {"generator": "thunder-trace report", "schema": 1, "logs": self.logs, "ranks": self.ranks,
-                "totals": self.totals, "problems": self.problems.json(), "files": self.files}
+                "totals": self.totals, "problems": self.problems.json(), "files": self.files,
+                **({"dynamo_graphs": self.fx.directory()} if self.fx is not None else {})}

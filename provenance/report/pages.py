@@ -14,11 +14,13 @@ and `root`, the way back to the report's directory) and register its class:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
+from provenance.report.fxgraphs import graph_rows
 from provenance.report.model import RunModel
 
-__all__ = ["PAGES", "DistributedPage", "FailuresPage", "IndexPage", "Page", "TimePage", "register"]
+__all__ = ["PAGES", "DistributedPage", "FailuresPage", "GraphsPage", "IndexPage", "Page", "TimePage", "register"]
 
 
 class Page:
@@ -36,6 +38,12 @@ class Page:
     def context(cls, model: RunModel) -> dict[str, Any]:
         """What its template gets besides `root`."""
         return {"m": model}
+
+    @classmethod
+    def subpages(cls, model: RunModel) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """Pages of its own it links to, in a directory of the report: (template, file, context);
+        `root` is set from the file's depth."""
+        return iter(())
 
 
 PAGES: list[type[Page]] = []
@@ -60,6 +68,21 @@ class FailuresPage(Page):
 
     file = template = "failures.html"
     title = "Failures"
+
+
+@register
+class GraphsPage(Page):
+    """ThunderFX: every graph break and every piece that fell back to torch, with the user's line
+    and the reason (tlparse's "failures and restarts"); and a page per Dynamo graph, its source
+    view across its pieces (graphs/<key>.html)."""
+
+    file = template = "graphs.html"
+    title = "Graph breaks"
+
+    @classmethod
+    def subpages(cls, model: RunModel) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        for graph in model.fx.graphs if model.fx is not None else ():
+            yield "fxgraph.html", graph.page, {"m": model, "g": graph, "rows": graph_rows}
 
 
 @register

@@ -22,6 +22,7 @@ from provenance.report.call_sites import CallSites
 from provenance.report.coerce import as_int, hashable
 from provenance.report.compiles import CompileBuilder
 from provenance.report.directory import DirectoryWriter
+from provenance.report.fxgraphs import FxGraphs
 from provenance.report.highlight import LineHighlighter
 from provenance.report.logs import RunLog, header_view
 from provenance.report.model import (
@@ -95,6 +96,7 @@ class RunBuilder:
         self.directory = DirectoryWriter(writer.out)  # compile_directory.json's entries, as compiles end
         self._profiles: dict[Any, LoggedProfile] = {}  # the file's profiles by compile id (read ahead)
         self._profile_records = 0  # profile records the pass met in the file
+        self.fx = FxGraphs()  # ThunderFX's graphs, pieces and breaks
 
     # -- the pass ---------------------------------------------------------------------------------
     def run(self) -> None:
@@ -221,6 +223,10 @@ class RunBuilder:
                 self._in_order(lambda: self.perfetto.executor_compile(log.index, cid, found))
             if ended and ended[0][0] == hashable(data.get("compile")):
                 ended[0][1].add(data)
+        elif kind == "dynamo_graph":
+            self.fx.graph(log, data)
+        elif kind == "graph_break":
+            self.fx.graph_break(log, data)
         elif kind == "calls":
             self.calls.append(_Calls(log.index, as_int(data.get("calls")), as_int(data.get("cache_hits")),
                                      [c for c in data.get("compiles") or [] if isinstance(c, int)]))
@@ -272,6 +278,7 @@ class RunBuilder:
         pages = CompilePages(f"compiles/{key}.html", f"compiles/{key}-source.html")
         if numbered:
             self._compile_pages[(log.index, cid)] = f"{key}.html"  # linked from the compiles/ directory
+        self.fx.piece_compile(log, key, start)
         args = {"key": key, "log": log.index, "rank": log.rank, "rank_label": log.label, "pages": pages,
                 "compare": len(self.logs) > 1, "profile": self._profiles.pop(hashable(cid), None)}
 
@@ -294,6 +301,7 @@ class RunBuilder:
         if summary is None:
             return
         self.summaries.append(summary)
+        self.fx.compiled(summary)
         self.call_sites.add(summary.call_stack or summary.jit_stack, summary)
         for role in result.roles:
             self.roles[(role.role, role.color)] += role.count
@@ -324,7 +332,8 @@ class RunBuilder:
             call_sites=self.call_sites.model(), failures=self.failures,
             roles=[RoleCount(r, c, n) for (r, c), n in self.roles.most_common()],
             distributed=compare_ranks(self.logs, self.summaries), problems=self.problems, files=files,
-            time=run_time([log.label for log in self.logs], [(s.log, s.time) for s in self.summaries if s.time]))
+            time=run_time([log.label for log in self.logs], [(s.log, s.time) for s in self.summaries if s.time]),
+            fx=self.fx.finish(self.source_cache))
 
     def _attach_calls(self) -> None:
         by_id = {(s.log, s.compile): s for s in self.summaries if as_int(s.compile) is not None}

@@ -21,10 +21,17 @@ from provenance.report.source_files import SourceCache
 __all__ = ["source_view"]
 
 
+MAX_LINE_OPS = 12  # ops quoted per line and kind in `line_ops` (the counts are complete)
+MAX_LINES = 2000  # lines kept in `line_ops`
+
+
 def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTable,
-                sources: SourceCache, line_time: dict[tuple[str, int], Any] | None = None) -> SourcePage:
+                sources: SourceCache, line_time: dict[tuple[str, int], Any] | None = None,
+                line_ops: dict[tuple[str, int], list] | None = None) -> SourcePage:
     """The user files behind the final traces, each line with what it produced (and with
-    `line_time`, a profiled compile's (path, line) -> timing.LineTime, what it cost)."""
+    `line_time`, a profiled compile's (path, line) -> timing.LineTime, what it cost). With
+    `line_ops`, also fills it (see _quote): (path, line) -> what the final traces made there (a
+    ThunderFX piece: its graph's page shows every piece's)."""
     provs = table.closure({op.prov for view in finals for op in view.ops if op.prov is not None})
     files: dict[str, int] = {}
     quoted: dict[str, dict[int, str]] = {}
@@ -47,6 +54,7 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
             keys[prov_id] = [key_of(f) for f in frames]
             wanted[paths[frames[0].path]].add(frames[0].line)
     counts: dict[tuple[int, int], list[int]] = {}
+    path_of = {index: path for path, index in files.items()}
     panes = []
     for view in finals:
         slot = 0 if view.list == "computation" else 1
@@ -62,6 +70,9 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
                 column = slot
             for key in direct:
                 counts.setdefault(key, [0, 0, 0])[column] += 1
+                if line_ops is not None:
+                    _quote(line_ops, (path_of[key[0]], key[1]), column, view, op, key[0],
+                           quoted[path_of[key[0]]].get(key[1], ""))
         panes.append(SourcePane("forward" if slot == 0 else "backward", view))
     order = sorted(files, key=lambda p: -sum(c[0] + c[1] + c[2] for k, c in counts.items() if k[0] == files[p]))
     shown = []
@@ -75,3 +86,17 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
         shown.append(SourceFileView(index, path, path.rsplit("/", 1)[-1], source.from_disk, rows))
     return SourcePage(summary=summary, files=shown, panes=panes, provs=provs, paths=table.paths_of(provs),
                       line_keys=keys)
+
+
+def _quote(line_ops: dict[tuple[str, int], list], key: tuple[str, int], column: int, view: TraceView, op: Any,
+           file_index: int, text: str) -> None:
+    """Count the op at its line; quote its code (the first MAX_LINE_OPS of each kind). An entry:
+    [counts, forward ops, backward ops, fusions, the line's text, its anchor on this compile's source page]."""
+    entry = line_ops.get(key)
+    if entry is None:
+        if len(line_ops) >= MAX_LINES:
+            return
+        entry = line_ops[key] = [[0, 0, 0], [], [], [], text, f"L{file_index}-{key[1]}"]
+    entry[0][column] += 1
+    if len(entry[column + 1]) < MAX_LINE_OPS:
+        entry[column + 1].append(" ".join(line.strip() for line in view.lines[op.line:op.line + op.n])[:200])

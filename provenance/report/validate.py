@@ -89,13 +89,19 @@ class _Field:
             return lambda v: type(v) is list and len(v) == n and all(c(x) for c, x in zip(parts, v))
         if origin is list:
             element = self._build(args[0], signed)
-            if top and (typing.get_origin(args[0]) is tuple or typing.is_typeddict(args[0])):
+            union = typing.get_origin(args[0]) in (typing.Union, types.UnionType)
+            if top and all(map(_is_record, typing.get_args(args[0]) if union else args)):
                 self.element = element
             return lambda v: type(v) is list and all(map(element, v))
         if origin is dict:
             value = self._build(args[1], signed)
             return lambda v: type(v) is dict and all(map(value, v.values()))
         return _scalar(hint, signed)
+
+
+def _is_record(hint: Any) -> bool:
+    """A frame-like tuple or an object: an array of them drops its bad entries alone."""
+    return typing.get_origin(hint) is tuple or typing.is_typeddict(hint)
 
 
 def _forms() -> dict[str, list[list[_Field]]]:

@@ -19,7 +19,9 @@ from provenance.events import (
     CompileEnd,
     CompileError,
     CompileStart,
+    DynamoGraphEvent,
     ExecutorCompile,
+    GraphBreakEvent,
     OpJSON,
     PhaseJSON,
     Phases,
@@ -27,11 +29,13 @@ from provenance.events import (
     ProfileOps,
     Recompile,
     RejectedEntry,
+    SplitReasonJSON,
     Trace,
     TraceRepeat,
     frame_json,
     frames_json,
 )
+from provenance.graphs import DynamoGraph, GraphBreak, Piece
 from provenance.profile import FORWARD, CompileProfile, ProfiledCall
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.record import Frame
@@ -56,10 +60,17 @@ def _fn_name(fn: Any) -> str:
     return f"{getattr(named, '__module__', '?')}.{named.__qualname__}"
 
 
+def graph_label(graph: DynamoGraph) -> str:
+    """A Dynamo graph as tlparse names it, `[0/0]`; `[graph N]` without torch's compile id."""
+    return f"[{graph.compile_id}]" if graph.compile_id is not None else f"[graph {graph.number}]"
+
+
 def compile_started(state: CompileState, compile_data: Any, compile_stats: Any) -> None:
     began = time.perf_counter_ns()
     fn = getattr(compile_data, "fn", None)
-    state.fn_name = _fn_name(fn)
+    piece: Piece | None = state.piece
+    graph = piece.graph if piece is not None else None
+    state.fn_name = f"{graph_label(graph)} {piece.name}" if graph is not None else _fn_name(fn)
     state.index = SESSION.track_compile(compile_stats, state.fn_name, state.id) if compile_stats else 0
     call_stack = python_stack()
     state.call_frame = call_stack[-1] if call_stack else None
@@ -70,9 +81,34 @@ def compile_started(state: CompileState, compile_data: Any, compile_stats: Any) 
         "jit_stack": frames_json(jit_stacks.get(compile_data, ())),
         "call_stack": frames_json(call_stack),
     }
+    if graph is not None:
+        event["piece"] = {"graph": graph.number, "compile_id": graph.compile_id, "name": piece.name}
     SESSION.emit(event)
     state.started = True
     state.log_ns += time.perf_counter_ns() - began
+
+
+def dynamo_graph(graph: DynamoGraph, start_ns: int) -> None:
+    """A Dynamo graph ThunderFX's backend split: its pieces, and why nodes fell back to torch."""
+    owner = {node: p.name for p in graph.pieces for node in p.nodes}
+    reasons: list[SplitReasonJSON] = [
+        {"piece": owner.get(r.node) if r.node else None, "kind": r.kind, "info": r.info, "exception": r.exception,
+         "node": r.node, "frames": frames_json(r.frames), "module": r.module, "module_type": r.module_type}
+        for r in graph.split_reasons]
+    event: DynamoGraphEvent = {
+        "type": "dynamo_graph", "graph": graph.number, "compile_id": graph.compile_id, "start_ns": start_ns,
+        "time_ns": graph.time_ns,
+        "pieces": [{"name": p.name, "index": p.index, "compiler": p.compiler, "nodes": len(p.nodes),
+                    "frames": frames_json(p.frames)} for p in graph.pieces],
+        "reasons": reasons,
+    }
+    SESSION.emit(event)
+
+
+def graph_break(found: GraphBreak) -> None:
+    event: GraphBreakEvent = {"type": "graph_break", "compile_id": found.compile_id, "time_ns": found.time_ns,
+                              "reason": found.reason, "frames": frames_json(found.frames)}
+    SESSION.emit(event)
 
 
 _LOOKS_UP = (CACHE_OPTIONS.CONSTANT_VALUES, CACHE_OPTIONS.SYMBOLIC_VALUES)  # modes that try the cached entries

@@ -36,7 +36,8 @@ from torch.fx import GraphModule
 
 from provenance.graphs import DynamoGraph, GraphBreak, Piece, SplitReason
 from provenance.record import Frame
-from provenance.thunder import fx, state
+from provenance.session import SESSION
+from provenance.thunder import emit, fx, state
 from provenance.thunder.frames import frame_at
 from provenance.thunder.patching import Patcher
 from provenance.thunder.state import CompileState, check_fault, fail
@@ -112,6 +113,7 @@ def _compiler_call(orig: Callable) -> Callable:
     def __call__(self: ThunderCompiler, gm: GraphModule, sample_args: Any) -> Any:
         context = compile_id = None
         before = len(self.subgraph_infos)
+        start_ns = time.time_ns()
         try:
             check_fault("thunderfx")
             context = _graph_context()
@@ -121,7 +123,7 @@ def _compiler_call(orig: Callable) -> Callable:
         result = orig(self, gm, sample_args)
         try:
             if context is not None and len(self.subgraph_infos) > before:
-                _record(self, self.subgraph_infos[-1], compile_id, context)
+                _record(self, self.subgraph_infos[-1], compile_id, context, start_ns)
         except Exception as exc:
             fail("thunderfx", exc)
         return result
@@ -230,7 +232,8 @@ def _split_reason(reason: Any, nodes: dict[str, Any], context: fx.GraphContext) 
     )
 
 
-def _record(backend: ThunderCompiler, info: Any, compile_id: str | None, context: fx.GraphContext) -> None:
+def _record(backend: ThunderCompiler, info: Any, compile_id: str | None, context: fx.GraphContext,
+            start_ns: int) -> None:
     nodes = {n.name: n for n in info.original_graph_module.graph.nodes}
     reasons = tuple(_split_reason(r, nodes, context) for r in info.split_reasons or ())
     original = info.original_split_graph_module  # Thunder's _ThunderSplitGraphModule (before compiling)
@@ -268,6 +271,8 @@ def _record(backend: ThunderCompiler, info: Any, compile_id: str | None, context
             piece.graph = graph
         _graphs.append(graph)
         _by_backend.setdefault(backend, deque(maxlen=MAX_GRAPHS)).append(graph)
+    if SESSION.active:
+        emit.dynamo_graph(graph, start_ns)
     for listener in list(graph_listeners):
         listener(graph)
 
@@ -297,5 +302,7 @@ def _record_break(reason: str, user_stack: Any) -> None:
     with _lock:
         _breaks.append(graph_break)
         _breaks_by_backend.setdefault(backend, deque(maxlen=MAX_BREAKS)).append(graph_break)
+    if SESSION.active:
+        emit.graph_break(graph_break)
     for listener in list(break_listeners):
         listener(graph_break)

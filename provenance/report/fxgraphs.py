@@ -1,0 +1,352 @@
+"""ThunderFX in the report: the Dynamo graphs (`dynamo_graph` records), the pieces Thunder's
+splitter cut them into and why (split reasons), Dynamo's graph breaks (`graph_break`), and each
+piece's compiles (`compile_start.piece`).
+
+The run hands the records here as it reads them; `finish` links breaks to the graphs they ended
+(same log and Dynamo compile id) and builds each graph's source view: the user lines of all its
+pieces, each with what every Thunder piece's final traces made there (source_view's `line_ops`,
+carried by the piece compile's summary) and which lines ran in a torch fallback, and why.
+Records are untrusted: a field of the wrong type is unknown here (validate.py counted it), and
+what is kept is bounded (MAX_GRAPHS, MAX_BREAKS: the rest are counted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from markupsafe import Markup, escape
+
+from provenance.report.coerce import as_int
+from provenance.report.compiles import _frames
+from provenance.report.logs import RunLog
+from provenance.report.model import CompileSummary, StackFrame
+from provenance.report.source_files import SourceCache
+
+__all__ = ["FxGraphs", "FxRun", "GraphBreakView", "GraphView", "PieceView", "SplitView", "graph_rows"]
+
+MAX_GRAPHS = 2000  # graphs kept per run; more are counted
+MAX_BREAKS = 2000
+MAX_PIECES = 256  # per graph
+MAX_REASON = 4000  # characters of a reason or message kept
+MAX_QUOTED = 16 << 20  # characters of op code kept for the graphs' source views; then counts only
+
+
+def _text(value: Any, limit: int = MAX_REASON) -> str:
+    return value[:limit] if isinstance(value, str) else ""
+
+
+def _opt(value: Any) -> str | None:
+    return value[:MAX_REASON] if isinstance(value, str) else None
+
+
+def _user(frames: list[StackFrame]) -> StackFrame | None:
+    """The innermost user frame (frames innermost first)."""
+    return next((f for f in frames if f.user), None)
+
+
+@dataclass(slots=True)
+class SplitView:
+    """Why Thunder's splitter left an FX node to torch."""
+
+    piece: str | None
+    kind: str
+    info: str
+    exception: str | None
+    node: str | None
+    frame: StackFrame | None  # the node's user line
+    module: str | None
+    module_type: str | None
+
+
+@dataclass(slots=True)
+class PieceView:
+    name: str
+    index: int | None
+    compiler: str  # thunder | inductor | eager | ? (unknown)
+    nodes: int | None
+    frames: list[StackFrame]  # its user lines
+    reasons: list[SplitView] = field(default_factory=list)
+    compiles: list[CompileSummary] = field(default_factory=list)  # a Thunder piece's (re)compiles
+
+    @property
+    def thunder(self) -> bool:
+        return self.compiler == "thunder"
+
+
+@dataclass(slots=True)
+class GraphBreakView:
+    rank_label: str
+    log: int
+    compile_id: str | None
+    summary: str  # the reason's first line
+    reason: str
+    frame: StackFrame | None  # the user's line
+    stack: list[StackFrame]
+    graph: GraphView | None = None  # the graph it ended (none: Dynamo skipped the frame)
+
+
+@dataclass(slots=True)
+class GraphView:
+    key: str  # unique in the report: its page's name
+    log: int
+    rank_label: str
+    number: int | None
+    compile_id: str | None
+    start_ns: int | None
+    time_ns: int | None
+    pieces: list[PieceView]
+    reasons: list[SplitView]
+    breaks: list[GraphBreakView] = field(default_factory=list)
+    files: list[Any] = field(default_factory=list)  # FxSourceFile, made by finish()
+    lines: dict[str, list[dict]] = field(default_factory=dict)  # "L<file>-<line>" -> what each piece did there
+    dropped_pieces: int = 0
+
+    @property
+    def page(self) -> str:
+        return f"graphs/{self.key}.html"
+
+    @property
+    def label(self) -> str:
+        """tlparse's [frame/recompile]; [graph N] when torch gave no compile id."""
+        return f"[{self.compile_id}]" if self.compile_id is not None else f"[graph {self.number}]"
+
+    @property
+    def split(self) -> bool:
+        return any(not p.thunder for p in self.pieces)
+
+    def anchor(self, frame: StackFrame) -> str:
+        """The id of the frame's line on this graph's page ("" if it does not show it)."""
+        index = next((f.index for f in self.files if f.path == frame.file), None)
+        return f"L{index}-{frame.line}" if index is not None else ""
+
+    @property
+    def fallbacks(self) -> list[PieceView]:
+        return [p for p in self.pieces if not p.thunder]
+
+
+@dataclass(slots=True)
+class FxSourceFile:
+    index: int
+    path: str
+    name: str
+    from_disk: bool
+    rows: list[tuple[int, str, list[int] | None, str] | None]  # (line, html, counts, marks) or a gap
+
+
+@dataclass(slots=True)
+class FxRun:
+    """The run's ThunderFX graphs and breaks, for index.html, graphs.html and the graph pages."""
+
+    graphs: list[GraphView]
+    breaks: list[GraphBreakView]
+    dropped_graphs: int = 0
+    dropped_breaks: int = 0
+
+    @property
+    def pieces(self) -> int:
+        return sum(len(g.pieces) for g in self.graphs)
+
+    @property
+    def fallbacks(self) -> list[tuple[GraphView, PieceView]]:
+        return [(g, p) for g in self.graphs for p in g.pieces if not p.thunder]
+
+    def directory(self) -> dict[str, Any]:
+        """compile_directory.json's `dynamo_graphs`: each graph, its pieces (a Thunder piece's
+        compiles by key, a fallback's reasons) and breaks, user lines as `file:line`."""
+        def where(frame: StackFrame | None) -> str | None:
+            return f"{frame.file}:{frame.line}" if frame is not None else None
+
+        return {
+            "graphs": [{
+                "key": g.key, "log": g.log, "rank_label": g.rank_label, "graph": g.number, "compile_id": g.compile_id,
+                "page": g.page, "start_ns": g.start_ns, "end_ns": g.time_ns,
+                "pieces": [{"name": p.name, "compiler": p.compiler, "nodes": p.nodes,
+                            "compiles": [c.key for c in p.compiles],
+                            "reasons": [{"kind": r.kind, "node": r.node, "info": r.info, "line": where(r.frame)}
+                                        for r in p.reasons]} for p in g.pieces],
+                "breaks": [{"reason": b.summary, "line": where(b.frame)} for b in g.breaks],
+            } for g in self.graphs],
+            "breaks": len(self.breaks), "not_listed": {"graphs": self.dropped_graphs, "breaks": self.dropped_breaks},
+        }
+
+
+def _split(data: Any) -> SplitView | None:
+    if not isinstance(data, dict):
+        return None
+    frames = _frames(data.get("frames"))
+    return SplitView(piece=_opt(data.get("piece")), kind=_text(data.get("kind"), 200) or "?",
+                     info=_text(data.get("info")), exception=_opt(data.get("exception")), node=_opt(data.get("node")),
+                     frame=_user(frames), module=_opt(data.get("module")), module_type=_opt(data.get("module_type")))
+
+
+class FxGraphs:
+    """Collects the run's ThunderFX records as the logs are read (run.py)."""
+
+    def __init__(self) -> None:
+        self._graphs: dict[tuple[int, Any], GraphView] = {}  # (log, graph number) -> graph
+        self._breaks: list[GraphBreakView] = []
+        self._pieces: dict[str, tuple[int, int, str]] = {}  # compile page key -> (log, graph, piece)
+        self._compiled: dict[str, CompileSummary] = {}  # compile page key -> a piece compile's summary
+        self._lines: dict[str, dict] = {}  # compile page key -> its piece_lines
+        self.dropped_graphs = self.dropped_breaks = 0
+        self._unnumbered = 0
+        self._quoted = 0  # characters of op code kept (MAX_QUOTED)
+
+    def graph(self, log: RunLog, data: dict) -> None:
+        number = as_int(data.get("graph"))
+        if number is None or number < 0:
+            number, self._unnumbered = -1 - self._unnumbered, self._unnumbered + 1
+        if (log.index, number) in self._graphs or len(self._graphs) >= MAX_GRAPHS:
+            self.dropped_graphs += 1  # the writer numbers each graph once: a repeat is not a graph of its own
+            return
+        pieces = []
+        for raw in (data.get("pieces") if isinstance(data.get("pieces"), list) else [])[:MAX_PIECES]:
+            if isinstance(raw, dict):
+                compiler = _text(raw.get("compiler"), 40) or "?"
+                pieces.append(PieceView(name=_text(raw.get("name"), 200) or "?", index=as_int(raw.get("index")),
+                                        compiler=compiler, nodes=as_int(raw.get("nodes")),
+                                        frames=_frames(raw.get("frames"))))
+        raw_reasons = data.get("reasons") if isinstance(data.get("reasons"), list) else []
+        reasons = [r for r in map(_split, raw_reasons[:4 * MAX_PIECES]) if r is not None]
+        by_name = {p.name: p for p in pieces}
+        for reason in reasons:
+            piece = by_name.get(reason.piece) if reason.piece is not None else None
+            if piece is not None:
+                piece.reasons.append(reason)
+        # unique: one graph per (log, number), and logs' prefixes differ; made from integers only
+        key = f"{log.prefix}-g{number}" if number >= 0 else f"{log.prefix}-gx{-1 - number}"
+        self._graphs[(log.index, number)] = GraphView(
+            key=key, log=log.index, rank_label=log.label, number=number if number >= 0 else None,
+            compile_id=_opt(data.get("compile_id")), start_ns=as_int(data.get("start_ns")),
+            time_ns=as_int(data.get("time_ns")), pieces=pieces, reasons=reasons,
+            dropped_pieces=max(0, len(data.get("pieces") or []) - MAX_PIECES) if isinstance(data.get("pieces"), list)
+            else 0)
+
+    def graph_break(self, log: RunLog, data: dict) -> None:
+        if len(self._breaks) >= MAX_BREAKS:
+            self.dropped_breaks += 1
+            return
+        stack = _frames(data.get("frames"))[:64]
+        reason = _text(data.get("reason"))
+        self._breaks.append(GraphBreakView(rank_label=log.label, log=log.index, compile_id=_opt(data.get("compile_id")),
+                                           summary=reason.strip().partition("\n")[0][:300] or "?", reason=reason,
+                                           frame=_user(stack), stack=stack))
+
+    def piece_compile(self, log: RunLog, key: str, start: dict) -> None:
+        """A compile_start: if it compiles a piece, remember which (its summary comes later)."""
+        piece = start.get("piece")
+        if isinstance(piece, dict) and (log.index, as_int(piece.get("graph"))) in self._graphs \
+                and isinstance(piece.get("name"), str):  # a graph not kept (or not logged) lists nothing
+            self._pieces[key] = (log.index, piece["graph"], piece["name"])
+
+    def compiled(self, summary: CompileSummary) -> None:
+        """A compile's summary (run._finished, in whatever order workers deliver them): a piece's
+        is listed under its piece at the end."""
+        lines, summary.piece_lines = summary.piece_lines, None
+        if summary.key in self._pieces:
+            self._compiled[summary.key] = summary
+            if isinstance(lines, dict):
+                self._lines[summary.key] = lines
+                self._quoted += sum(len(code) for entry in lines.values() for quoted in entry[1:4] for code in quoted)
+                if self._quoted > MAX_QUOTED:  # the counts stay; the page says how many ops are not quoted
+                    for entry in lines.values():
+                        entry[1:4] = [], [], []
+
+    # -- the end of the run -------------------------------------------------------------------
+    def finish(self, sources: SourceCache) -> FxRun | None:
+        if not self._graphs and not self._breaks:
+            return None
+        graphs = sorted(self._graphs.values(), key=lambda g: (g.log, g.start_ns or 0, g.number or 0, g.key))
+        by_id: dict[tuple[int, str | None], GraphView] = {}
+        for graph in graphs:
+            by_id.setdefault((graph.log, graph.compile_id), graph)
+        for found in self._breaks:
+            graph = by_id.get((found.log, found.compile_id)) if found.compile_id is not None else None
+            if graph is not None:
+                found.graph = graph
+                graph.breaks.append(found)
+        for key, (log, number, name) in self._pieces.items():
+            summary, graph = self._compiled.get(key), self._graphs.get((log, number))
+            piece = next((p for p in graph.pieces if p.name == name), None) if graph is not None else None
+            if summary is not None and piece is not None:
+                piece.compiles.append(summary)
+        for graph in graphs:
+            for piece in graph.pieces:
+                piece.compiles.sort(key=lambda s: (as_int(s.compile) is None, as_int(s.compile) or 0, s.key))
+            self._source(graph, sources)
+        self._lines.clear()
+        self._compiled.clear()
+        return FxRun(graphs, self._breaks, self.dropped_graphs, self.dropped_breaks)
+
+    def _source(self, graph: GraphView, sources: SourceCache) -> None:
+        """The graph's source view: every user line its pieces, split reasons and breaks name."""
+        quoted: dict[str, dict[int, str]] = {}
+        entries: dict[tuple[str, int], list[dict]] = {}
+        counts: dict[tuple[str, int], list[int]] = {}
+        marks: dict[tuple[str, int], set[str]] = {}
+
+        def quote(path: str, line: int, text: str) -> tuple[str, int]:
+            quoted.setdefault(path, {}).setdefault(line, text)
+            return path, line
+
+        for piece in graph.pieces:
+            if piece.thunder:
+                for summary in piece.compiles:
+                    for (path, line), entry in sorted((self._lines.get(summary.key) or {}).items()):
+                        key = quote(path, line, entry[4])
+                        total = counts.setdefault(key, [0, 0, 0])
+                        for i in range(3):
+                            total[i] += entry[0][i]
+                        href = f"../{summary.pages.source}#{entry[5]}" if summary.pages.source else None
+                        entries.setdefault(key, []).append(
+                            {"piece": piece.name, "compile": str(summary.compile), "href": href, "counts": entry[0],
+                             "forward": entry[1], "backward": entry[2], "fusions": entry[3]})
+                for frame in piece.frames:
+                    quote(frame.file, frame.line, frame.text)
+            else:
+                why = [f"{r.kind}: {r.info}" for r in piece.reasons] or ["(no reason in the log)"]
+                for frame in piece.frames:
+                    key = quote(frame.file, frame.line, frame.text)
+                    marks.setdefault(key, set()).add("fallback")
+                    entries.setdefault(key, []).append({"piece": piece.name, "fallback": piece.compiler, "why": why})
+        for found in graph.breaks:
+            if found.frame is not None:
+                key = quote(found.frame.file, found.frame.line, found.frame.text)
+                marks.setdefault(key, set()).add("break")
+                entries.setdefault(key, []).append({"break": found.summary})
+        files = []
+        for index, path in enumerate(sorted(quoted)):
+            source = sources.get(path, quoted[path], set(quoted[path]))
+            rows: list[tuple[int, str, list[int] | None, str] | None] = []
+            for row in source.rows:
+                if row is None:
+                    rows.append(None)
+                    continue
+                key = (path, row[0])
+                rows.append((row[0], row[1], counts.get(key), " ".join(sorted(marks.get(key, ())))))
+                if key in entries:
+                    graph.lines[f"L{index}-{row[0]}"] = entries[key]
+            files.append(FxSourceFile(index, path, path.rsplit("/", 1)[-1], source.from_disk, rows))
+        graph.files = files
+
+
+def graph_rows(file: FxSourceFile) -> Markup:
+    """A user file's lines on a graph's page: the op counts of every Thunder piece, and marks for
+    lines that ran in a torch fallback or broke the graph."""
+    out = []
+    for row in file.rows:
+        if row is None:
+            out.append('<div class="gap">&#8942;</div>')
+            continue
+        n, html, counts, marks = row
+        badges = "".join(f'<i class="{cls}">{c}</i>' for cls, c in zip(("c-fw", "c-bw", "c-fu"), counts or ()) if c)
+        flags = "".join(f'<i class="fx-{m}" title="{escape(_TITLES[m])}">{_SHORT[m]}</i>' for m in marks.split())
+        classes = "sl" + (" has" if counts or marks else "") + "".join(f" fx-{m}" for m in marks.split())
+        out.append(f'<div class="{classes}" id="L{file.index}-{n}"><span class="ln">{n}</span>'
+                   f'<span class="cnt">{badges}{flags}</span><code>{html}</code></div>')
+    return Markup("".join(out))
+
+
+_SHORT = {"fallback": "torch", "break": "break"}
+_TITLES = {"fallback": "ran in a torch fallback piece (not Thunder)", "break": "Dynamo broke the graph here"}
