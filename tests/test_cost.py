@@ -331,22 +331,21 @@ def test_disable_closes_open_windows(profiled):
 
 
 class _FakeCudaEvent:
-    """Stands in for torch.cuda.Event on this GPU-less machine: a CPU timestamp per record(), so
-    the CUDA clock's plumbing (one event per mark, bounds, pairing, ms -> ns) runs for real."""
+    """Stands in for torch.cuda.Event on this GPU-less machine, so the CUDA clock's plumbing (one
+    event per mark, bounds, pairing, ms -> ns) runs for real. Its clock is the event's number: an
+    op's elapsed time says which events were paired for it, whatever the machine's load."""
 
     records = 0
 
     def record(self):
-        import time
-
-        self.t = time.perf_counter_ns()
         _FakeCudaEvent.records += 1
+        self.t = _FakeCudaEvent.records
 
     def synchronize(self):
         assert hasattr(self, "t"), "synchronize() on an event never recorded"
 
     def elapsed_time(self, end):
-        return (end.t - self.t) / 1e6
+        return float(end.t - self.t)  # ms
 
 
 @pytest.mark.parametrize("profiled", [2], indirect=True)
@@ -364,14 +363,11 @@ def test_the_cuda_clock_pairs_one_event_per_mark(profiled, monkeypatch):
     # per call and function: one event per op boundary (ops + 1), and the function's start and end
     assert _FakeCudaEvent.records == 2 * (ops + 2 * (1 + 2))
     assert forward.host_ns is not None and len(forward.host_ns) == len(forward.ops)
-    assert all(ns >= 0 for ns in forward.op_ns) and sum(forward.op_ns) <= forward.wall_ns
     assert forward.recent[-1].clock == "cuda" and forward.recent[-1].host_ns is not None
-    # each op's events pair with that op: the op longest on the (stand-in) device clock is the
-    # one longest on the host clock, the big matmul
+    # each op is timed from the event at its start to the very next one, at its end: 1 "ms" apart
+    # in each of the 2 profiled calls (op_ns sums them)
     for trace in (forward, backward):
-        longest = max(range(len(trace.ops)), key=trace.op_ns.__getitem__)
-        assert longest == max(range(len(trace.ops)), key=trace.host_ns.__getitem__)
-        assert trace.ops[longest].name == "matmul"
+        assert trace.op_ns == [2 * 1_000_000] * len(trace.ops)
 
 
 def test_print_cost_prints_the_table(capsys):
