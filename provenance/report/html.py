@@ -20,6 +20,7 @@ from markupsafe import Markup, escape
 
 from provenance.annotation import THUNDER_SOURCE_COMMENT
 from provenance.report.model import SourceFileView, TraceDiff, TraceView
+from provenance.report.plural import plural
 from provenance.report.provinfo import ProvTable
 
 __all__ = ["code_html", "diff_items", "environment", "json_script", "source_rows"]
@@ -58,7 +59,7 @@ def environment(nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -
         undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True,
     )
-    env.filters.update(ms=_ms, seconds=_seconds, json_script=json_script)
+    env.filters.update(ms=_ms, seconds=_seconds, json_script=json_script, plural=plural)
     env.globals["nav"] = nav
     return env
 

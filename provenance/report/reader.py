@@ -25,6 +25,7 @@ import orjson
 
 from provenance.events import KNOWN_TYPES, SCHEMA_VERSION
 from provenance.record import Frame, Provenance, Span, intern
+from provenance.report.plural import plural
 from provenance.report.validate import check
 
 __all__ = ["BadLine", "Log", "LogFile", "LogRecord", "NotALog", "SchemaError", "log_files", "sniff"]
@@ -227,7 +228,7 @@ class LogFile:
             if type(op) is list and len(op) == 5 and type(op[4]) is int and op[4] not in known:
                 op[4] = None
                 later += 1
-        return [f"trace: {later} op{'s' if later != 1 else ''} refer to records not written before it"] if later else []
+        return [f"trace: {plural(later, 'op refers', 'ops refer')} to records not written before it"] if later else []
 
     def _unknown(self, kind: str) -> None:
         kind = kind[:100]
