@@ -108,9 +108,10 @@ MAX_TEMPLATES = 50_000
 
 
 def _format(html: str) -> tuple[str, int]:
-    """A template's HTML as a %-format taking its digits, and how many it takes."""
+    """A template's HTML as a %-format taking its digits as code points (`%c` of the ints a
+    bytes object iterates as: no str made per digit), and how many it takes."""
     hole = _HOLE.decode()
-    return html.replace("%", "%%").replace(hole, "%s"), html.count(hole)
+    return html.replace("%", "%%").replace(hole, "%c"), html.count(hole)
 
 
 class LineHighlighter:
@@ -145,7 +146,7 @@ class LineHighlighter:
                 template, holes = templates[key]
                 digits = raw.translate(None, _NOT_DIGITS)
                 if holes == len(digits):
-                    cache[line] = template % tuple(digits.decode()) if holes else template
+                    cache[line] = template % tuple(digits) if holes else template
                 else:
                     exact.append(line)
             if exact:
