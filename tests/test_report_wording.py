@@ -1,5 +1,5 @@
 """Issue 13's smaller items: counts in words ("1 recompile"), a function's cache hits shown once,
-no process label in a one-process run, `--version`, and the default worker count.
+no process label in a one-process run, `--version`.
 
 Hand-written logs (tests/report_logs.py), the command run in-process: no Thunder, no browser.
 """
@@ -14,7 +14,6 @@ import pytest
 import report_logs
 
 from provenance._version import __version__
-from provenance.report import workers
 from provenance.report.cli import main
 from provenance.report.plural import plural
 
@@ -99,31 +98,3 @@ def test_version(capsys, argv):
         main(argv)
     assert exit_.value.code == 0
     assert capsys.readouterr().out.strip() == f"thunder-trace {__version__}"
-
-
-MB = 1 << 20
-
-
-@pytest.mark.parametrize(("size", "cpus", "load", "jobs"), [
-    (10 * MB, 8, 0.0, 1),  # small input: one process
-    (100 * MB, 1, 0.0, 1),  # one CPU
-    (100 * MB, 2, 0.0, 2),  # an idle 2-CPU machine
-    (100 * MB, 2, 0.8, 1),  # another process busy: a worker would share a CPU with it
-    (100 * MB, 2, 5.3, 1),  # an overloaded machine
-    (100 * MB, 16, 0.0, workers.MAX_AUTO_JOBS),
-    (100 * MB, 16, 13.4, 3),  # 2.6 CPUs idle
-    (40 * MB, 16, 0.0, 2),  # one worker per 16 MB
-])
-def test_default_worker_count(size, cpus, load, jobs):
-    assert workers.auto_jobs(size, cpus, load) == jobs
-
-
-def test_default_worker_count_reads_the_affinity_and_the_load(monkeypatch):
-    monkeypatch.setattr(workers.os, "cpu_count", lambda: 64)
-    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    monkeypatch.setattr(workers.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
-    assert workers.auto_jobs(100 * MB) == 1  # pinned to one CPU of 64
-    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
-    assert workers.auto_jobs(100 * MB) == 3
-    monkeypatch.setattr(workers.os, "getloadavg", lambda: (7.2, 7.0, 7.0))
-    assert workers.auto_jobs(100 * MB) == 1  # 8 CPUs, 7 busy

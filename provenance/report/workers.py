@@ -147,17 +147,23 @@ def _referenced(log_file: LogFile, records: list[dict], more: Iterable[int] = ()
 
 
 # -- the worker side -----------------------------------------------------------------------------
-_worker: tuple[ReportWriter, LineHighlighter, SourceCache] | None = None
+Resources = tuple[ReportWriter, LineHighlighter, SourceCache]
+_worker: Resources | None = None
+
+
+def _resources(out: str, nav: list[tuple[str, str]]) -> Resources:
+    return ReportWriter(Path(out), nav), LineHighlighter(), SourceCache()
 
 
 def _start(out: str, nav: list[tuple[str, str]]) -> None:
     global _worker
-    _worker = (ReportWriter(Path(out), nav), LineHighlighter(), SourceCache())
+    _worker = _resources(out, nav)
 
 
-def build(job: Job) -> CompileResult:
-    """Build and write one compile's pages (in a worker)."""
-    writer, highlighter, sources = _worker
+def build(job: Job, resources: Resources | None = None) -> CompileResult:
+    """Build and write one compile's pages (in a worker; or with `resources`, in the main
+    process: the same code on the same records, so the same pages)."""
+    writer, highlighter, sources = resources or _worker
     log_file = LogFile(job.path)  # not read: a table of the records this compile references
     log_file._prov.update(job.provs)
     log_file._spans.update(job.spans)
@@ -181,22 +187,44 @@ def build(job: Job) -> CompileResult:
 
 
 class Pool:
-    """Worker processes (spawned: the parent may run threads), two compiles in flight each."""
+    """Worker processes (spawned: the parent may run threads), two compiles in flight each.
+
+    When every worker is busy (its two compiles in flight, neither done), the main
+    process builds the next compile itself rather than wait: on CPUs that other work keeps busy,
+    the workers fall behind and the main process does what -j 1 would, so the pool never costs
+    much more than shipping the records it did send."""
 
     def __init__(self, jobs: int, out: Path, nav: list[tuple[str, str]]) -> None:
         """`nav`: the run's pages (file, title), for the top bar of the pages workers write."""
         self._executor = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_start, initargs=(str(out), nav))
-        # Compiles in flight, in submission order, and actions to run after them (None, action).
+        self._out, self._nav = str(out), nav
+        self._local: Resources | None = None  # for the compiles this process builds, made once needed
+        # Compiles in flight (or built here, done), in submission order, and actions to run after
+        # them (None, action).
         self._inflight: deque[tuple[Future | None, Callable]] = deque()
-        self._futures = 0
+        self._futures = 0  # those the workers have
         self._limit = 2 * jobs
+        self.built_here = 0
+
+    def _busy(self) -> bool:
+        """Whether the workers have all the compiles they may (two each) still to build. Only
+        those hold their records; done ones wait for their turn, holding small results."""
+        if self._futures < self._limit:
+            return False
+        return sum(1 for f, _ in self._inflight if f is not None and not f.done()) >= self._limit
 
     def submit(self, job: Job, deliver: Callable[[CompileResult], None]) -> None:
-        self._inflight.append((self._executor.submit(build, job), deliver))
-        self._futures += 1
-        while self._futures > self._limit:
-            self._take()
+        if self._busy():
+            if self._local is None:
+                self._local = _resources(self._out, self._nav)
+            self._inflight.append((_Done(build(job, self._local)), deliver))
+            self.built_here += 1
+        else:
+            self._inflight.append((self._executor.submit(build, job), deliver))
+            self._futures += 1
+        while self._inflight and (self._inflight[0][0] is None or self._inflight[0][0].done()):
+            self._take()  # delivered as soon as done, in order
 
     def after(self, action: Callable[[], None]) -> None:
         """Run `action` once every compile submitted so far is delivered (now, if none is in flight)."""
@@ -210,7 +238,8 @@ class Pool:
         if future is None:
             then()
             return
-        self._futures -= 1
+        if not isinstance(future, _Done):
+            self._futures -= 1
         then(future.result())
 
     def drain(self) -> None:
@@ -219,3 +248,16 @@ class Pool:
 
     def close(self) -> None:
         self._executor.shutdown(cancel_futures=True)
+
+
+class _Done:
+    """A compile the main process built: done, its result at hand."""
+
+    def __init__(self, result: CompileResult) -> None:
+        self._result = result
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> CompileResult:
+        return self._result
