@@ -11,16 +11,13 @@ and encoded at memcpy speed, and pages are most of the work.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
 import jinja2
-import jinja2.bccache
 import orjson
 from markupsafe import Markup, escape
 
-from provenance._version import __version__
 from provenance.annotation import THUNDER_SOURCE_COMMENT
 from provenance.report.model import SourceFileView, TraceDiff, TraceView
 from provenance.report.plural import plural
@@ -50,45 +47,18 @@ def _seconds(value: float | None) -> str:
     return f"{value:.2f} s" if value >= 0.1 else f"{value * 1000:.0f} ms"
 
 
-class _TemplateCache(jinja2.FileSystemBytecodeCache):
-    """Compiled templates kept between runs: compiling ours takes ~0.4 s, as long as rendering
-    10 MB of log, and every worker process would pay it again. In jinja's per-user directory
-    (mode 0700, its owner checked), keyed by template name, file and source checksum; a cache
-    that cannot be read or written only costs the compile."""
-
-    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().load_bytecode(bucket)
-        except (OSError, RuntimeError):
-            bucket.reset()
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().dump_bytecode(bucket)
-        except OSError:
-            pass
-
-
-_OPTIONS = {"autoescape": True, "trim_blocks": True, "lstrip_blocks": True}  # every template, whatever its extension
-
-
-def _template_cache() -> jinja2.BytecodeCache | None:
-    # The compiled code depends on the options and the jinja version too: both name the files.
-    key = zlib.crc32(repr((sorted(_OPTIONS.items()), jinja2.__version__, __version__)).encode())
-    try:
-        return _TemplateCache(pattern=f"thunder-trace-{key:08x}-%s.cache")
-    except (OSError, RuntimeError):  # no usable per-user cache directory
-        return None
-
-
 def environment(nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -> jinja2.Environment:
     """`nav`: the run's pages (file, title), linked from every page's top bar; `template_dirs`:
     where templates of pages defined outside this package are, after the package's own."""
     loader: jinja2.BaseLoader = jinja2.PackageLoader("provenance.report", "templates")
     if template_dirs:
         loader = jinja2.ChoiceLoader([loader, jinja2.FileSystemLoader(list(template_dirs))])
-    env = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, bytecode_cache=_template_cache(),
-                             **_OPTIONS)
+    env = jinja2.Environment(
+        loader=loader,
+        autoescape=True,  # every template, whatever its extension
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True, lstrip_blocks=True,
+    )
     env.filters.update(ms=_ms, seconds=_seconds, json_script=json_script, plural=plural)
     env.globals["nav"] = nav
     return env
