@@ -158,9 +158,11 @@ def _tree_rss(root: int) -> int:
     return sum(rss.get(pid, 0) for pid in tree)
 
 
-def measure(command: list[str]) -> tuple[float, float, int, str]:
+def measure(command: list[str]) -> tuple[float, float, int, str, float]:
     """Wall seconds, peak RSS in MB (of the whole process tree: workers included, sampled every
-    20 ms; never below the process's own ru_maxrss from wait4), exit status, stderr."""
+    20 ms; never below the process's own ru_maxrss from wait4), exit status, stderr, CPU seconds
+    (user + system, of the process and the children it waited for: our workers, tlparse's
+    threads), which other work on a shared machine disturbs less than the wall time."""
     start = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = 0
@@ -175,7 +177,7 @@ def measure(command: list[str]) -> tuple[float, float, int, str]:
     err = child.stderr.read().decode(errors="replace") if child.stderr else ""
     if child.returncode != 0:
         print(err[-2000:], file=sys.stderr)
-    return wall, max(peak, usage.ru_maxrss) / 1024, child.returncode, err
+    return wall, max(peak, usage.ru_maxrss) / 1024, child.returncode, err, usage.ru_utime + usage.ru_stime
 
 
 def workers_used(stderr: str) -> int:
@@ -225,29 +227,36 @@ def main() -> None:
             for name, (log, command) in tools.items():  # alternate the tools: they share the noise
                 out = work / f"out_{name.split()[0]}"  # the same directory for our two modes: replaced
                 load = os.getloadavg()[0]
-                wall, rss, status, err = measure(command(out))
+                wall, rss, status, err, cpu = measure(command(out))
                 r = results.setdefault(name, {"log_mb": log.stat().st_size / 1e6, "wall": [], "rss": [], "status": [],
-                                              "workers": [], "load": []})
+                                              "workers": [], "load": [], "cpu": []})
                 r["wall"].append(wall)
+                r["cpu"].append(cpu)
                 r["rss"].append(rss)
                 r["status"].append(status)
                 r["load"].append(load)
                 r["workers"].append(workers_used(err) if name.startswith("thunder") else None)
                 r["out_mb"] = du(out) / 1e6
-                print(f"run {run + 1}: {name}: {wall:.2f} s, {rss:.0f} MB peak RSS, exit {status}, load {load:.1f}"
+                print(f"run {run + 1}: {name}: {wall:.2f} s ({cpu:.2f} s CPU), {rss:.0f} MB peak RSS, exit {status}, "
+                      f"load {load:.1f}"
                       + (f", {r['workers'][-1]} worker(s)" if r["workers"][-1] else ""), file=sys.stderr)
-        print("| tool | input | median time | throughput | vs tlparse | peak RSS | output |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        print("| tool | input | median time | throughput | vs tlparse | median CPU time | MB per CPU s | vs tlparse "
+              "| peak RSS | output |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         theirs = results["tlparse 0.4.3"]
         for r in results.values():
             wall = statistics.median(r["wall"])
             r["median_wall"], r["median_rss"], r["mb_per_s"] = wall, statistics.median(r["rss"]), r["log_mb"] / wall
             # per run: MB/s over tlparse's MB/s in the same round (the tools alternate: they share the noise)
             r["ratios"] = [(r["log_mb"] / w) / (theirs["log_mb"] / t) for w, t in zip(r["wall"], theirs["wall"])]
+            r["median_cpu"] = statistics.median(r["cpu"])
+            r["mb_per_cpu_s"] = r["log_mb"] / r["median_cpu"]
         for name, r in results.items():
             print(f"| {name} | {r['log_mb']:.0f} MB | {r['median_wall']:.2f} s | {r['mb_per_s']:.1f} MB/s | "
                   f"{r['mb_per_s'] / theirs['mb_per_s']:.2f}x (per round: "
-                  f"{', '.join(f'{x:.2f}' for x in r['ratios'])}) | {r['median_rss']:.0f} MB | {r['out_mb']:.0f} MB |")
+                  f"{', '.join(f'{x:.2f}' for x in r['ratios'])}) | {r['median_cpu']:.2f} s | "
+                  f"{r['mb_per_cpu_s']:.1f} | {r['mb_per_cpu_s'] / theirs['mb_per_cpu_s']:.2f}x | "
+                  f"{r['median_rss']:.0f} MB | {r['out_mb']:.0f} MB |")
         if args.json:
             args.json.write_text(json.dumps(results, indent=2))
     finally:
