@@ -158,13 +158,13 @@ def _tree_rss(root: int) -> int:
     return sum(rss.get(pid, 0) for pid in tree)
 
 
-def measure(command: list[str]) -> tuple[float, float, int, str, float]:
+def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, str, float]:
     """Wall seconds, peak RSS in MB (of the whole process tree: workers included, sampled every
     20 ms; never below the process's own ru_maxrss from wait4), exit status, stderr, CPU seconds
     (user + system, of the process and the children it waited for: our workers, tlparse's
     threads), which other work on a shared machine disturbs less than the wall time."""
     start = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     peak = 0
     while True:
         pid, status, usage = os.wait4(child.pid, os.WNOHANG)
@@ -198,6 +198,9 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="work directory (default: a temporary one, removed)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--baseline", type=Path, metavar="SRC",
+                        help="also run `-j 1` and the default with the provenance package of this source tree "
+                             "(another version, e.g. `git archive` of an older commit), in the same rounds")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="report_bench."))
     work.mkdir(parents=True, exist_ok=True)
@@ -222,12 +225,18 @@ def main() -> None:
             "tlparse 0.4.3": (torch_log, lambda out: [str(BIN / "tlparse"), str(torch_log), "-o", str(out),
                                                       "--overwrite", "--no-browser"]),
         }
+        envs = {name: None for name in tools}
+        if args.baseline:
+            old = _env(PYTHONPATH=str(args.baseline.resolve()))
+            for name in ("thunder-trace report (default)", "thunder-trace report -j 1"):
+                tools[f"baseline: {name}"] = tools[name]
+                envs[f"baseline: {name}"] = old
         results = {}
         for run in range(args.runs):
             for name, (log, command) in tools.items():  # alternate the tools: they share the noise
-                out = work / f"out_{name.split()[0]}"  # the same directory for our two modes: replaced
+                out = work / f"out_{name.split()[0]}"  # the same directory for our modes: replaced
                 load = os.getloadavg()[0]
-                wall, rss, status, err, cpu = measure(command(out))
+                wall, rss, status, err, cpu = measure(command(out), envs[name])
                 r = results.setdefault(name, {"log_mb": log.stat().st_size / 1e6, "wall": [], "rss": [], "status": [],
                                               "workers": [], "load": [], "cpu": []})
                 r["wall"].append(wall)
