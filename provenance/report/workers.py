@@ -4,8 +4,9 @@ The main process still reads every log once, in order; it hands each compile's r
 complete, with the provenance records they reference, to a pool of spawned workers, which build
 and write that compile's pages exactly as the main process does in-process (the same
 CompileBuilder and CompileWriter) and send back its small summary. At most two compiles per
-worker are in flight, so memory stays bounded; results are taken in submission order, so the
-report does not depend on which worker was faster.
+worker are in flight, so memory stays bounded; when the workers have that many still to build,
+the main process builds the next one itself. Results are taken in submission order, so the
+report does not depend on which process was faster. `auto_jobs` is the default worker count.
 """
 
 from __future__ import annotations
@@ -205,7 +206,6 @@ class Pool:
         self._inflight: deque[tuple[Future | None, Callable]] = deque()
         self._futures = 0  # those the workers have
         self._limit = 2 * jobs
-        self.built_here = 0
 
     def _busy(self) -> bool:
         """Whether the workers have all the compiles they may (two each) still to build. Only
@@ -219,7 +219,6 @@ class Pool:
             if self._local is None:
                 self._local = _resources(self._out, self._nav)
             self._inflight.append((_Done(build(job, self._local)), deliver))
-            self.built_here += 1
         else:
             self._inflight.append((self._executor.submit(build, job), deliver))
             self._futures += 1
