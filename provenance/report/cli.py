@@ -7,6 +7,7 @@ report could not be made (no log, another schema major version, an output direct
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import threading
@@ -19,7 +20,7 @@ from provenance.report.build import Report, build_report
 from provenance.report.output import prepare_out
 from provenance.report.plural import plural
 from provenance.report.reader import NotALog, SchemaError, log_files, sniff
-from provenance.report.workers import MAX_AUTO_JOBS, PARALLEL_MIN_BYTES, auto_jobs
+from provenance.report.workers import MAX_AUTO_JOBS, PARALLEL_MIN_BYTES, auto_jobs, quiet_gc
 
 __all__ = ["main"]
 
@@ -209,10 +210,12 @@ def report_command(args: argparse.Namespace) -> int:
     total = sum(f.stat().st_size for f in files)
     jobs = args.jobs if args.jobs is not None else auto_jobs(total)
     progress = _Progress(total)
+    thresholds = quiet_gc()
     try:
         jobs = max(jobs, 1)
         report = build_report(files, out, headers, progress, jobs=jobs, skipped=skipped)
     finally:
+        gc.set_threshold(*thresholds)
         progress.close()
     index = out / "index.html"
     workers = f" ({plural(jobs, 'worker process', 'worker processes')})" if jobs > 1 else ""
