@@ -88,6 +88,8 @@ def test_two_ranks_keep_their_labels(tmp_path, capsys):
     assert code == 0, err
     index = (out / "index.html").read_text()
     assert "2 logs (rank 0, rank 1)" in index and "<th>rank</th>" in index.split("<h2>Compiles</h2>")[1]
+    # each rank's function compiled once: its hits on that compile, no "all its 1 compile"
+    assert index.count('title="cache hits of report_model.Model (3 calls)">2 cache hits<') == 2
     pages = [p.read_text() for p in (out / "compiles").glob("*.html") if "source" not in p.name]
     assert sorted(re.search(r"<title>(rank \d) &middot; compile 1", p).group(1) for p in pages) == ["rank 0", "rank 1"]
 
