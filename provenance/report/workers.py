@@ -202,10 +202,10 @@ def build(job: Job, resources: Resources | None = None) -> CompileResult:
 class Pool:
     """Worker processes (spawned: the parent may run threads), two compiles in flight each.
 
-    When every worker is busy (its two compiles in flight, neither done), the main
-    process builds the next compile itself rather than wait: on CPUs that other work keeps busy,
-    the workers fall behind and the main process does what -j 1 would, so the pool never costs
-    much more than shipping the records it did send."""
+    When every worker is busy (its two compiles in flight, neither done), the main process
+    builds the next compile itself rather than wait idle. The workers still cost CPU (their start,
+    the records pickled to them): on busy CPUs a pool is slower than one process, which is why
+    auto_jobs looks at the load."""
 
     def __init__(self, jobs: int, out: Path, nav: list[tuple[str, str]]) -> None:
         """`nav`: the run's pages (file, title), for the top bar of the pages workers write."""
