@@ -12,7 +12,8 @@
 Each tool runs as a fresh subprocess, the tools alternating; wall time and peak RSS (summed over
 the process tree, so thunder-trace's worker processes count) per run; the medians of --runs runs
 are reported, with the output size. thunder-trace runs twice: by default (one worker process
-per CPU for a log this large) and all in one process (-j 1).
+per idle CPU for a log this large, see provenance/report/workers.py auto_jobs; each run's count
+and the load average when it started are printed) and all in one process (-j 1).
 
     python bench/report_throughput.py [--size-mb 100] [--runs 3] [--work DIR] [--keep]
 """
@@ -157,11 +158,13 @@ def _tree_rss(root: int) -> int:
     return sum(rss.get(pid, 0) for pid in tree)
 
 
-def measure(command: list[str]) -> tuple[float, float, int]:
+def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, str, float]:
     """Wall seconds, peak RSS in MB (of the whole process tree: workers included, sampled every
-    20 ms; never below the process's own ru_maxrss from wait4), exit status."""
+    20 ms; never below the process's own ru_maxrss from wait4), exit status, stderr, CPU seconds
+    (user + system, of the process and the children it waited for: our workers, tlparse's
+    threads), which other work on a shared machine disturbs less than the wall time."""
     start = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     peak = 0
     while True:
         pid, status, usage = os.wait4(child.pid, os.WNOHANG)
@@ -174,14 +177,13 @@ def measure(command: list[str]) -> tuple[float, float, int]:
     err = child.stderr.read().decode(errors="replace") if child.stderr else ""
     if child.returncode != 0:
         print(err[-2000:], file=sys.stderr)
-    return wall, max(peak, usage.ru_maxrss) / 1024, child.returncode
+    return wall, max(peak, usage.ru_maxrss) / 1024, child.returncode, err, usage.ru_utime + usage.ru_stime
 
 
-def default_jobs(log: Path) -> int:
-    """The worker processes `thunder-trace report` starts by default for this log."""
-    from provenance.report.cli import MAX_AUTO_JOBS, PARALLEL_MIN_BYTES
-
-    return min(os.cpu_count() or 1, MAX_AUTO_JOBS) if log.stat().st_size >= PARALLEL_MIN_BYTES else 1
+def workers_used(stderr: str) -> int:
+    """The worker processes a `thunder-trace report` run started (its last line says, if any)."""
+    found = re.search(r"\((\d+) worker process", stderr)
+    return int(found.group(1)) if found else 1
 
 
 def du(path: Path) -> int:
@@ -196,6 +198,9 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="work directory (default: a temporary one, removed)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--baseline", type=Path, metavar="SRC",
+                        help="also run `-j 1` and the default with the provenance package of this source tree "
+                             "(another version, e.g. `git archive` of an older commit), in the same rounds")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="report_bench."))
     work.mkdir(parents=True, exist_ok=True)
@@ -214,30 +219,52 @@ def main() -> None:
             copies = replicate_torch(torch_base(work), torch_log, size)
             print(f"torch log: {copies} copies of the base run", file=sys.stderr)
         ours = [str(BIN / "thunder-trace"), "report", str(thunder_log), "--overwrite", "--no-browser", "-o"]
-        tools = {
-            f"thunder-trace report (default: -j {default_jobs(thunder_log)})":
-                (thunder_log, lambda out: [*ours, str(out)]),
+        tools = {  # the default worker count depends on the load when each run starts: recorded per run
+            "thunder-trace report (default)": (thunder_log, lambda out: [*ours, str(out)]),
             "thunder-trace report -j 1": (thunder_log, lambda out: [*ours, str(out), "-j", "1"]),
             "tlparse 0.4.3": (torch_log, lambda out: [str(BIN / "tlparse"), str(torch_log), "-o", str(out),
                                                       "--overwrite", "--no-browser"]),
         }
+        envs = {name: None for name in tools}
+        if args.baseline:
+            old = _env(PYTHONPATH=str(args.baseline.resolve()))
+            for name in ("thunder-trace report (default)", "thunder-trace report -j 1"):
+                tools[f"baseline: {name}"] = tools[name]
+                envs[f"baseline: {name}"] = old
         results = {}
         for run in range(args.runs):
             for name, (log, command) in tools.items():  # alternate the tools: they share the noise
-                out = work / f"out_{name.split()[0]}"  # the same directory for our two modes: replaced
-                wall, rss, status = measure(command(out))
-                r = results.setdefault(name, {"log_mb": log.stat().st_size / 1e6, "wall": [], "rss": [], "status": []})
+                out = work / f"out_{name.split()[0]}"  # the same directory for our modes: replaced
+                load = os.getloadavg()[0]
+                wall, rss, status, err, cpu = measure(command(out), envs[name])
+                r = results.setdefault(name, {"log_mb": log.stat().st_size / 1e6, "wall": [], "rss": [], "status": [],
+                                              "workers": [], "load": [], "cpu": []})
                 r["wall"].append(wall)
+                r["cpu"].append(cpu)
                 r["rss"].append(rss)
                 r["status"].append(status)
+                r["load"].append(load)
+                r["workers"].append(workers_used(err) if name.startswith("thunder") else None)
                 r["out_mb"] = du(out) / 1e6
-                print(f"run {run + 1}: {name}: {wall:.2f} s, {rss:.0f} MB peak RSS, exit {status}", file=sys.stderr)
-        print("| tool | input | median time | throughput | peak RSS | output |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: |")
-        for name, r in results.items():
+                print(f"run {run + 1}: {name}: {wall:.2f} s ({cpu:.2f} s CPU), {rss:.0f} MB peak RSS, exit {status}, "
+                      f"load {load:.1f}"
+                      + (f", {r['workers'][-1]} worker(s)" if r["workers"][-1] else ""), file=sys.stderr)
+        print("| tool | input | median time | throughput | vs tlparse | median CPU time | MB per CPU s | vs tlparse "
+              "| peak RSS | output |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        theirs = results["tlparse 0.4.3"]
+        for r in results.values():
             wall = statistics.median(r["wall"])
             r["median_wall"], r["median_rss"], r["mb_per_s"] = wall, statistics.median(r["rss"]), r["log_mb"] / wall
-            print(f"| {name} | {r['log_mb']:.0f} MB | {wall:.2f} s | {r['mb_per_s']:.1f} MB/s | "
+            # per run: MB/s over tlparse's MB/s in the same round (the tools alternate: they share the noise)
+            r["ratios"] = [(r["log_mb"] / w) / (theirs["log_mb"] / t) for w, t in zip(r["wall"], theirs["wall"])]
+            r["median_cpu"] = statistics.median(r["cpu"])
+            r["mb_per_cpu_s"] = r["log_mb"] / r["median_cpu"]
+        for name, r in results.items():
+            print(f"| {name} | {r['log_mb']:.0f} MB | {r['median_wall']:.2f} s | {r['mb_per_s']:.1f} MB/s | "
+                  f"{r['mb_per_s'] / theirs['mb_per_s']:.2f}x (per round: "
+                  f"{', '.join(f'{x:.2f}' for x in r['ratios'])}) | {r['median_cpu']:.2f} s | "
+                  f"{r['mb_per_cpu_s']:.1f} | {r['mb_per_cpu_s'] / theirs['mb_per_cpu_s']:.2f}x | "
                   f"{r['median_rss']:.0f} MB | {r['out_mb']:.0f} MB |")
         if args.json:
             args.json.write_text(json.dumps(results, indent=2))

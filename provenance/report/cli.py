@@ -7,6 +7,7 @@ report could not be made (no log, another schema major version, an output direct
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import threading
@@ -14,15 +15,16 @@ import webbrowser
 from collections.abc import Sequence
 from pathlib import Path
 
+from provenance._version import __version__
 from provenance.report.build import Report, build_report
 from provenance.report.output import prepare_out
+from provenance.report.plural import plural
 from provenance.report.reader import NotALog, SchemaError, log_files, sniff
+from provenance.report.workers import MAX_AUTO_JOBS, PARALLEL_MIN_BYTES, auto_jobs, quiet_gc
 
 __all__ = ["main"]
 
 PROGRESS_MIN_BYTES = 16 << 20  # smaller inputs take a moment: no bar
-PARALLEL_MIN_BYTES = 32 << 20  # below, starting workers costs more than they save
-MAX_AUTO_JOBS = 3  # each worker is a Python process of ~40 MB: the tree stays under 200 MB
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Tools for THUNDER_TRACE logs (the JSONL logs thunder-provenance writes for every "
                     "thunder.jit compile; see docs/log-schema.md).",
         epilog="Example: THUNDER_TRACE=thunder_trace python train.py && thunder-trace report thunder_trace")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     report = commands.add_parser(
         "report", help="build an HTML report (static files, works offline) from a log file or directory",
@@ -43,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 done; 1 with --strict, when the logs had bad, unknown or malformed lines (the "
                "report is still written); 2 no report (no log, a log of another schema major version, OUT "
                "in the way). Bad input never stops a report: it is counted, listed on index.html and on stderr.")
+    report.add_argument("--version", action="version", version=f"thunder-trace {__version__}")
     report.add_argument("path", metavar="PATH",
                         help="a log file, or a THUNDER_TRACE directory (every rank's log in it)")
     report.add_argument("-o", "--out", default="thunder_trace_report", metavar="OUT",
@@ -55,8 +59,10 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--strict", action="store_true",
                         help="exit with status 1 if any line was bad, of an unknown type or malformed")
     report.add_argument("-j", "--jobs", type=int, metavar="N",
-                        help="worker processes building compile pages (default: one per CPU, at most "
-                             f"{MAX_AUTO_JOBS}, for inputs over {PARALLEL_MIN_BYTES >> 20} MB; 1: all in this process)")
+                        help="worker processes building compile pages (default: for inputs over "
+                             f"{PARALLEL_MIN_BYTES >> 20} MB, one per idle CPU this process may use (its CPU "
+                             f"affinity less the load average), at most {MAX_AUTO_JOBS}, and 1 (all in this "
+                             "process) if under 2)")
     report.add_argument("--no-browser", action="store_true",
                         help="do not open index.html in a browser (never opened when not on a terminal or with CI set)")
     return parser
@@ -180,7 +186,7 @@ def _report_problems(report: Report, out: Path) -> None:
     problems = report.problems
     if not problems.total:
         return
-    counts = ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in sorted(problems.counts.items()))
+    counts = ", ".join(plural(n, k) for k, n in sorted(problems.counts.items()))
     _say(f"thunder-trace: warning: {counts} (skipped; listed in {out / 'index.html'}#problems)")
     for entry in problems.entries[:10]:
         where = f"{entry.file}:{entry.line}" if entry.line is not None else entry.file
@@ -202,16 +208,19 @@ def report_command(args: argparse.Namespace) -> int:
     if reason is not None:
         return _fail(reason)
     total = sum(f.stat().st_size for f in files)
-    jobs = args.jobs if args.jobs is not None else (
-        min(os.cpu_count() or 1, MAX_AUTO_JOBS) if total >= PARALLEL_MIN_BYTES else 1)
+    jobs = args.jobs if args.jobs is not None else auto_jobs(total)
     progress = _Progress(total)
+    thresholds = quiet_gc()
     try:
-        report = build_report(files, out, headers, progress, jobs=max(jobs, 1), skipped=skipped)
+        jobs = max(jobs, 1)
+        report = build_report(files, out, headers, progress, jobs=jobs, skipped=skipped)
     finally:
+        gc.set_threshold(*thresholds)
         progress.close()
     index = out / "index.html"
-    _say(f"thunder-trace: {report.compiles} compile{'s' if report.compiles != 1 else ''} "
-         f"({report.failed} failed) from {len(files)} log{'s' if len(files) != 1 else ''} -> {index}")
+    workers = f" ({plural(jobs, 'worker process', 'worker processes')})" if jobs > 1 else ""
+    _say(f"thunder-trace: {plural(report.compiles, 'compile')} ({report.failed} failed) from "
+         f"{plural(len(files), 'log')} -> {index}{workers}")
     _report_problems(report, out)
     if not args.no_browser:
         _open_browser(index)

@@ -17,21 +17,23 @@ def _op_text(lines: list[str], op: Op) -> str:
     return "\n".join(line.strip() for line in lines[op.line: op.line + op.n])
 
 
-def _keyed(view: TraceView) -> dict[tuple, tuple[Op, str]]:
-    """Ops by identity: their outputs (names are unique in a trace), else symbol and text."""
+def _keyed(view: TraceView) -> dict[tuple, tuple[str, str, int | None]]:
+    """Ops by identity: their outputs (names are unique in a trace), else symbol and text; each
+    with what a pass may change (text, symbol, provenance record)."""
     if view.keyed is not None:
         return view.keyed
-    out: dict[tuple, tuple[Op, str]] = {}
+    out: dict[tuple, tuple[str, str, int | None]] = {}
     seen: Counter = Counter()
+    lines = view.lines
     for op in view.ops:
-        text = _op_text(view.lines, op)
-        if op.outs:
-            key: tuple = ("o", *op.outs)
+        text = lines[op.line].strip() if op.n == 1 else _op_text(lines, op)
+        if op.outs:  # the outputs themselves: strs only, so never equal to the (sym, text, count) keys
+            key: tuple = op.outs
         else:
-            base = ("t", op.sym, text)
+            base = (op.sym, text)
             seen[base] += 1
             key = (*base, seen[base])
-        out[key] = (op, text)
+        out[key] = (text, op.sym, op.prov)
     view.keyed = out
     return out
 
@@ -41,23 +43,22 @@ def diff(old: TraceView, new: TraceView) -> TraceDiff:
     different symbol or code), and how many kept their code but changed provenance record."""
     before, after = _keyed(old), _keyed(new)
     result = TraceDiff(old.anchor)
-    for key, (op, text) in after.items():
+    for key, now in after.items():
         prior = before.get(key)
+        if prior == now:  # most ops: one comparison
+            continue
         if prior is None:
             result.added += 1
             if len(result.added_items) < MAX_DIFF_ITEMS:
-                result.added_items.append(DiffItem(text[:300]))
-        elif prior[1] != text or prior[0].sym != op.sym:
+                result.added_items.append(DiffItem(now[0][:300]))
+        elif prior[0] != now[0] or prior[1] != now[1]:
             result.rewritten += 1
             if len(result.rewritten_items) < MAX_DIFF_ITEMS:
-                result.rewritten_items.append(DiffItem(text[:300], prior[1][:300]))
-        elif prior[0].prov != op.prov:
+                result.rewritten_items.append(DiffItem(now[0][:300], prior[0][:300]))
+        else:
             result.reattributed += 1
-    for key, (_op, text) in before.items():
-        if key not in after:
-            result.removed += 1
-            if len(result.removed_items) < MAX_DIFF_ITEMS:
-                result.removed_items.append(DiffItem(text[:300]))
+    for key in [key for key in before if key not in after]:
+        result.removed += 1
+        if len(result.removed_items) < MAX_DIFF_ITEMS:
+            result.removed_items.append(DiffItem(before[key][0][:300]))
     return result
-
-

@@ -217,7 +217,7 @@ class FxGraphs:
         # unique: one graph per (log, number), and logs' prefixes differ; made from integers only
         key = f"{log.prefix}-g{number}" if number >= 0 else f"{log.prefix}-gx{-1 - number}"
         self._graphs[(log.index, number)] = GraphView(
-            key=key, log=log.index, rank_label=log.label, number=number if number >= 0 else None,
+            key=key, log=log.index, rank_label=log.page_label, number=number if number >= 0 else None,
             compile_id=_opt(data.get("compile_id")), start_ns=as_int(data.get("start_ns")),
             time_ns=as_int(data.get("time_ns")), pieces=pieces, reasons=reasons,
             dropped_pieces=max(0, len(data.get("pieces") or []) - MAX_PIECES) if isinstance(data.get("pieces"), list)
@@ -229,7 +229,8 @@ class FxGraphs:
             return
         stack = _frames(data.get("frames"))[:64]
         reason = _text(data.get("reason"))
-        self._breaks.append(GraphBreakView(rank_label=log.label, log=log.index, compile_id=_opt(data.get("compile_id")),
+        self._breaks.append(GraphBreakView(rank_label=log.page_label, log=log.index,
+                                           compile_id=_opt(data.get("compile_id")),
                                            summary=reason.strip().partition("\n")[0][:300] or "?", reason=reason,
                                            frame=_user(stack), stack=stack))
 

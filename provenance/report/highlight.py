@@ -104,13 +104,15 @@ def highlight_lines(lines: list[str], lexer: Lexer = _TRACE_LEXER) -> list[str]:
 _HOLE = b"Z"
 _TO_HOLES = bytes.maketrans(b"0123456789", _HOLE * 10)
 _NOT_DIGITS = bytes(b for b in range(256) if not 48 <= b <= 57)
+_NOT_DIGITS_NL = _NOT_DIGITS.replace(b"\n", b"")  # keeps the newlines that separate joined lines
 MAX_TEMPLATES = 50_000
 
 
 def _format(html: str) -> tuple[str, int]:
-    """A template's HTML as a %-format taking its digits, and how many it takes."""
+    """A template's HTML as a %-format taking its digits as code points (`%c` of the ints a
+    bytes object iterates as: no str made per digit), and how many it takes."""
     hole = _HOLE.decode()
-    return html.replace("%", "%%").replace(hole, "%s"), html.count(hole)
+    return html.replace("%", "%%").replace(hole, "%c"), html.count(hole)
 
 
 class LineHighlighter:
@@ -132,8 +134,13 @@ class LineHighlighter:
         cache, templates = self._lines, self._templates
         new = [line for line in dict.fromkeys(lines) if line not in cache]
         if new:
-            encoded = [line.encode("utf-8", "surrogatepass") for line in new]
-            keys = [b.translate(_TO_HOLES) for b in encoded]
+            # Every new line at once: one encode and two translations of their joined text.
+            joined = "\n".join(new).encode("utf-8", "surrogatepass")
+            keys = joined.translate(_TO_HOLES).split(b"\n")
+            digit_runs = joined.translate(None, _NOT_DIGITS_NL).split(b"\n")
+            if len(keys) != len(new):  # a line with a newline in it (not from a split text)
+                keys = [line.encode("utf-8", "surrogatepass").translate(_TO_HOLES) for line in new]
+                digit_runs = [line.encode("utf-8", "surrogatepass").translate(None, _NOT_DIGITS) for line in new]
             todo = [k for k in dict.fromkeys(keys) if k not in templates]
             if todo:
                 if len(templates) + len(todo) > MAX_TEMPLATES:
@@ -141,11 +148,10 @@ class LineHighlighter:
                 texts = [k.decode("utf-8", "surrogatepass") for k in todo]
                 templates.update(zip(todo, map(_format, highlight_lines(texts))))
             exact = []
-            for line, raw, key in zip(new, encoded, keys):
+            for line, key, digits in zip(new, keys, digit_runs):
                 template, holes = templates[key]
-                digits = raw.translate(None, _NOT_DIGITS)
                 if holes == len(digits):
-                    cache[line] = template % tuple(digits.decode()) if holes else template
+                    cache[line] = template % tuple(digits) if holes else template
                 else:
                     exact.append(line)
             if exact:

@@ -20,6 +20,7 @@ from markupsafe import Markup, escape
 
 from provenance.annotation import THUNDER_SOURCE_COMMENT
 from provenance.report.model import SourceFileView, TraceDiff, TraceView
+from provenance.report.plural import plural
 from provenance.report.provinfo import ProvTable
 
 __all__ = ["code_html", "diff_items", "environment", "json_script", "source_rows"]
@@ -58,7 +59,7 @@ def environment(nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -
         undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True,
     )
-    env.filters.update(ms=_ms, seconds=_seconds, json_script=json_script)
+    env.filters.update(ms=_ms, seconds=_seconds, json_script=json_script, plural=plural)
     env.globals["nav"] = nav
     return env
 
@@ -82,20 +83,23 @@ def code_html(view: TraceView, provs: ProvTable) -> Markup:
                 append("\n")
 
     op_span = provs.op_span
-    times = view.times or {}
+    spans: dict[int | None, tuple[str, str | None]] = {}  # op_span's, without a call per op
+    times = view.times
     for i, (line, n, _sym, _outs, prov) in enumerate(view.ops):
         if line > pos:
             between(pos, line)
-        opening, header = op_span(prov)
-        if i in times:  # a profiled op: its time per call and heat (timing.py: our text, not the log's)
+        found = spans.get(prov)
+        if found is None:
+            found = spans[prov] = op_span(prov)
+        opening, header = found
+        if times and i in times:  # a profiled op: its time per call and heat (timing.py: our text, not the log's)
             opening = f'{opening[:-1]} data-c="{times[i].heat}" data-t="{times[i].label}">'
         if header is not None and header != previous:
             first = lines[line]
             append(f'<span class="ph">{first[: len(first) - len(first.lstrip())]}# &#9472;&#9472; {header}</span>')
             previous = header
-        append(opening)
-        append("\n".join(html[line: line + n]) if n > 1 else html[line])
-        append("</span>\n")
+        code = html[line] if n == 1 else "\n".join(html[line: line + n])
+        append(f"{opening}{code}</span>\n")
         pos = line + n
     between(pos, len(html))
     view.code = "".join(out)

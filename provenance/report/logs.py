@@ -23,6 +23,7 @@ class RunLog:
     path: str
     header: dict | None
     label: str = ""  # "rank 0", "process 4242", ...
+    page_label: str = ""  # on its compiles' pages and rows: the label, or "" when the run is one process without a rank
     prefix: str = ""  # of its compiles' page names: made from integers only
 
     @property
@@ -36,7 +37,7 @@ class RunLog:
 
 
 def label_logs(paths: Iterable[Path], headers: list[dict | None]) -> list[RunLog]:
-    """Each log's label (rank N / process P) and page-name prefix (made from integers only)."""
+    """Each log's label (rank N / process P), page label and page-name prefix (made from integers only)."""
     logs = [RunLog(i, str(p), h) for i, (p, h) in enumerate(zip(paths, headers))]
     ranks = Counter(log.rank for log in logs if log.rank is not None)
     for log in logs:
@@ -45,6 +46,8 @@ def label_logs(paths: Iterable[Path], headers: list[dict | None]) -> list[RunLog
         pid = (log.header or {}).get("pid")
         log.label = (f"rank {log.rank}" if unique else f"rank {log.rank} (log {log.index})" if log.rank is not None
                      else f"process {pid}" if as_int(pid) is not None else f"log {log.index}")
+        # One process, no rank: every page would say the same "process N"; its pid is in the Run table.
+        log.page_label = "" if len(logs) == 1 and log.rank is None else log.label
     return logs
 
 

@@ -290,8 +290,10 @@ class CompileSummary:
     error: ErrorSummary | None = None
     disabled: DisabledCapture | None = None
     signature: dict[str, bytes] = field(default_factory=dict)  # final traces' ops, zlib'd, for desync
-    cache_hits: int = 0  # from the calls records, at the end of the log
-    calls: int = 0
+    cache_hits: int = 0  # of its function (all its compiles), from the calls records at the end of the log
+    calls: int = 0  # of its function
+    fn_first: bool = False  # the function's first compile in the report: the one its hits are shown on
+    fn_compiles: int = 0  # the function's compiles in the report
     recompile_reason: str | None = None  # why it compiled again (the newest cache entry's rejecting check)
     window: tuple[int, int] | None = None  # the compile's wall time (ns), from its phases record
     phases: list[Phase] = field(default_factory=list)  # dropped with `passes` once the entries are written

@@ -4,7 +4,7 @@ timed ops and their summed times; rebuilt as `provenance.profile.CompileProfile`
 
 A compile's profile records come after its `compile_end` (the calls run after the compile), but
 its pages are written when it ends. So before the pass over a log file, `scan` finds the profile
-records (a regular expression over the memory-mapped file: the other lines are never parsed) and
+records (a regular expression over the file, read in chunks: the other lines are never parsed) and
 sums their times per compile and trace; the pass then hands each compile its profile. Every
 record is untrusted: one that does not fit (fields, types, op count, a call before its ops
 table) is skipped and named, and never stops the report.
@@ -12,7 +12,6 @@ table) is skipped and named, and never stops the report.
 
 from __future__ import annotations
 
-import mmap
 import os
 import re
 from collections.abc import Callable
@@ -149,28 +148,36 @@ class Scan:
 MAX_PROBLEMS = 200  # a log of bad profile records keeps their count, not each reason
 
 
+CHUNK = 1 << 20  # bytes read at a time by scan: its memory, whatever the log's size
+
+
 def scan(path: str | os.PathLike[str]) -> Scan:
-    """Find and read the profile records of a log file, without parsing its other lines."""
+    """Find and read the profile records of a log file, without parsing its other lines. Read in
+    chunks cut at a newline (a longer line is held whole, as the reader holds it), so memory
+    does not follow the file."""
     collector = ProfileCollector()
-    problems: list[tuple[int, str]] = []  # (byte offset, then line number), reason
+    problems: list[tuple[int, str]] = []  # line number, reason
     records = more = 0
+    line_base = 1  # the number of the first line of the chunk
     with open(path, "rb") as f:
-        try:
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except (ValueError, OSError):  # empty, or not mappable: no profile to find
-            return Scan({}, [], 0)
-        with mapped:
-            done = 0  # lines before this offset are read
-            for match in _FIND.finditer(mapped):
+        pending: list[bytes] = []  # the start of a line that runs past the chunks read so far
+        while block := f.read(CHUNK):
+            cut = block.rfind(b"\n") + 1
+            if not cut:
+                pending.append(block)
+                continue
+            chunk = b"".join([*pending, block[:cut]]) if pending else block[:cut]
+            pending = [block[cut:]] if cut < len(block) else []
+            done = counted = 0  # lines before `done` are read; newlines before `counted` counted
+            line = line_base
+            for match in _FIND.finditer(chunk):
                 if match.start() < done:
                     continue  # another match in a line already read
-                start = mapped.rfind(b"\n", 0, match.start()) + 1
-                end = mapped.find(b"\n", match.end())
-                if end < 0:
-                    break  # a truncated last line: the pass reports it
+                start = chunk.rfind(b"\n", 0, match.start()) + 1
+                end = chunk.find(b"\n", match.end())  # found: the chunk ends with one
                 done = end + 1
                 try:
-                    data = orjson.loads(mapped[start:end])
+                    data = orjson.loads(chunk[start:end])
                 except orjson.JSONDecodeError:
                     continue  # the pass reports bad lines
                 if not isinstance(data, dict) or data.get("type") not in PROFILE_TYPES:
@@ -179,21 +186,14 @@ def scan(path: str | os.PathLike[str]) -> Scan:
                 reason = collector.add(data)
                 if reason is not None:
                     if len(problems) < MAX_PROBLEMS:
-                        problems.append((start, reason))
+                        line += chunk.count(b"\n", counted, start)
+                        counted = start
+                        problems.append((line, reason))
                     else:
                         more += 1
-            problems = _numbered(mapped, problems)
+            line_base += chunk.count(b"\n")
+    # What is pending is a truncated last line: the pass reports it.
     return Scan(collector.profiles, problems, records, more)
-
-
-def _numbered(mapped: mmap.mmap, problems: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """Byte offsets -> line numbers (1-based), counting newlines once up to the last."""
-    out, line, at = [], 1, 0
-    for offset, reason in problems:
-        line += mapped[at:offset].count(b"\n")
-        at = offset
-        out.append((line, reason))
-    return out
 
 
 def compile_profile(logged: LoggedProfile, record_of: Callable[[int | None], Provenance | None],

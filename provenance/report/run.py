@@ -38,6 +38,7 @@ from provenance.report.model import (
 )
 from provenance.report.output import ReportWriter
 from provenance.report.perfetto import PERFETTO_FILE, PerfettoWriter
+from provenance.report.plural import plural
 from provenance.report.profiles import PROFILE_TYPES, LoggedProfile, scan
 from provenance.report.provinfo import ProvTable
 from provenance.report.ranks import compare_ranks
@@ -173,7 +174,7 @@ class RunBuilder:
                                   count=count - len(kept))
         for kind, count in log_file.unknown.items():
             self.problems.add("unknown record type", log.name, None,
-                              f"{count} record{'s' if count > 1 else ''} of unknown type {kind!r}", count=count)
+                              f"{plural(count, 'record')} of unknown type {kind!r}", count=count)
 
     def _in_order(self, action: Callable[[], None]) -> None:
         """Run `action` now or, while worker processes build compiles read before it, once they
@@ -279,7 +280,7 @@ class RunBuilder:
         if numbered:
             self._compile_pages[(log.index, cid)] = f"{key}.html"  # linked from the compiles/ directory
         self.fx.piece_compile(log, key, start)
-        args = {"key": key, "log": log.index, "rank": log.rank, "rank_label": log.label, "pages": pages,
+        args = {"key": key, "log": log.index, "rank": log.rank, "rank_label": log.page_label, "pages": pages,
                 "compare": len(self.logs) > 1, "profile": self._profiles.pop(hashable(cid), None)}
 
         def deliver(result: CompileResult) -> None:
@@ -328,7 +329,7 @@ class RunBuilder:
         self._attach_calls()
         return RunModel(
             logs=[self.log_summaries[log.index] for log in self.logs],
-            ranks=sorted({log.label for log in self.logs}), totals=self._totals(), compiles=self.summaries,
+            ranks=sorted({log.page_label for log in self.logs} - {""}), totals=self._totals(), compiles=self.summaries,
             call_sites=self.call_sites.model(), failures=self.failures,
             roles=[RoleCount(r, c, n) for (r, c), n in self.roles.most_common()],
             distributed=compare_ranks(self.logs, self.summaries), problems=self.problems, files=files,
@@ -338,10 +339,11 @@ class RunBuilder:
     def _attach_calls(self) -> None:
         by_id = {(s.log, s.compile): s for s in self.summaries if as_int(s.compile) is not None}
         for calls in self.calls:
-            for cid in calls.compiles:
-                summary = by_id.get((calls.log, cid))
-                if summary is not None:
-                    summary.calls, summary.cache_hits = calls.calls or 0, calls.hits or 0
+            mine = [s for s in map(by_id.get, ((calls.log, cid) for cid in calls.compiles)) if s is not None]
+            for summary in mine:
+                summary.calls, summary.cache_hits, summary.fn_compiles = calls.calls or 0, calls.hits or 0, len(mine)
+            if mine:  # hits are the function's: listed once, on its first compile
+                min(mine, key=lambda s: (s.index, s.start_ns or 0)).fn_first = True
 
     def _totals(self) -> Totals:
         status = Counter(s.status for s in self.summaries)

@@ -33,7 +33,8 @@ class SourceCache:
     """Highlighted user files, a few kept (compiles of one model share its files)."""
 
     def __init__(self, max_files: int = 16) -> None:
-        # path -> (mtime and size, lines or None if unusable, highlighted lines once needed)
+        # path -> (mtime and size, lines or None if unusable, highlighted lines once needed, the
+        # whole file's rows once needed: shared by every compile's SourceFile, never changed)
         self._files: OrderedDict[str, list] = OrderedDict()
         self._max = max_files
 
@@ -56,7 +57,7 @@ class SourceCache:
                     lines = f.read().splitlines()
             except (OSError, ValueError):
                 lines = None
-        entry = self._files[path] = [stamp, lines, None]
+        entry = self._files[path] = [stamp, lines, None, None]
         if len(self._files) > self._max:
             self._files.popitem(last=False)
         return entry
@@ -69,11 +70,12 @@ class SourceCache:
             if entry[2] is None:
                 entry[2] = python_lines(disk)
             html = entry[2]
-            if len(disk) <= FULL_FILE_LINES:
-                shown = range(1, len(disk) + 1)
-            else:
-                shown = sorted({n for line in wanted for n in range(line - CONTEXT, line + CONTEXT + 1)
-                                if 0 < n <= len(disk)})
+            if len(disk) <= FULL_FILE_LINES:  # the whole file: the same rows for every compile
+                if entry[3] is None:
+                    entry[3] = _with_gaps(range(1, len(disk) + 1), lambda n: html[n - 1])
+                return SourceFile(path, True, entry[3])
+            shown = sorted({n for line in wanted for n in range(line - CONTEXT, line + CONTEXT + 1)
+                            if 0 < n <= len(disk)})
             return SourceFile(path, True, _with_gaps(shown, lambda n: html[n - 1]))
         numbers = sorted(quoted)
         html = dict(zip(numbers, python_lines([quoted[n] for n in numbers])))

@@ -3,6 +3,7 @@ forward ops, backward ops and fusions it made, and the keys that link ops to lin
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from provenance.record import Kind
@@ -19,6 +20,8 @@ from provenance.report.provinfo import ProvTable
 from provenance.report.source_files import SourceCache
 
 __all__ = ["source_view"]
+
+_new_row = functools.partial(tuple.__new__, SourceRow)
 
 
 MAX_LINE_OPS = 12  # ops quoted per line and kind in `line_ops` (the counts are complete)
@@ -79,10 +82,13 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
     for path in order:
         source = sources.get(path, quoted[path], wanted[path])
         index = files[path]
-        times = line_time or {}
-        rows = [None if row is None else
-                SourceRow(row[0], row[1], counts.get((index, row[0])), times.get((path, row[0])))
-                for row in source.rows]
+        if line_time:
+            rows = [None if row is None else
+                    SourceRow(row[0], row[1], counts.get((index, row[0])), line_time.get((path, row[0])))
+                    for row in source.rows]
+        else:  # a file's every line: tuples made without NamedTuple's Python-level __new__
+            rows = [None if row is None else _new_row((*row, counts.get((index, row[0])), None))
+                    for row in source.rows]
         shown.append(SourceFileView(index, path, path.rsplit("/", 1)[-1], source.from_disk, rows))
     return SourcePage(summary=summary, files=shown, panes=panes, provs=provs, paths=table.paths_of(provs),
                       line_keys=keys)
