@@ -14,7 +14,7 @@ the interpreter's specializations of patched classes) out of the pairs; `--proce
 in fresh processes instead.
 
     python bench/thunderfx.py [--layers 2] [--pairs 9] [--overhead-layers 4] [--settle 1] [--processes 0]
-                              [--skip-coverage] [--skip-overhead]
+                              [--skip-coverage] [--skip-overhead] [--entry thunder.jit]
 """
 
 from __future__ import annotations
@@ -100,7 +100,28 @@ def coverage(layers: int) -> None:
     provenance.disable()
 
 
-def _compile_once(layers: int) -> tuple[float, float]:
+class _GcClock:
+    """Garbage collections during a sample (gc.callbacks): how many, and the wall time they took."""
+
+    def __init__(self) -> None:
+        self.count = self.seconds = self._start = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.count += 1
+            self.seconds += time.perf_counter() - self._start
+
+
+_gc_clock: _GcClock | None = None
+ENTRY = "thunderfx"  # --entry: the same measurement through thunder.jit, for comparison
+
+
+def _compile_once(layers: int) -> tuple[float, float, float, float]:
+    """(wall, process CPU, garbage collections, their seconds) of one compile + fwd/bwd."""
+    global _gc_clock
     import thunder.dynamo
     import torch
 
@@ -108,10 +129,12 @@ def _compile_once(layers: int) -> tuple[float, float]:
     model, x = _models(layers)["nanoGPT"]()
     torch._dynamo.reset()  # a fresh model must compile afresh (and not hit the recompile limit)
     gc.collect()
+    _gc_clock = _gc_clock or _GcClock()
+    _gc_clock.count = _gc_clock.seconds = 0
     wall, cpu = time.perf_counter(), time.process_time()
-    fn = thunder.dynamo.thunderfx(model)
+    fn = thunder.dynamo.thunderfx(model) if ENTRY == "thunderfx" else thunder.jit(model)
     _forward_backward(fn, x)
-    return time.perf_counter() - wall, time.process_time() - cpu
+    return time.perf_counter() - wall, time.process_time() - cpu, _gc_clock.count, _gc_clock.seconds
 
 
 def overhead(pairs: int, layers: int, settle: int) -> None:
@@ -128,16 +151,31 @@ def overhead(pairs: int, layers: int, settle: int) -> None:
 
     run("on"), run("off")  # warm-up: imports, Dynamo, caches
     walls, cpus = [], []
+    samples: dict[str, list] = {"on": [], "off": []}
     for i in range(pairs):
         order = ("on", "off") if i % 2 == 0 else ("off", "on")
         got = {mode: run(mode) for mode in order}
+        for mode in got:
+            samples[mode].append(got[mode])
         walls.append(got["on"][0] / got["off"][0])
         cpus.append(got["on"][1] / got["off"][1])
         print(f"pair {i + 1}: on {got['on'][0]:.2f}s off {got['off'][0]:.2f}s  ratio {walls[-1]:.3f} "
-              f"(cpu {cpus[-1]:.3f})", flush=True)
-    print(f"thunderfx(nanoGPT {layers} layers) fwd+bwd, {pairs} pairs ({settle} untimed compile(s) after each "
+              f"(cpu {cpus[-1]:.3f}; gc on {got['on'][2]} in {got['on'][3]:.2f}s, "
+              f"off {got['off'][2]} in {got['off'][3]:.2f}s)", flush=True)
+    gc_on = statistics.median(s[3] for s in samples["on"])
+    gc_off = statistics.median(s[3] for s in samples["off"])
+    print(f"{ENTRY}(nanoGPT {layers} layers) fwd+bwd, {pairs} pairs ({settle} untimed compile(s) after each "
           f"switch), capture only: "
-          f"median ratio on/off wall {statistics.median(walls):.3f}, cpu {statistics.median(cpus):.3f}")
+          f"median ratio on/off wall {statistics.median(walls):.3f}, cpu {statistics.median(cpus):.3f}; "
+          f"cpu medians on {statistics.median(s[1] for s in samples['on']):.2f}s "
+          f"off {statistics.median(s[1] for s in samples['off']):.2f}s; "
+          f"garbage collection medians on {gc_on:.2f}s off {gc_off:.2f}s; load average {_load()}")
+
+
+def _load() -> str:
+    import os
+
+    return " ".join(f"{v:.1f}" for v in os.getloadavg())
 
 
 _CHILD = """
@@ -185,7 +223,11 @@ def main() -> None:
     parser.add_argument("--skip-coverage", action="store_true")
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--processes", type=int, default=0, help="also compare in fresh processes (pairs)")
+    parser.add_argument("--entry", choices=("thunderfx", "thunder.jit"), default="thunderfx",
+                        help="entry point of the in-process overhead pairs")
     args = parser.parse_args()
+    global ENTRY
+    ENTRY = args.entry
     if not args.skip_coverage:
         coverage(args.layers)
     if not args.skip_overhead:

@@ -20,6 +20,7 @@ Where Thunder creates and rewrites bound symbols, and what each hook does there:
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,10 +32,11 @@ from thunder.core.symbol import BoundSymbol, BoundSymbolTag
 from thunder.core.trace import TraceCtx
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
-from provenance.record import Kind, of
+from provenance.record import Kind, Provenance, of
 from provenance.scope import current_span
 from provenance.session import COUNTS_ATTR, SESSION
 from provenance.thunder import distributed, emit, passes, phases, profiling, recompile, thunderfx
+from provenance.thunder import state as state_module
 from provenance.thunder.patching import Patcher
 from provenance.thunder.printing import printed_ops
 from provenance.thunder.stack import python_stack
@@ -71,16 +73,22 @@ def _post_init(orig: Callable) -> Callable:
     def __post_init__(self: BoundSymbol) -> None:
         orig(self)
         try:
-            check_fault("bind")
+            if state_module.fault_injection is not None:
+                check_fault("bind")
             state = current_compile()
-            if state.disabled:
+            if state.disabled:  # e.g. the splitter's trial symbols: as cheap as possible
                 return
-            if self.sym.is_fusion:  # built from its region's symbols, which keep their records
-                record = state.fusion_record(self.subsymbols) or passes.fusion_of(map(of, self.subsymbols))
+            copied = _copying.record
+            if copied is not None:  # a copy (from_bsym) keeps its original's record: nothing to derive
+                _copying.record = None
+                self.__dict__[ATTR] = copied
             else:
-                record = ambient_record(passes.is_bookkeeping(self.sym))
-            if record is not None:
-                passes.stamp(self, record)
+                if self.sym.is_fusion:  # built from its region's symbols, which keep their records
+                    record = state.fusion_record(self.subsymbols) or passes.fusion_of(map(of, self.subsymbols))
+                else:
+                    record = ambient_record(passes.is_bookkeeping(self.sym))
+                if record is not None:
+                    passes.stamp(self, record)
             proc = processing.get()
             if proc is not None and proc.created is not None:
                 proc.created.append(self)
@@ -90,11 +98,28 @@ def _post_init(orig: Callable) -> Callable:
     return __post_init__
 
 
+class _Copying(threading.local):
+    """Set by the from_bsym hook around Thunder's copy: the record the copy will keep, so that
+    the bind hook does not derive one from the context (and walk the subsymbols) only for it to
+    be replaced. The subsymbols are the original's, stamped when it was made (else by the fix-up)."""
+
+    record: Provenance | None = None
+
+
+_copying = _Copying()
+
+
 def _from_bsym(orig: Callable) -> Callable:
     def from_bsym(self: BoundSymbol, **kwargs: Any) -> BoundSymbol:
-        new = orig(self, **kwargs)
+        if "subsymbols" not in kwargs:
+            _copying.record = self.__dict__.get(ATTR)
         try:
-            check_fault("from_bsym")
+            new = orig(self, **kwargs)
+        finally:
+            _copying.record = None
+        try:
+            if state_module.fault_injection is not None:
+                check_fault("from_bsym")
             # A copy is not a new op: it keeps its original's record (and is not stamped with
             # a scope opened around the copying).
             record = self.__dict__.get(ATTR)

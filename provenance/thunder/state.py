@@ -126,11 +126,20 @@ def get_compile_stats() -> Any:
 
 
 def current_compile() -> CompileState:
-    cs = get_compile_stats()
-    state = getattr(cs, COMPILE_ATTR, None) if cs is not None else None
+    # Called for every bound symbol Thunder creates: one contextvar read and one dict lookup
+    # (getattr with a default raises and catches AttributeError inside, on every miss).
+    cs = _compile_data.get()[1]
+    state = _instance_dict(cs).get(COMPILE_ATTR) if cs is not None else None
     if state is not None:
         return state
     return _SUSPENDED if suspended.get() else _DETACHED
+
+
+def _instance_dict(obj: Any) -> dict:
+    return getattr(obj, "__dict__", _NO_DICT)
+
+
+_NO_DICT: dict = {}
 
 
 # The compile in progress in this thread/task, for errors raised where no compile data is set.
