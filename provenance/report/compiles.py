@@ -222,6 +222,7 @@ class CompileBuilder:
             if disabled else None,
             signature={v.list: zlib.compress("\n".join(self._signature(v)).encode()) for v in final_views}
             if self.compare else {},
+            finals={v.list: v.anchor for v in final_views},
             recompile_reason=recompile.reason if recompile is not None else None, window=window, phases=phases,
             executor_compiles=list(self.executor_compiles),
         )

@@ -63,41 +63,63 @@ def environment(nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -
     return env
 
 
+CHUNK = 64  # ops per block that the browser lays out only when it is near the screen (report.css: .ck)
+LINE_PX = 18  # a trace line's height (report.css: 12.5px at line-height 1.45), for a block's estimated size
+
+
 def code_html(view: TraceView, provs: ProvTable) -> Markup:
     """A trace's highlighted lines, each op wrapped in a span carrying its record id, kind and
     role color; above an op whose record differs from the previous op's, a provenance header
     line (what `provenance.annotate()` prints) that the page can hide, instead of Thunder's own
-    `# file:line: source` comments."""
+    `# file:line: source` comments. Every CHUNK ops make a block (`ck`) that the browser skips
+    while it is off screen, with its estimated height (report.js renders traces alike)."""
     if view.code is not None:
         return Markup(view.code)
     html, lines, out, pos, previous = view.html, view.lines, [], 0, None
     append = out.append
+    shown = 0  # lines in the current block
 
-    def between(start: int, stop: int) -> None:
+    def between(start: int, stop: int) -> int:
+        n = 0
         for i in range(start, stop):
             if ": \t" in lines[i] and THUNDER_SOURCE_COMMENT.match(lines[i]):
                 append(f'<span class="tsc">{html[i]}</span>')
             else:
                 append(html[i])
                 append("\n")
+                n += 1
+        return n
+
+    def block(opening: int) -> None:
+        out[opening] = f'<span class="ck" style="contain-intrinsic-block-size:auto {shown * LINE_PX}px">'
+        append("</span>")
 
     op_span = provs.op_span
     times = view.times or {}
+    opening = len(out)
+    append("")
     for i, (line, n, _sym, _outs, prov) in enumerate(view.ops):
+        if i and not i % CHUNK:
+            block(opening)
+            opening, shown = len(out), 0
+            append("")
         if line > pos:
-            between(pos, line)
-        opening, header = op_span(prov)
+            shown += between(pos, line)
+        span, header = op_span(prov)
         if i in times:  # a profiled op: its time per call and heat (timing.py: our text, not the log's)
-            opening = f'{opening[:-1]} data-c="{times[i].heat}" data-t="{times[i].label}">'
+            span = f'{span[:-1]} data-c="{times[i].heat}" data-t="{times[i].label}">'
         if header is not None and header != previous:
             first = lines[line]
             append(f'<span class="ph">{first[: len(first) - len(first.lstrip())]}# &#9472;&#9472; {header}</span>')
             previous = header
-        append(opening)
+            shown += 1
+        append(span)
         append("\n".join(html[line: line + n]) if n > 1 else html[line])
         append("</span>\n")
+        shown += n
         pos = line + n
-    between(pos, len(html))
+    shown += between(pos, len(html))
+    block(opening)
     view.code = "".join(out)
     return Markup(view.code)
 

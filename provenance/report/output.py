@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from markupsafe import Markup
 
+from provenance.report.desync import MARK as DESYNC_MARK
 from provenance.report.highlight import style_css
 from provenance.report.html import code_html, diff_items, environment, source_rows
 from provenance.report.lazy import LineTable, lazy_trace
@@ -62,7 +63,8 @@ class CompileWriter:
 
     def finish(self, page: CompilePage, source: SourcePage | None) -> None:
         report = self.report
-        html = report.render("compile.html", root="../", p=page, c=page.summary, traces_mark=Markup(_TRACES_MARK))
+        html = report.render("compile.html", root="../", p=page, c=page.summary, traces_mark=Markup(_TRACES_MARK),
+                             desync_mark=Markup(DESYNC_MARK))
         head, found, tail = html.partition(_TRACES_MARK)
         assert found, "compile.html lost its traces marker"
         eager = sorted((self._slots[v.anchor], v) for lst in page.lists for v in lst.passes

@@ -115,7 +115,9 @@
   function openTarget() {
     var id = decodeURIComponent(location.hash.slice(1));
     var target = id && document.getElementById(id);
-    if (target && target.tagName === "DETAILS") { target.open = true; target.scrollIntoView(); }
+    if (!target) return;  // a trace (details), or an op in one (a desync's first differing op)
+    for (var d = target.closest("details"); d; d = d.parentElement && d.parentElement.closest("details")) d.open = true;
+    target.scrollIntoView(target.tagName === "DETAILS" ? true : { block: "center" });
   }
   // -- traces rendered when opened (lazy.py): a page's distinct lines, then each trace's data ---
   var lineTable = null;
@@ -148,6 +150,7 @@
     }
     if (pos < text.length) parent.append(text.slice(pos));
   }
+  var CHUNK = 64, LINE_PX = 18;  // html.CHUNK, html.LINE_PX
   var KIND_CLASS = { op: "qo", decomposition: "qd", backward: "qb", recompute: "qr", fusion: "qf",
     bookkeeping: "qk", pass: "qp", scope: "qs" };
   function renderTrace(details) {  // what html.code_html writes for a final trace, built with the DOM
@@ -158,14 +161,23 @@
     var table = traceLines(), lines = [], r, k;
     for (r = 0; r + 1 < d.l.length; r += 2) for (k = 0; k < d.l[r + 1]; k++) lines.push(table[d.l[r] + k] || "");
     var tsc = new Set(d.t), out = document.createDocumentFragment(), pos = 0, previous = null;
+    var ck = null, shown = 0;  // the current block of CHUNK ops, and its lines
+    var block = function () {
+      if (ck) ck.setAttribute("style", "contain-intrinsic-block-size:auto " + shown * LINE_PX + "px");
+      ck = h("span", "ck");
+      out.append(ck);
+      shown = 0;
+    };
     var between = function (start, stop) {
       for (var i = start; i < stop; i++) {
-        if (tsc.has(i)) { var s = h("span", "tsc"); highlightInto(s, lines[i]); out.append(s); }
-        else { highlightInto(out, lines[i]); out.append("\n"); }
+        if (tsc.has(i)) { var s = h("span", "tsc"); highlightInto(s, lines[i]); ck.append(s); }
+        else { highlightInto(ck, lines[i]); ck.append("\n"); shown++; }
       }
     };
-    for (var j = 0; j + 2 < d.o.length; j += 3) {
+    block();
+    for (var j = 0, i = 0; j + 2 < d.o.length; j += 3, i++) {
       var line = d.o[j], n = d.o[j + 1], p = d.o[j + 2];
+      if (i && !(i % CHUNK)) block();
       if (line > pos) between(pos, line);
       var span = h("span", "op"), info = p === null ? null : provs[p];
       if (p !== null) span.dataset.p = p;
@@ -173,15 +185,18 @@
         span.className = "op " + (KIND_CLASS[info.k] || "qx") + (info.rc !== null && info.rc !== undefined ? " role" + info.rc : "");
         if (info.k !== "bookkeeping" && info.h !== previous) {
           var first = lines[line];
-          out.append(h("span", "ph", first.slice(0, first.length - first.replace(/^\s+/, "").length) + "# \u2500\u2500 " + info.h));
+          ck.append(h("span", "ph", first.slice(0, first.length - first.replace(/^\s+/, "").length) + "# \u2500\u2500 " + info.h));
           previous = info.h;
+          shown++;
         }
       }
       for (var x = 0; x < n; x++) { if (x) span.append("\n"); highlightInto(span, lines[line + x]); }
-      out.append(span, "\n");
+      ck.append(span, "\n");
+      shown += n;
       pos = line + n;
     }
     between(pos, lines.length);
+    ck.setAttribute("style", "contain-intrinsic-block-size:auto " + shown * LINE_PX + "px");
     pre.replaceChildren(out);
     pre.classList.remove("lazy");
     if (find) find.refresh();
