@@ -257,7 +257,9 @@
     box.addEventListener("input", function () { search(false); });
     box.addEventListener("keydown", function (ev) {
       if (ev.key === "Enter") { ev.preventDefault(); step(ev.shiftKey ? -1 : 1); }
-      else if (ev.key === "Escape") { box.value = ""; search(false); box.blur(); }
+    });
+    box.closest(".find").addEventListener("keydown", function (ev) {  // the box or its buttons
+      if (ev.key === "Escape") { box.value = ""; search(false); ev.target.blur(); }
     });
     each(".find button", function (b) { b.addEventListener("click", function () { step(Number(b.dataset.step)); }); });
     document.addEventListener("keydown", function (ev) {
