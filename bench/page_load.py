@@ -8,9 +8,11 @@ round after round, the same pages of both reports are loaded in a fresh tab, alt
 (paired: the machine's load at the time weighs on both alike), and timed:
 - load: from navigation to the `load` event plus two animation frames (the page painted, its
   script run);
-- a click: from the click to two animation frames later (handler, style, layout, paint), on the
+- a click: from the click to two animation frames later (handler, style, layout, paint; for a
+  trace rendered when opened, to the frame after it is), on the
   compile page an op of a final trace, then the summary of the first trace that is not final
-  (opening it: rendered by the script, after; shown, before), on the source page a source line
+  of the computation list (opening it: rendered by the script, after; shown, before), on the
+  source page a source line
   (its ops highlighted) and an op (its line found); and typing a tensor name into the find box
   (after only).
 Medians over the rounds, and the report's size over the log's.
@@ -36,7 +38,10 @@ CLICK = """async (sel) => {
   if (!el) return null;
   const t = performance.now();
   el.click();
-  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const frame = () => new Promise(r => requestAnimationFrame(r));
+  await frame(); await frame();
+  while (document.querySelector("details.trace[open] pre.code.lazy")) await frame();  // rendered when opened
+  await frame();
   return performance.now() - t;
 }"""
 FIND = """async (q) => {
@@ -96,7 +101,7 @@ def main() -> None:
         source_page = compile_page.replace(".html", "-source.html")
         pages = {
             "compile": (compile_page, ["details.trace[open] pre.code .op[data-p]",
-                                       "details.trace:not([open]) > summary"]),
+                                       "details.trace[data-list=computation]:not([open]) > summary"]),
             "source": (source_page, [".sl.has", "pre.pane .op[data-p]"]),
         }
         results: dict[tuple[str, str, str], list[float]] = {}
