@@ -311,6 +311,10 @@ def test_find_box_highlights_a_tensors_ops_and_steps_through_them(nanogpt_report
 
     page = browser.open(compile_pages["source"])
     assert page.locator(".legend.ops").count() == 1
+    page.locator(".sl.has").last.click()  # its ops lie in blocks not laid out yet: still scrolled into the pane
+    assert page.locator('pre.pane[data-pane="forward"] .op.hl').first.evaluate(
+        "o => { const r = o.getBoundingClientRect(), b = o.closest('pre').getBoundingClientRect();"
+        " return r.top >= b.top && r.bottom <= b.bottom; }")
     page.fill("#find", name)
     assert page.locator('pre.pane[data-pane="forward"] .op.found').evaluate_all(
         "os => os.map(o => o.dataset.p)") == expected

@@ -64,7 +64,6 @@ def environment(nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -
 
 
 CHUNK = 64  # ops per block that the browser lays out only when it is near the screen (report.css: .ck)
-LINE_PX = 18  # a trace line's height (report.css: 12.5px at line-height 1.45), for a block's estimated size
 
 
 def code_html(view: TraceView, provs: ProvTable) -> Markup:
@@ -72,26 +71,26 @@ def code_html(view: TraceView, provs: ProvTable) -> Markup:
     role color; above an op whose record differs from the previous op's, a provenance header
     line (what `provenance.annotate()` prints) that the page can hide, instead of Thunder's own
     `# file:line: source` comments. Every CHUNK ops make a block (`ck`) that the browser skips
-    while it is off screen, with its estimated height (report.js renders traces alike)."""
+    while it is off screen, with its lines, headers and Thunder comments counted (`--n`, `--h`,
+    `--t`: report.css estimates its height from them); report.js renders traces alike."""
     if view.code is not None:
         return Markup(view.code)
     html, lines, out, pos, previous = view.html, view.lines, [], 0, None
     append = out.append
-    shown = 0  # lines in the current block
+    shown = [0, 0, 0]  # in the current block: code lines, provenance headers, Thunder's comments
 
-    def between(start: int, stop: int) -> int:
-        n = 0
+    def between(start: int, stop: int) -> None:
         for i in range(start, stop):
             if ": \t" in lines[i] and THUNDER_SOURCE_COMMENT.match(lines[i]):
                 append(f'<span class="tsc">{html[i]}</span>')
+                shown[2] += 1
             else:
                 append(html[i])
                 append("\n")
-                n += 1
-        return n
+                shown[0] += 1
 
     def block(opening: int) -> None:
-        out[opening] = f'<span class="ck" style="contain-intrinsic-block-size:auto {shown * LINE_PX}px">'
+        out[opening] = f'<span class="ck" style="--n:{shown[0]};--h:{shown[1]};--t:{shown[2]}">'
         append("</span>")
 
     op_span = provs.op_span
@@ -101,10 +100,10 @@ def code_html(view: TraceView, provs: ProvTable) -> Markup:
     for i, (line, n, _sym, _outs, prov) in enumerate(view.ops):
         if i and not i % CHUNK:
             block(opening)
-            opening, shown = len(out), 0
+            opening, shown = len(out), [0, 0, 0]
             append("")
         if line > pos:
-            shown += between(pos, line)
+            between(pos, line)
         span, header = op_span(prov)
         if i in times:  # a profiled op: its time per call and heat (timing.py: our text, not the log's)
             span = f'{span[:-1]} data-c="{times[i].heat}" data-t="{times[i].label}">'
@@ -112,13 +111,13 @@ def code_html(view: TraceView, provs: ProvTable) -> Markup:
             first = lines[line]
             append(f'<span class="ph">{first[: len(first) - len(first.lstrip())]}# &#9472;&#9472; {header}</span>')
             previous = header
-            shown += 1
+            shown[1] += 1
         append(span)
         append("\n".join(html[line: line + n]) if n > 1 else html[line])
         append("</span>\n")
-        shown += n
+        shown[0] += n
         pos = line + n
-    shown += between(pos, len(html))
+    between(pos, len(html))
     block(opening)
     view.code = "".join(out)
     return Markup(view.code)

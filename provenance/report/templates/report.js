@@ -16,8 +16,14 @@
   }
   function each(selector, fn, root) { Array.prototype.forEach.call((root || document).querySelectorAll(selector), fn); }
   function clear(cls) { each("." + cls, function (e) { e.classList.remove(cls); }); }
-  function reveal(el, box) {  // scroll a box (position: relative) so that el shows in its upper third
-    if (el && box) box.scrollTop = Math.max(0, el.offsetTop - box.clientHeight / 3);
+  function reveal(el, box, again) {  // scroll a box so that el shows in its upper third, the window staying put
+    if (!el || !box) return;  // (scrollIntoView: el may lie in a block not laid out yet, where offsetTop is stale)
+    var x = window.scrollX, y = window.scrollY;
+    el.scrollIntoView({ block: "start" });
+    window.scrollTo(x, y);
+    var top = box.scrollTop + el.getBoundingClientRect().top - box.getBoundingClientRect().top - box.clientTop;
+    box.scrollTop = Math.max(0, top - box.clientHeight / 3);
+    if (!again) requestAnimationFrame(function () { reveal(el, box, true); });  // blocks laid out meanwhile
   }
 
   var table = data("provs") || {};
@@ -150,7 +156,7 @@
     }
     if (pos < text.length) parent.append(text.slice(pos));
   }
-  var CHUNK = 64, LINE_PX = 18;  // html.CHUNK, html.LINE_PX
+  var CHUNK = 64;  // html.CHUNK
   var KIND_CLASS = { op: "qo", decomposition: "qd", backward: "qb", recompute: "qr", fusion: "qf",
     bookkeeping: "qk", pass: "qp", scope: "qs" };
   function renderTrace(details) {  // what html.code_html writes for a final trace, built with the DOM
@@ -161,17 +167,18 @@
     var table = traceLines(), lines = [], r, k;
     for (r = 0; r + 1 < d.l.length; r += 2) for (k = 0; k < d.l[r + 1]; k++) lines.push(table[d.l[r] + k] || "");
     var tsc = new Set(d.t), out = document.createDocumentFragment(), pos = 0, previous = null;
-    var ck = null, shown = 0;  // the current block of CHUNK ops, and its lines
+    var ck = null, shown = [0, 0, 0];  // the current block of CHUNK ops: code lines, headers, Thunder's comments
+    var sized = function () { ck.setAttribute("style", "--n:" + shown[0] + ";--h:" + shown[1] + ";--t:" + shown[2]); };
     var block = function () {
-      if (ck) ck.setAttribute("style", "contain-intrinsic-block-size:auto " + shown * LINE_PX + "px");
+      if (ck) sized();
       ck = h("span", "ck");
       out.append(ck);
-      shown = 0;
+      shown = [0, 0, 0];
     };
     var between = function (start, stop) {
       for (var i = start; i < stop; i++) {
-        if (tsc.has(i)) { var s = h("span", "tsc"); highlightInto(s, lines[i]); ck.append(s); }
-        else { highlightInto(ck, lines[i]); ck.append("\n"); shown++; }
+        if (tsc.has(i)) { var s = h("span", "tsc"); highlightInto(s, lines[i]); ck.append(s); shown[2]++; }
+        else { highlightInto(ck, lines[i]); ck.append("\n"); shown[0]++; }
       }
     };
     block();
@@ -187,16 +194,16 @@
           var first = lines[line];
           ck.append(h("span", "ph", first.slice(0, first.length - first.replace(/^\s+/, "").length) + "# \u2500\u2500 " + info.h));
           previous = info.h;
-          shown++;
+          shown[1]++;
         }
       }
       for (var x = 0; x < n; x++) { if (x) span.append("\n"); highlightInto(span, lines[line + x]); }
       ck.append(span, "\n");
-      shown += n;
+      shown[0] += n;
       pos = line + n;
     }
     between(pos, lines.length);
-    ck.setAttribute("style", "contain-intrinsic-block-size:auto " + shown * LINE_PX + "px");
+    sized();
     pre.replaceChildren(out);
     pre.classList.remove("lazy");
     if (find) find.refresh();
