@@ -11,7 +11,8 @@ round after round, the same pages of both reports are loaded in a fresh tab, alt
 - a click: from the click to two animation frames later (handler, style, layout, paint; for a
   trace rendered when opened, to the frame after it is), on the
   compile page an op of a final trace, then the summary of the first trace that is not final
-  of the computation list (opening it: rendered by the script, after; shown, before), on the
+  of the computation list and the largest closed trace (opening it: rendered by the script,
+  after; shown, before), on the
   source page a source line
   (its ops highlighted) and an op (its line found); and typing a tensor name into the find box
   (after only).
@@ -32,9 +33,12 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
+LARGEST = "the largest closed trace's summary"
 FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
 CLICK = """async (sel) => {
-  const el = document.querySelector(sel);
+  const ops = d => +((d.querySelector("summary").textContent.match(/(\\d+) ops/) || [0, 0])[1]);
+  const el = sel === LARGEST ? Array.from(document.querySelectorAll("details.trace:not([open]):not(.repeat)"))
+    .sort((a, b) => ops(b) - ops(a))[0].querySelector("summary") : document.querySelector(sel);
   if (!el) return null;
   const t = performance.now();
   el.click();
@@ -72,7 +76,7 @@ def measure(page, url: str, clicks: list[str], find: str | None) -> dict[str, fl
     painted = page.evaluate("() => performance.now()")
     out: dict[str, float | None] = {"load": painted, "load_event": nav}
     for selector in clicks:
-        out[selector] = page.evaluate(CLICK, selector)
+        out[selector] = page.evaluate(CLICK.replace("LARGEST", repr(LARGEST)), selector)
     if find:
         out["find " + find] = page.evaluate(FIND, find)
     return out
@@ -101,7 +105,7 @@ def main() -> None:
         source_page = compile_page.replace(".html", "-source.html")
         pages = {
             "compile": (compile_page, ["details.trace[open] pre.code .op[data-p]",
-                                       "details.trace[data-list=computation]:not([open]) > summary"]),
+                                       "details.trace[data-list=computation]:not([open]) > summary", LARGEST]),
             "source": (source_page, [".sl.has", "pre.pane .op[data-p]"]),
         }
         results: dict[tuple[str, str, str], list[float]] = {}

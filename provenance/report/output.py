@@ -67,8 +67,8 @@ class CompileWriter:
                              desync_mark=Markup(DESYNC_MARK))
         head, found, tail = html.partition(_TRACES_MARK)
         assert found, "compile.html lost its traces marker"
-        eager = sorted((self._slots[v.anchor], v) for lst in page.lists for v in lst.passes
-                       if v.final and self.eager and v.anchor in self._slots)
+        eager = sorted(((self._slots[v.anchor], v) for lst in page.lists for v in lst.passes
+                        if v.final and self.eager and v.anchor in self._slots), key=lambda slot: slot[0])
         with open(report.out / self.pages.compile, "wb") as f:
             f.write(head.encode())
             spool, pos = self._spool, 0
