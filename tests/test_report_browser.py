@@ -286,7 +286,7 @@ def test_find_box_highlights_a_tensors_ops_and_steps_through_them(nanogpt_report
     compile_pages = _pages(nanogpt_report)["compiles"][0]
 
     page = browser.open(compile_pages["compile"])
-    assert page.locator(".legend.ops .lk.qb").count() == 1 and page.locator(".legend.lists .key.l-backward").count()
+    assert page.locator(".legend.ops .lk.qb").count() == 1 and page.locator(".legend.tlists .key.l-backward").count()
     page.keyboard.press("/")  # focuses the box
     page.keyboard.type(name)
     found = page.locator(f"#computation-{final['index']} .op.found")

@@ -142,8 +142,9 @@
     "finally|for|from|global|if|import|in|is|lambda|nonlocal|not|or|pass|raise|return|try|while|with|yield";
   var TOKEN = new RegExp("(#.*)|((?<![\\w.])[rbuf]{0,2}(?:\"(?:[^\"\\\\]|\\\\.?)*(?:\"|$)|'(?:[^'\\\\]|\\\\.?)*(?:'|$)))" +
     "|(^@[\\w.]+)|\\b(" + KEYWORDS + ")\\b|((?<![\\w.])[A-Za-z_][\\w.]*(?=\\())", "g");
-  var TOKEN_CLASS = [null, "c1", "s", "nd", "k", "nf"];
+  var TOKEN_CLASS = [null, "c1", "s", "nd", "k", "nf"], MAX_LINE = 20000;  // highlight.MAX_LINE
   function highlightInto(parent, text) {  // text nodes and spans: never markup from the log
+    if (text.length > MAX_LINE) { parent.append(text); return; }
     var pos = 0, m;
     TOKEN.lastIndex = 0;
     while ((m = TOKEN.exec(text)) !== null) {
