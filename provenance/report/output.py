@@ -18,7 +18,7 @@ from markupsafe import Markup
 from provenance.report.desync import MARK as DESYNC_MARK
 from provenance.report.highlight import style_css
 from provenance.report.html import code_html, diff_items, environment, source_rows
-from provenance.report.lazy import LineTable, lazy_trace
+from provenance.report.lazy import LazyTrace, LineTable, lazy_trace, lines_script
 from provenance.report.model import CompilePage, CompilePages, SourcePage, TraceView
 from provenance.report.provinfo import ProvTable
 
@@ -46,6 +46,7 @@ class CompileWriter:
         self._spool = tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+b", dir=report.out)
         self._lines = LineTable()
         self._slots: dict[str, tuple[int, int]] = {}  # a trace's anchor -> its data's place in the spool
+        self._lazy: dict[str, LazyTrace] = {}  # a trace's anchor -> its lines (runs, and those it brought)
 
     def trace(self, view: TraceView, provs: ProvTable) -> None:
         changes = diff_items(view.diff) if view.diff else Markup("")
@@ -54,10 +55,10 @@ class CompileWriter:
         spool = self._spool
         spool.write(head.encode())
         if view.same_as is None:
-            lines, data = lazy_trace(view, self._lines)
-            spool.write(lines.encode())
+            lazy = self._lazy[view.anchor] = lazy_trace(view, self._lines)
             start = spool.tell()
-            spool.write(data.encode())
+            spool.write(lines_script(lazy.new).encode())
+            spool.write(lazy.data.encode())
             self._slots[view.anchor] = (start, spool.tell())
         spool.write(tail.encode())
 
@@ -69,12 +70,22 @@ class CompileWriter:
         assert found, "compile.html lost its traces marker"
         eager = sorted(((self._slots[v.anchor], v) for lst in page.lists for v in lst.passes
                         if v.final and self.eager and v.anchor in self._slots), key=lambda slot: slot[0])
+        needed = bytearray(len(self._lines))  # the lines the traces left to the script use
+        finals = {v.anchor for _, v in eager}
+        for anchor, lazy in self._lazy.items():
+            if anchor not in finals:
+                runs = lazy.runs
+                for k in range(0, len(runs), 2):
+                    needed[runs[k]: runs[k] + runs[k + 1]] = b"\x01" * runs[k + 1]
         with open(report.out / self.pages.compile, "wb") as f:
             f.write(head.encode())
             spool, pos = self._spool, 0
             spool.seek(0)
             for (start, end), view in eager:
                 _copy(spool, f, start - pos)
+                lazy = self._lazy[view.anchor]
+                kept = [line if needed[lazy.first + i] else 0 for i, line in enumerate(lazy.new)]
+                f.write(lines_script(kept).encode())
                 f.write(f'<pre class="code">{code_html(view, self.provs)}</pre>'.encode())
                 spool.seek(end)
                 pos = end

@@ -133,7 +133,7 @@
     each("script.tl", function (s) {
       var more = [];
       try { more = JSON.parse(s.textContent); } catch (e) { /* a broken page: lines show empty */ }
-      for (var i = 0; i < more.length; i++) lineTable.push(String(more[i]));
+      for (var i = 0; i < more.length; i++) lineTable.push(typeof more[i] === "string" ? more[i] : "");
     });
     return lineTable;
   }
