@@ -250,6 +250,7 @@ def test_traces_rendered_when_opened_match_the_log_and_the_final_rendering(nanog
         anchor = f"{r['list']}-{r['index']}"
         assert page.locator(f"#{anchor} pre.code .op").count() == 0  # not rendered yet
         page.locator(f"#{anchor} > summary").click()
+        page.wait_for_selector(f"#{anchor} > pre.code:not(.lazy)", state="attached")  # rendered on `toggle`
         ops = page.locator(f"#{anchor} pre.code .op")
         lines = r["python"].split("\n")
         shown = ops.evaluate_all("os => os.map(o => [o.dataset.p, o.textContent])")
