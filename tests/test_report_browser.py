@@ -194,6 +194,8 @@ def test_log_text_never_runs_as_script(tmp_path, browser):
     errors_before = len(browser.errors)
     for path in targets:
         page = browser.open(path)
+        page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")  # lazy traces too
+        page.wait_for_timeout(100)
         visible_ops = page.locator(".op[data-p]:visible")
         if visible_ops.count():
             visible_ops.first.click()
@@ -286,3 +288,156 @@ def test_thunderfx_log_text_never_runs_as_script(tmp_path, browser):
         assert XSS in page.inner_text("main")
         page.close()
     assert browser.dialogs == [] and browser.errors[errors_before:] == []
+
+
+# -- big pages: traces rendered when opened, the find box, desyncs, legends (issue 13) ---------------
+OPEN_TRACES = ("() => Array.from(document.querySelectorAll('details.trace[open] > pre.code'))"
+               ".map(p => [p.closest('details').id, p.innerHTML])")
+IN_VIEW = "o => { const r = o.getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }"
+
+def _trace_records(logs: Path) -> list[dict]:
+    import orjson
+
+    return [r for f in sorted(logs.glob("*.jsonl")) for r in map(orjson.loads, f.read_bytes().splitlines())
+            if r.get("type") == "trace"]
+
+
+@pytest.mark.slow
+def test_traces_rendered_when_opened_match_the_log_and_the_final_rendering(nanogpt_report, browser, tmp_path,
+                                                                          monkeypatch):
+    from provenance.report.build import build_report
+    from provenance.report.output import CompileWriter
+
+    logs = nanogpt_report.parent / "logs"
+    traces = _trace_records(logs)
+    page_path = _pages(nanogpt_report)["compiles"][0]["compile"]
+    html = page_path.read_text()
+    # Only the final traces are in the page as HTML: one op span per op of theirs.
+    finals = {}
+    for r in traces:
+        if r.get("same_as") is None and r["list"] in ("computation", "backward"):
+            finals[r["list"]] = r
+    assert html.count('<span class="op') == sum(len(r["ops"]) for r in finals.values())
+
+    page = browser.open(page_path)
+    rendered_final = dict(page.evaluate(OPEN_TRACES))
+    assert set(rendered_final) == {f"{k}-{r['index']}" for k, r in finals.items()}
+    others = [r for r in traces if r.get("same_as") is None and r not in finals.values()]
+    assert len(others) >= 5 and any(r["list"] == "computation" and len(r["ops"]) > 50 for r in others)
+    for r in others:  # each opened: the log's ops, with their records (lines the final ones brought kept as needed)
+        anchor = f"{r['list']}-{r['index']}"
+        assert page.locator(f"#{anchor} pre.code .op").count() == 0  # not rendered yet
+        page.locator(f"#{anchor} > summary").click()
+        page.wait_for_selector(f"#{anchor} > pre.code:not(.lazy)", state="attached")  # rendered on `toggle`
+        ops = page.locator(f"#{anchor} pre.code .op")
+        lines = r["python"].split("\n")
+        shown = ops.evaluate_all("os => os.map(o => [o.dataset.p, o.textContent])")
+        assert shown == [[None if prov is None else str(prov), "\n".join(lines[line:line + n])]
+                         for line, n, _sym, _outs, prov in r["ops"]]
+        if r["list"] == "computation":
+            assert page.locator(f"#{anchor} pre.code .op .nf").count() >= len(r["ops"]) // 2  # highlighted
+    page.close()
+
+    # The script renders the final traces exactly as the Python does when both are left to it.
+    monkeypatch.setattr(CompileWriter, "eager", False)
+    out = tmp_path / "all-lazy"
+    out.mkdir()
+    build_report(sorted(logs.glob("*.jsonl")), out)
+    lazy_html = (out / page_path.relative_to(nanogpt_report)).read_text()
+    assert lazy_html.count('<span class="op') == 0
+    page = browser.open(out / page_path.relative_to(nanogpt_report))
+    page.wait_for_function("() => !document.querySelector('details.trace[open] pre.code.lazy')")
+    by_script = dict(page.evaluate(OPEN_TRACES))
+    page.close()
+    assert by_script == rendered_final
+    assert browser.errors == []
+
+
+@pytest.mark.slow
+def test_find_box_highlights_a_tensors_ops_and_steps_through_them(nanogpt_report, browser):
+    import re
+
+    traces = _trace_records(nanogpt_report.parent / "logs")
+    final = [r for r in traces if r["list"] == "computation" and r.get("same_as") is None][-1]
+    lines = final["python"].split("\n")
+    # a tensor made by one op and used by others: its ops are those whose text names it
+    name = next(outs[0] for _l, _n, _s, outs, _p in final["ops"] if outs and re.fullmatch(r"t\d+", outs[0])
+                and sum(bool(re.search(rf"\b{outs[0]}\b", "\n".join(lines[a:a + b])))
+                        for a, b, *_ in final["ops"]) >= 3)
+    expected = [str(p) for a, b, _s, _o, p in final["ops"] if re.search(rf"\b{name}\b", "\n".join(lines[a:a + b]))]
+    compile_pages = _pages(nanogpt_report)["compiles"][0]
+
+    page = browser.open(compile_pages["compile"])
+    assert page.locator(".legend.ops .lk.qb").count() == 1 and page.locator(".legend.tlists .key.l-backward").count()
+    page.keyboard.press("/")  # focuses the box
+    page.keyboard.type(name)
+    found = page.locator(f"#computation-{final['index']} .op.found")
+    assert found.evaluate_all("os => os.map(o => o.dataset.p)") == expected
+    total = page.locator(".op.found").count()  # the backward trace may name it too
+    assert page.inner_text("#find-count").startswith(f"1 of {total}")
+    current = page.locator(".op.found-cur")
+    assert current.count() == 1 and current.evaluate("o => o.dataset.p") == expected[0]
+    assert current.evaluate(IN_VIEW)
+    page.keyboard.press("Enter")
+    assert page.inner_text("#find-count").startswith(f"2 of {total}")
+    assert page.locator(".op.found-cur").evaluate("o => o.dataset.p") == expected[1]
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.press("Shift+Enter")  # wraps to the last
+    assert page.inner_text("#find-count").startswith(f"{total} of {total}")
+    page.locator(".find button[data-step='1']").click()
+    assert page.inner_text("#find-count").startswith(f"1 of {total}")
+    browser.shot(page, "nanogpt-find")
+    page.keyboard.press("Escape")
+    assert page.locator(".op.found").count() == 0
+    page.close()
+
+    page = browser.open(compile_pages["source"])
+    assert page.locator(".legend.ops").count() == 1
+    page.locator(".sl.has").last.click()  # its ops lie in blocks not laid out yet: still scrolled into the pane
+    assert page.locator('pre.pane[data-pane="forward"] .op.hl').first.evaluate(
+        "o => { const r = o.getBoundingClientRect(), b = o.closest('pre').getBoundingClientRect();"
+        " return r.top >= b.top && r.bottom <= b.bottom; }")
+    page.fill("#find", name)
+    assert page.locator('pre.pane[data-pane="forward"] .op.found').evaluate_all(
+        "os => os.map(o => o.dataset.p)") == expected
+    page.close()
+    assert browser.errors == []
+
+
+def test_desync_banner_links_to_the_first_differing_op_on_each_rank(tmp_path, browser):
+    logs = tmp_path / "logs"
+    report_logs.write(logs / "r0.jsonl", report_logs.records(rank=0))
+    other = report_logs.records(rank=1)
+    other[8]["ops"][1][2] = "sub"  # rank 1's final forward trace runs another op second
+    report_logs.write(logs / "r1.jsonl", other)
+    outs = []
+    for jobs in ("1", "2"):
+        outs.append(tmp_path / f"out{jobs}")
+        _run([sys.executable, "-m", "provenance.report", "report", str(logs), "-o", str(outs[-1]), "--no-browser",
+              "-j", jobs], env=_env())
+    for path in sorted(p.relative_to(outs[0]) for p in outs[0].rglob("*") if p.is_file()):
+        assert (outs[0] / path).read_bytes() == (outs[1] / path).read_bytes(), path
+    out = outs[0]
+
+    index = browser.open(out / "index.html")
+    links = index.locator(".desync-banner a[href*='#op-']")
+    assert links.count() == 2 and "1 compile differs" in index.inner_text(".desync-banner")
+    hrefs = links.evaluate_all("as => as.map(a => [a.textContent, a.getAttribute('href')])")
+    index.close()
+    assert [rank for rank, _ in hrefs] == ["rank 0", "rank 1"]
+    for _rank, href in hrefs:
+        path, _, fragment = href.partition("#")
+        page = browser.open(out / path, "#" + fragment)
+        target = page.locator(":target")
+        assert target.count() == 1 and "op" in target.get_attribute("class").split()
+        assert target.evaluate("o => Array.from(o.closest('pre').querySelectorAll('.op')).indexOf(o)") == 1
+        assert "torch.add" in target.inner_text()  # the op the two ranks name differently (add, sub)
+        assert target.evaluate(IN_VIEW)
+        banner = page.locator(".desync-banner")
+        assert banner.count() == 1 and "add" in banner.inner_text() and "sub" in banner.inner_text()
+        assert banner.locator("a").count() == 2
+        page.close()
+    page = browser.open(out / "distributed.html")
+    assert page.locator("tr.desync a[href*='#op-computation-1']").count() == 2
+    page.close()
+    assert browser.errors == []

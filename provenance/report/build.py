@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provenance.report import pages
+from provenance.report.desync import mark_desyncs
 from provenance.report.directory import DIRECTORY_FILE
 from provenance.report.logs import label_logs
 from provenance.report.model import Problems, RunModel
@@ -57,6 +58,8 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
         if pool is not None:
             pool.close()
     model = builder.model(_files(registered))
+    if model.distributed.desync:  # the compile pages a desync touches get their banner and anchors
+        mark_desyncs(model, out, writer.render)
     builder.directory.write(out / DIRECTORY_FILE, model.directory_head(), builder.directory_calls())
     for page in registered:  # they may list every compile: streamed
         writer.write(page.template, page.file, stream=True, root="", **page.context(model))

@@ -191,9 +191,10 @@ class CompileBuilder:
         if bad_ops:
             self.malformed(f"{bad_ops} malformed op entr{'y' if bad_ops == 1 else 'ies'} in trace {anchor}")
         label = data.get("label")
+        # Highlighted at the end, and only if final: every other trace is rendered by the page's
+        # script from its text when opened (output.CompileWriter).
         view = TraceView(list_name, index, str(data.get("pass") or "?"), label if isinstance(label, str) else None,
-                         as_float(data.get("ms")), anchor, lines=lines, html=self.highlighter.lines(lines), ops=ops,
-                         n_ops=len(ops))
+                         as_float(data.get("ms")), anchor, lines=lines, ops=ops, n_ops=len(ops))
         previous = self.latest.get(list_name)
         if previous is not None:
             view.diff = diff(previous, view)
@@ -229,6 +230,7 @@ class CompileBuilder:
             self.pages = CompilePages(self.pages.compile, None)
         for view in final_views:
             view.final = True
+            view.html = self.highlighter.lines(view.lines)
         compile_error = self._error(error) if error is not None else None
         final = end.get("final") if isinstance(end.get("final"), dict) else None
         prologue = self.latest.get("prologue")
@@ -248,6 +250,7 @@ class CompileBuilder:
             if disabled else None,
             signature={v.list: zlib.compress("\n".join(self._signature(v)).encode()) for v in final_views}
             if self.compare else {},
+            finals={v.list: v.anchor for v in final_views},
             recompile_reason=recompile.reason if recompile is not None else None, window=window, phases=phases,
             executor_compiles=list(self.executor_compiles),
         )

@@ -290,6 +290,7 @@ class CompileSummary:
     error: ErrorSummary | None = None
     disabled: DisabledCapture | None = None
     signature: dict[str, bytes] = field(default_factory=dict)  # final traces' ops, zlib'd, for desync
+    finals: dict[str, str] = field(default_factory=dict)  # the final traces' anchors by list (desync links)
     cache_hits: int = 0  # of its function (all its compiles), from the calls records at the end of the log
     calls: int = 0  # of its function
     fn_first: bool = False  # the function's first compile in the report: the one its hits are shown on
@@ -600,6 +601,9 @@ class Desync:
     ops: list[str]
     ref_length: int
     length: int
+    list_name: str = ""  # the trace list compared (computation | backward)
+    other_at: int = 0  # the op index on `rank` (`at` is on `ref_rank`)
+    links: list[tuple[str, str]] = field(default_factory=list)  # (rank, its page#op) for both ranks (desync.py)
 
 
 @dataclass(slots=True)

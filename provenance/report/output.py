@@ -11,51 +11,99 @@ import tempfile
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from markupsafe import Markup
 
+from provenance.report.desync import MARK as DESYNC_MARK
 from provenance.report.highlight import style_css
 from provenance.report.html import code_html, diff_items, environment, source_rows
+from provenance.report.lazy import LazyTrace, LineTable, lazy_trace, lines_script
 from provenance.report.model import CompilePage, CompilePages, SourcePage, TraceView
 from provenance.report.provinfo import ProvTable
 
 __all__ = ["MARKER_FILE", "CompileWriter", "ReportWriter", "prepare_out"]
 
 _TRACES_MARK = "<!--@@thunder-trace-report:traces@@-->"
+_CODE_MARK = "<!--@@thunder-trace-report:code@@-->"
 MARKER_FILE = ".thunder_trace_report"  # marks a directory this tool made (what --overwrite may delete)
 
 
 class CompileWriter:
     """One compile's page: trace fragments are rendered as they come and spooled (to disk when
-    large), then framed by the page's head (which needs every pass) when the compile ends."""
+    large), then framed by the page's head (which needs every pass) when the compile ends.
+
+    A trace is spooled as compact data (lazy.py), which the page's script renders when it is
+    opened; when the compile ends, the final traces' data is replaced by their rendered code
+    (the spool remembers where each trace's data lies), so the page opens on them at once."""
+
+    eager: ClassVar[bool] = True  # False: the final traces too are left to the script (tests compare both)
 
     def __init__(self, report: ReportWriter, pages: CompilePages, provs: ProvTable) -> None:
         self.report = report
         self.pages = pages
         self.provs = provs
-        self._spool = tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+", encoding="utf-8",
-                                                    dir=report.out)
+        self._spool = tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+b", dir=report.out)
+        self._lines = LineTable()
+        self._slots: dict[str, tuple[int, int]] = {}  # a trace's anchor -> its data's place in the spool
+        self._lazy: dict[str, LazyTrace] = {}  # a trace's anchor -> its lines (runs, and those it brought)
 
     def trace(self, view: TraceView, provs: ProvTable) -> None:
-        code = code_html(view, provs) if view.same_as is None else Markup("")
         changes = diff_items(view.diff) if view.diff else Markup("")
-        self._spool.write(self.report.trace_template.render(v=view, code=code, changes=changes))
+        html = self.report.trace_template.render(v=view, code=Markup(_CODE_MARK), changes=changes)
+        head, _, tail = html.partition(_CODE_MARK)
+        spool = self._spool
+        spool.write(head.encode())
+        if view.same_as is None:
+            lazy = self._lazy[view.anchor] = lazy_trace(view, self._lines)
+            start = spool.tell()
+            spool.write(lines_script(lazy.new).encode())
+            spool.write(lazy.data.encode())
+            self._slots[view.anchor] = (start, spool.tell())
+        spool.write(tail.encode())
 
     def finish(self, page: CompilePage, source: SourcePage | None) -> None:
         report = self.report
-        html = report.render("compile.html", root="../", p=page, c=page.summary, traces_mark=Markup(_TRACES_MARK))
+        html = report.render("compile.html", root="../", p=page, c=page.summary, traces_mark=Markup(_TRACES_MARK),
+                             desync_mark=Markup(DESYNC_MARK))
         head, found, tail = html.partition(_TRACES_MARK)
         assert found, "compile.html lost its traces marker"
-        with open(report.out / self.pages.compile, "w", encoding="utf-8") as f:
-            f.write(head)
-            self._spool.seek(0)
-            shutil.copyfileobj(self._spool, f)
-            f.write(tail)
+        eager = sorted(((self._slots[v.anchor], v) for lst in page.lists for v in lst.passes
+                        if v.final and self.eager and v.anchor in self._slots), key=lambda slot: slot[0])
+        needed = bytearray(len(self._lines))  # the lines the traces left to the script use
+        finals = {v.anchor for _, v in eager}
+        for anchor, lazy in self._lazy.items():
+            if anchor not in finals:
+                runs = lazy.runs
+                for k in range(0, len(runs), 2):
+                    needed[runs[k]: runs[k] + runs[k + 1]] = b"\x01" * runs[k + 1]
+        with open(report.out / self.pages.compile, "wb") as f:
+            f.write(head.encode())
+            spool, pos = self._spool, 0
+            spool.seek(0)
+            for (start, end), view in eager:
+                _copy(spool, f, start - pos)
+                lazy = self._lazy[view.anchor]
+                kept = [line if needed[lazy.first + i] else 0 for i, line in enumerate(lazy.new)]
+                f.write(lines_script(kept).encode())
+                f.write(f'<pre class="code">{code_html(view, self.provs)}</pre>'.encode())
+                spool.seek(end)
+                pos = end
+            shutil.copyfileobj(spool, f)
+            f.write(tail.encode())
         self._spool.close()
         if source is not None:
             report.write("source.html", self.pages.source, root="../", s=source, c=source.summary,
                          code=functools.partial(code_html, provs=self.provs), rows=source_rows)
+
+
+def _copy(src: Any, dst: Any, n: int) -> None:
+    while n > 0:
+        chunk = src.read(min(n, 1 << 20))
+        if not chunk:
+            return
+        dst.write(chunk)
+        n -= len(chunk)
 
 
 class ReportWriter:

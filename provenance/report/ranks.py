@@ -57,6 +57,7 @@ def _compare(cells: list[CompileSummary | None], labels: list[str]) -> list[Desy
             found = first_difference(zlib.decompress(a).decode().split("\n") if a else [],
                                      zlib.decompress(b).decode().split("\n") if b else [])
             found.trace = "forward" if list_name == "computation" else list_name
+            found.list_name = list_name
             found.rank, found.ref_rank = labels[i], labels[ref_i]
             out.append(found)
     return out
@@ -83,7 +84,7 @@ def first_difference(seq_a: list[str], seq_b: list[str]) -> Desync:
     return Desync(trace="", rank="", ref_rank="", at=first[0], changes=changes,
                   ref_ops=[_op_label(x) for x in seq_a[first[0]:first[1]][:5]],
                   ops=[_op_label(x) for x in seq_b[first[2]:first[3]][:5]],
-                  ref_length=len(seq_a), length=len(seq_b))
+                  ref_length=len(seq_a), length=len(seq_b), other_at=first[2])
 
 
 def _op_label(signature: str) -> str:

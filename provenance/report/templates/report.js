@@ -16,8 +16,14 @@
   }
   function each(selector, fn, root) { Array.prototype.forEach.call((root || document).querySelectorAll(selector), fn); }
   function clear(cls) { each("." + cls, function (e) { e.classList.remove(cls); }); }
-  function reveal(el, box) {  // scroll a box (position: relative) so that el shows in its upper third
-    if (el && box) box.scrollTop = Math.max(0, el.offsetTop - box.clientHeight / 3);
+  function reveal(el, box, again) {  // scroll a box so that el shows in its upper third, the window staying put
+    if (!el || !box) return;  // (scrollIntoView: el may lie in a block not laid out yet, where offsetTop is stale)
+    var x = window.scrollX, y = window.scrollY;
+    el.scrollIntoView({ block: "start" });
+    window.scrollTo(x, y);
+    var top = box.scrollTop + el.getBoundingClientRect().top - box.getBoundingClientRect().top - box.clientTop;
+    box.scrollTop = Math.max(0, top - box.clientHeight / 3);
+    if (!again) requestAnimationFrame(function () { reveal(el, box, true); });  // blocks laid out meanwhile
   }
 
   var table = data("provs") || {};
@@ -115,8 +121,162 @@
   function openTarget() {
     var id = decodeURIComponent(location.hash.slice(1));
     var target = id && document.getElementById(id);
-    if (target && target.tagName === "DETAILS") { target.open = true; target.scrollIntoView(); }
+    if (!target) return;  // a trace (details), or an op in one (a desync's first differing op)
+    for (var d = target.closest("details"); d; d = d.parentElement && d.parentElement.closest("details")) d.open = true;
+    target.scrollIntoView(target.tagName === "DETAILS" ? true : { block: "center" });
   }
+  // -- traces rendered when opened (lazy.py): a page's distinct lines, then each trace's data ---
+  var lineTable = null;
+  function traceLines() {
+    if (lineTable) return lineTable;
+    lineTable = [];
+    each("script.tl", function (s) {
+      var more = [];
+      try { more = JSON.parse(s.textContent); } catch (e) { /* a broken page: lines show empty */ }
+      for (var i = 0; i < more.length; i++) lineTable.push(typeof more[i] === "string" ? more[i] : "");
+    });
+    return lineTable;
+  }
+  // highlight.TraceLexer's tokens and pygments' classes for them: comment, string, decorator, keyword, call
+  var KEYWORDS = "False|None|True|and|as|assert|async|await|break|class|continue|def|del|elif|else|except|" +
+    "finally|for|from|global|if|import|in|is|lambda|nonlocal|not|or|pass|raise|return|try|while|with|yield";
+  var TOKEN = new RegExp("(#.*)|((?<![\\w.])[rbuf]{0,2}(?:\"(?:[^\"\\\\]|\\\\.?)*(?:\"|$)|'(?:[^'\\\\]|\\\\.?)*(?:'|$)))" +
+    "|(^@[\\w.]+)|\\b(" + KEYWORDS + ")\\b|((?<![\\w.])[A-Za-z_][\\w.]*(?=\\())", "g");
+  var TOKEN_CLASS = [null, "c1", "s", "nd", "k", "nf"], MAX_LINE = 20000;  // highlight.MAX_LINE
+  function highlightInto(parent, text) {  // text nodes and spans: never markup from the log
+    if (text.length > MAX_LINE) { parent.append(text); return; }
+    var pos = 0, m;
+    TOKEN.lastIndex = 0;
+    while ((m = TOKEN.exec(text)) !== null) {
+      if (!m[0]) { TOKEN.lastIndex++; continue; }
+      if (m.index > pos) parent.append(text.slice(pos, m.index));
+      var g = 1;
+      while (m[g] === undefined) g++;
+      parent.append(h("span", TOKEN_CLASS[g], m[0]));
+      pos = m.index + m[0].length;
+    }
+    if (pos < text.length) parent.append(text.slice(pos));
+  }
+  var CHUNK = 64;  // html.CHUNK
+  var KIND_CLASS = { op: "qo", decomposition: "qd", backward: "qb", recompute: "qr", fusion: "qf",
+    bookkeeping: "qk", pass: "qp", scope: "qs" };
+  function renderTrace(details) {  // what html.code_html writes for a final trace, built with the DOM
+    var pre = details.querySelector("pre.code.lazy"), script = details.querySelector("script.td");
+    if (!pre || !script) return;
+    var d;
+    try { d = JSON.parse(script.textContent); } catch (e) { return; }
+    var table = traceLines(), lines = [], r, k;
+    for (r = 0; r + 1 < d.l.length; r += 2) for (k = 0; k < d.l[r + 1]; k++) lines.push(table[d.l[r] + k] || "");
+    var tsc = new Set(d.t), out = document.createDocumentFragment(), pos = 0, previous = null;
+    var ck = null, shown = [0, 0, 0];  // the current block of CHUNK ops: code lines, headers, Thunder's comments
+    var sized = function () { ck.setAttribute("style", "--n:" + shown[0] + ";--h:" + shown[1] + ";--t:" + shown[2]); };
+    var block = function () {
+      if (ck) sized();
+      ck = h("span", "ck");
+      out.append(ck);
+      shown = [0, 0, 0];
+    };
+    var between = function (start, stop) {
+      for (var i = start; i < stop; i++) {
+        if (tsc.has(i)) { var s = h("span", "tsc"); highlightInto(s, lines[i]); ck.append(s); shown[2]++; }
+        else { highlightInto(ck, lines[i]); ck.append("\n"); shown[0]++; }
+      }
+    };
+    block();
+    for (var j = 0, i = 0; j + 2 < d.o.length; j += 3, i++) {
+      var line = d.o[j], n = d.o[j + 1], p = d.o[j + 2];
+      if (i && !(i % CHUNK)) block();
+      if (line > pos) between(pos, line);
+      var span = h("span", "op"), info = p === null ? null : provs[p];
+      if (p !== null) span.dataset.p = p;
+      if (info) {
+        span.className = "op " + (KIND_CLASS[info.k] || "qx") + (info.rc !== null && info.rc !== undefined ? " role" + info.rc : "");
+        if (info.k !== "bookkeeping" && info.h !== previous) {
+          var first = lines[line];
+          ck.append(h("span", "ph", first.slice(0, first.length - first.replace(/^\s+/, "").length) + "# \u2500\u2500 " + info.h));
+          previous = info.h;
+          shown[1]++;
+        }
+      }
+      for (var x = 0; x < n; x++) { if (x) span.append("\n"); highlightInto(span, lines[line + x]); }
+      ck.append(span, "\n");
+      shown[0] += n;
+      pos = line + n;
+    }
+    between(pos, lines.length);
+    sized();
+    pre.replaceChildren(out);
+    pre.classList.remove("lazy");
+    if (find) find.refresh();
+  }
+  document.addEventListener("toggle", function (ev) {
+    var d = ev.target;
+    if (d.open && d.classList && d.classList.contains("trace")) renderTrace(d);
+  }, true);
+
+  // -- find: ops by name, tensor, user line, module, role ---------------------------------------
+  var find = (function () {
+    var box = document.getElementById("find");
+    if (!box) return null;
+    var count = document.getElementById("find-count"), matches = [], at = -1;
+    var haystack = function (op) {
+      if (op._hay === undefined) {
+        var info = provs[op.dataset.p], parts = [op.textContent];
+        if (info) {
+          parts.push(info.h, info.m || "", info.r || "");
+          if (info.f) parts.push(base(paths[info.f[0]]) + ":" + info.f[1], info.f[3]);
+        }
+        op._hay = parts.join("\n").toLowerCase();
+      }
+      return op._hay;
+    };
+    var test = function (query) {  // a word (a tensor, an op): whole words; anything else: a substring
+      if (/^\w+$/.test(query)) {
+        var re = new RegExp("(^|\\W)" + query + "($|\\W)");
+        return function (text) { return re.test(text); };
+      }
+      return function (text) { return text.indexOf(query) >= 0; };
+    };
+    var show = function () {
+      clear("found-cur");
+      if (at >= 0 && matches[at]) {
+        matches[at].classList.add("found-cur");
+        matches[at].scrollIntoView({ block: "center" });
+      }
+      var shown = matches.length ? (at + 1) + " of " + matches.length : (box.value.trim() ? "no match" : "");
+      count.textContent = shown + (box.value.trim() && document.querySelector("pre.code.lazy") ? " in open traces" : "");
+    };
+    var search = function (keep) {
+      var query = box.value.trim().toLowerCase(), current = matches[at];
+      matches.forEach(function (op) { op.classList.remove("found"); });
+      matches = [];
+      if (query) {
+        var ok = test(query);
+        each("pre.code .op", function (op) { if (ok(haystack(op))) { op.classList.add("found"); matches.push(op); } });
+      }
+      at = keep && current ? Math.max(0, matches.indexOf(current)) : (matches.length ? 0 : -1);
+      show();
+    };
+    var step = function (by) {
+      if (!matches.length) return;
+      at = (at + by + matches.length) % matches.length;
+      show();
+    };
+    box.addEventListener("input", function () { search(false); });
+    box.addEventListener("keydown", function (ev) {
+      if (ev.key === "Enter") { ev.preventDefault(); step(ev.shiftKey ? -1 : 1); }
+    });
+    box.closest(".find").addEventListener("keydown", function (ev) {  // the box or its buttons
+      if (ev.key === "Escape") { box.value = ""; search(false); ev.target.blur(); }
+    });
+    each(".find button", function (b) { b.addEventListener("click", function () { step(Number(b.dataset.step)); }); });
+    document.addEventListener("keydown", function (ev) {
+      var t = ev.target;
+      if (ev.key === "/" && !(t.closest && t.closest("input, textarea, select"))) { ev.preventDefault(); box.focus(); box.select(); }
+    });
+    return { refresh: function () { if (box.value.trim()) search(true); } };
+  })();
+
   if (document.body.classList.contains("page-compile")) {
     var last = {};
     each("details.trace:not(.repeat)", function (d) { last[d.dataset.list] = d; });

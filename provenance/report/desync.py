@@ -1,0 +1,66 @@
+"""Desyncs shown where users look. Compile pages are written as their compiles end, before the
+ranks are compared (ranks.py), so once they are, each compile page a desync touches is rewritten
+once: a banner at its marker, and an anchor (`id="op-<list>-<index>"`) on the first differing op
+of its final trace, which the banner, the index and distributed.html link to."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from provenance.report.model import CompileSummary, Desync, RunModel
+
+__all__ = ["MARK", "mark_desyncs"]
+
+MARK = "<!--@@thunder-trace-report:desync@@-->"
+_OP = '<span class="op'  # an op's opening tag (html.code_html); log text cannot contain it: `<` is escaped
+
+
+def _target(summary: CompileSummary, list_name: str, at: int, length: int) -> tuple[str, int | None]:
+    """The link to an op of a final trace (the trace itself when the op is past its end)."""
+    if at < length and list_name in summary.finals:
+        return f"#op-{list_name}-{at}", at
+    return f"#{summary.finals.get(list_name, '')}", None
+
+
+def mark_desyncs(model: RunModel, out: Path, render: Callable[..., str]) -> None:
+    """Fill each desync's links; write the banners and anchors into the compile pages."""
+    d = model.distributed
+    pages: dict[str, list[tuple[Desync, str, str, int | None]]] = {}  # page -> (desync, its rank, peer, op)
+    for row in d.rows:
+        cells = {d.labels[i]: c for i, c in enumerate(row.cells) if c is not None}
+        for x in row.differences:
+            ref, other = cells.get(x.ref_rank), cells.get(x.rank)
+            if ref is None or other is None:
+                continue
+            x.links = []
+            for label, summary, peer, at, length in ((x.ref_rank, ref, x.rank, x.at, x.ref_length),
+                                                     (x.rank, other, x.ref_rank, x.other_at, x.length)):
+                fragment, op = _target(summary, x.list_name, at, length)
+                x.links.append((label, summary.page + fragment))
+                pages.setdefault(summary.page, []).append((x, label, peer, op))
+    for page, found in pages.items():
+        path = out / page
+        text = path.read_text(encoding="utf-8")
+        summary = next(c for row in d.rows for c in row.cells if c is not None and c.page == page)
+        anchors = {(x.list_name, op) for x, _, _, op in found if op is not None}
+        for list_name, op in sorted(anchors, key=lambda a: -_find_op(text, summary.finals[a[0]], a[1])):
+            at = _find_op(text, summary.finals[list_name], op)
+            if at >= 0:
+                at += len("<span")
+                text = f'{text[:at]} id="op-{list_name}-{op}"{text[at:]}'
+        banner = render("desync.html", found=found, page=page.rsplit("/", 1)[-1])
+        path.write_text(text.replace(MARK, banner, 1), encoding="utf-8")
+
+
+def _find_op(text: str, anchor: str, index: int) -> int:
+    """Where the `index`-th op of the trace with this anchor opens in the page, or -1."""
+    pos = text.find(f'id="{anchor}"')
+    if pos < 0:
+        return -1
+    end = text.find("</details>", text.find("<pre", pos))
+    for _ in range(index + 1):
+        pos = text.find(_OP, pos + 1)
+        if pos < 0 or (end >= 0 and pos > end):
+            return -1
+    return pos
