@@ -119,18 +119,23 @@ def _mutations() -> list[tuple[int, str, object]]:
     return out
 
 
-def test_every_wrong_field_degrades_to_unknown_and_is_counted(tmp_path, capsys):
+def _report_mutated(tmp_path, capsys, mutations, mutate, **kind) -> dict:
+    """A log per mutation (its rank the mutation's number), reported together with --strict."""
     logs = tmp_path / "logs"
-    mutations = _mutations()
-    assert len(mutations) > 80
     for n, (i, key, value) in enumerate(mutations):
-        records = report_logs.records(rank=n)
-        records[i] = _mutated(records[i], key, value)
+        records = report_logs.records(rank=n, **kind)
+        records[i] = mutate(records[i], key, value)
         report_logs.write(logs / f"m{n:03d}.jsonl", records)
     out = tmp_path / "out"
     code, err = report(capsys, logs, "-o", out, "--strict")
     assert code == 1 and "Traceback" not in err, err
-    found = directory(out)
+    return directory(out)
+
+
+def test_every_wrong_field_degrades_to_unknown_and_is_counted(tmp_path, capsys):
+    mutations = _mutations()
+    assert len(mutations) > 80
+    found = _report_mutated(tmp_path, capsys, mutations, _mutated)
     not_logs = [n for n, (i, key, _) in enumerate(mutations) if i == 0 and key == "schema"]
     assert len(not_logs) == 1 and found["totals"]["logs"] == len(mutations) - 1  # a header without its schema
     assert found["problems"]["counts"]["skipped file"] == 1
@@ -174,26 +179,18 @@ def _fx_mutated(record: dict, key: str, value: object) -> dict:
 def test_wrong_fields_of_thunderfx_records_degrade_and_are_counted(tmp_path, capsys):
     """dynamo_graph, graph_break and compile_start.piece are untrusted too: each wrong field is
     counted, the report is made, and what is good in the record is still shown."""
-    logs = tmp_path / "logs"
     mutations = _fx_mutations()
     assert len(mutations) > 25
-    for n, (i, key, value) in enumerate(mutations):
-        records = report_logs.records(rank=n, fx=True)
-        records[i] = _fx_mutated(records[i], key, value)
-        report_logs.write(logs / f"m{n:03d}.jsonl", records)
-    out = tmp_path / "out"
-    code, err = report(capsys, logs, "-o", out, "--strict")
-    assert code == 1 and "Traceback" not in err, err
-    found = directory(out)
+    found = _report_mutated(tmp_path, capsys, mutations, _fx_mutated, fx=True)
     flagged = {e["file"] for e in found["problems"]["entries"]}
     missed = [(f"m{n:03d}.jsonl", m) for n, m in enumerate(mutations)
               if f"m{n:03d}.jsonl" not in flagged and events.problems(_fx_mutated(
                   report_logs.records(fx=True)[m[0]], m[1], m[2]))]
     assert not missed, missed
     assert len(found["compiles"]) == len(mutations)  # every log's compile is there
-    graphs = (out / "graphs.html").read_text()
+    graphs = (tmp_path / "out" / "graphs.html").read_text()
     assert graphs.count('class="fx-fallback-row"') >= len(mutations) // 2
-    assert (out / "index.html").read_text().count('class="fx-graph"') >= len(mutations) // 2
+    assert (tmp_path / "out" / "index.html").read_text().count('class="fx-graph"') >= len(mutations) // 2
 
 
 def test_a_thunderfx_log_shows_its_graph_pieces_split_and_break(tmp_path, capsys):
