@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import warnings
 
 import pytest
@@ -23,3 +24,19 @@ def traced():
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's headless Chromium driven by playwright (tests/test_report_browser.py's Browser)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from test_report_browser import CHROMIUM, CHROMIUM_ARGS, Browser
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("Debian's chromium is not installed")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield Browser(chromium)
+        finally:
+            chromium.close()

@@ -19,6 +19,7 @@ import pytest
 import report_logs
 import thunder
 import torch
+from collecting import Collect
 
 import provenance
 from provenance import events
@@ -90,22 +91,6 @@ def test_the_report_rolls_a_log_up_as_cost_did_in_the_process_that_wrote_it(tmp_
     assert first.group(1) == live["line"][0].key
 
 
-class Collect:
-    """An exporter keeping every event."""
-
-    name, needs_trace_text = "collect", True
-
-    def __init__(self) -> None:
-        self.events: list[dict] = []
-
-    def emit(self, event) -> None:
-        self.events.append(event)
-
-    def close(self) -> None:
-        pass
-
-    def stats(self) -> dict:
-        return {}
 
 
 def test_a_call_record_goes_only_where_its_ops_table_went(tmp_path, one_thread):
@@ -198,19 +183,6 @@ def test_a_straggler_is_flagged_on_its_line(tmp_path):
 
 
 # -- in Chromium -----------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    from test_report_browser import CHROMIUM, CHROMIUM_ARGS, Browser
-
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed")
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield Browser(chromium)
-        finally:
-            chromium.close()
 
 
 def _close(actual: float, expected: float, tolerance: float = 0.01) -> bool:

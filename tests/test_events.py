@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import thunder
 import torch
+from collecting import Collect
 
 import provenance
 from provenance import events
@@ -101,23 +102,6 @@ def test_problems_names_what_is_wrong():
     assert events.problems(end) == ["compile_end.final: missing 'fusions'"]
 
 
-class Collect:
-    """An exporter keeping every event (the contract of exporters.base.Exporter)."""
-
-    name = "collect"
-    needs_trace_text = True
-
-    def __init__(self) -> None:
-        self.events: list[dict] = []
-
-    def emit(self, event) -> None:
-        self.events.append(event)
-
-    def close(self) -> None:
-        pass
-
-    def stats(self) -> dict:
-        return {"events": len(self.events)}
 
 
 def test_what_the_writers_emit_is_what_events_declares():

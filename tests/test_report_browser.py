@@ -85,14 +85,6 @@ class Browser:
         page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield Browser(chromium)
-        finally:
-            chromium.close()
 
 
 def _pages(report: Path) -> dict[str, Path]:
