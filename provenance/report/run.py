@@ -125,27 +125,13 @@ class RunBuilder:
         ended: list[tuple[Any, LocalCompile | RemoteCompile, dict]] = []
         done_before = self.bytes_read
         for n, record in enumerate(log_file):
-            try:
-                self._record(log, log_file, provs, record, open_compiles, ended)
-            except RECOVERABLE as exc:
-                if _DEBUG:
-                    raise
-                self._malformed(log, record.line, f"{record.type} record: {type(exc).__name__}: {exc}")
+            self._guarded(log, record.line, f"{record.type} record", self._record,
+                          log, log_file, provs, record, open_compiles, ended)
             if self.progress is not None and not n & 255:
                 self.progress(done_before + log_file.bytes)
-        try:
-            self._release(ended)
-        except RECOVERABLE as exc:
-            if _DEBUG:
-                raise
-            self._malformed(log, None, f"compile end: {type(exc).__name__}: {exc}")
+        self._guarded(log, None, "compile end", self._release, ended)
         for compile_ in list(open_compiles.values()):  # the log ended mid-compile
-            try:
-                compile_.finish(None)
-            except RECOVERABLE as exc:
-                if _DEBUG:
-                    raise
-                self._malformed(log, None, f"incomplete compile: {type(exc).__name__}: {exc}")
+            self._guarded(log, None, "incomplete compile", compile_.finish, None)
         self.bytes_read = done_before + log_file.bytes
         if self.progress is not None:
             self.progress(self.bytes_read)
@@ -315,6 +301,16 @@ class RunBuilder:
         summary.phases, summary.executor_compiles = [], []
         if self.progress is not None:
             self.progress(self.bytes_read)
+
+    def _guarded(self, log: RunLog, line: int | None, what: str, fn: Callable[..., Any], *args: Any) -> None:
+        """fn(*args); a record the report cannot use is a malformed record of the log, not the
+        end of the report (THUNDER_TRACE_REPORT_DEBUG: raised instead)."""
+        try:
+            fn(*args)
+        except RECOVERABLE as exc:
+            if _DEBUG:
+                raise
+            self._malformed(log, line, f"{what}: {type(exc).__name__}: {exc}")
 
     def _malformed(self, log: RunLog, line: int | None, reason: str) -> None:
         self._in_order(lambda: self.problems.add("malformed record", log.name, line, reason))
