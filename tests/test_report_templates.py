@@ -10,6 +10,7 @@ at install (`pip install -e .`, which ./dev does); a checkout used without insta
 
 from __future__ import annotations
 
+import io
 import marshal
 import os
 import pickle
@@ -42,6 +43,16 @@ def _installed() -> dict:
                     f"{data.get('python')}; this is jinja2 {jinja2.__version__}): reinstall the package so that its "
                     "build uses the jinja2 it runs with")
     assert isinstance(env.bytecode_cache, templating.PackagedTemplates)
+    stale = []
+    for name, code in sorted(data["templates"].items()):
+        f = io.BytesIO(code)
+        f.read(len(jinja2.bccache.bc_magic))
+        source = env.loader.get_source(env, name)[0]
+        if pickle.load(f) != env.bytecode_cache.get_source_checksum(source):
+            stale.append(name)
+    if stale:
+        pytest.fail(f"{', '.join(stale)} changed since {COMPILED} was made (reports compile them from source: same "
+                    "pages, slower): reinstall (pip install -e .), or run `python provenance/report/templating.py`")
     return data
 
 

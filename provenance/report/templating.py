@@ -152,7 +152,7 @@ def load_compiled(env: jinja2.Environment, path: str | os.PathLike[str] | None =
         if data["format"] != FORMAT or data["fingerprint"] != fingerprint(env):
             return None
         templates = data["templates"]
-        if not isinstance(templates, dict):
+        if not isinstance(templates, dict) or not all(isinstance(code, bytes) for code in templates.values()):
             return None
     except (OSError, EOFError, ValueError, TypeError, KeyError):
         return None
