@@ -45,7 +45,10 @@ class CompileTemplates(BuildHookInterface):
         templates = root / "provenance" / "report" / "templates"
         relative = f"provenance/report/{templating.COMPILED}"
         if version == "editable":
-            templating.write_compiled(templates, root / relative)
+            try:
+                templating.write_compiled(templates, root / relative)
+            except OSError as e:  # a read-only checkout: reports compile the templates, as without this hook
+                print(f"thunder-provenance: templates not compiled at install: {e}", file=sys.stderr)
             return
         self._tmp = tempfile.mkdtemp(prefix="thunder-provenance-templates-")
         target = Path(self._tmp) / templating.COMPILED
