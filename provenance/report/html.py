@@ -22,6 +22,7 @@ from provenance.annotation import THUNDER_SOURCE_COMMENT
 from provenance.report.model import SourceFileView, TraceDiff, TraceView
 from provenance.report.plural import plural
 from provenance.report.provinfo import ProvTable
+from provenance.report.templating import load_compiled, make_environment
 
 __all__ = ["code_html", "diff_items", "environment", "json_script", "source_rows"]
 
@@ -49,17 +50,14 @@ def _seconds(value: float | None) -> str:
 
 def environment(nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -> jinja2.Environment:
     """`nav`: the run's pages (file, title), linked from every page's top bar; `template_dirs`:
-    where templates of pages defined outside this package are, after the package's own."""
+    where templates of pages defined outside this package are, after the package's own. The
+    package's templates come compiled at install time when they are fresh (templating.py); the
+    others, and any that changed, are compiled from source."""
     loader: jinja2.BaseLoader = jinja2.PackageLoader("provenance.report", "templates")
     if template_dirs:
         loader = jinja2.ChoiceLoader([loader, jinja2.FileSystemLoader(list(template_dirs))])
-    env = jinja2.Environment(
-        loader=loader,
-        autoescape=True,  # every template, whatever its extension
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True, lstrip_blocks=True,
-    )
-    env.filters.update(ms=_ms, seconds=_seconds, json_script=json_script, plural=plural)
+    env = make_environment(loader, {"ms": _ms, "seconds": _seconds, "json_script": json_script, "plural": plural})
+    env.bytecode_cache = load_compiled(env)
     env.globals["nav"] = nav
     return env
 
