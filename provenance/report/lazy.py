@@ -1,23 +1,26 @@
-"""Traces the compile page's script renders when they are opened (report.js), sent as compact
-data instead of HTML: a compile's traces repeat most of their lines pass after pass, so each
-distinct line is sent once per page (a `tl` script: the lines new to the page, in order) and a
-trace is the runs of line numbers it is made of, its ops (`[first line, lines, record id]`) and
-Thunder's `# file:line:` comment lines. Every string goes into JSON (html.json_script) and the
-script inserts it with textContent: nothing from a log becomes markup.
+"""Traces as the pages' script renders them (report.js: renderTrace), sent as compact data
+instead of HTML: a compile's traces repeat most of their lines pass after pass, so each distinct
+line is sent once per page (a `tl` script: the lines new to the page, in order) and a trace is
+the runs of line numbers it is made of, its ops (`[first line, lines, record id]`) and, when
+profiled, its ops' times. Every string goes into JSON (html.json_script) and the script inserts
+it with textContent: nothing from a log becomes markup.
 
-A final trace is written as HTML instead (output.CompileWriter); the lines it brought that no
-other trace uses are then sent as 0 (the numbering stays).
+Every trace is sent so, the final ones too: the compile page renders those when it loads, the
+source page its panes (the same traces). Highlighting, provenance headers and op borders are
+the script's work; the report's is reading the log.
 """
 
 from __future__ import annotations
 
+from operator import sub
 from typing import NamedTuple
 
-from provenance.annotation import THUNDER_SOURCE_COMMENT
+from markupsafe import Markup
+
 from provenance.report.html import json_script
 from provenance.report.model import TraceView
 
-__all__ = ["LazyTrace", "LineTable", "lazy_trace", "lines_script"]
+__all__ = ["LazyTrace", "LineTable", "lazy_trace"]
 
 
 class LineTable:
@@ -29,16 +32,17 @@ class LineTable:
 
     def add(self, lines: list[str]) -> tuple[list[int], list[str]]:
         """The lines' numbers as runs (`[first, count, first, count, ...]`) and the lines new to the page."""
-        ids, new, runs = self.ids, [], []
-        for line in lines:
-            i = ids.get(line)
-            if i is None:
-                i = ids[line] = len(ids)
-                new.append(line)
-            if runs and runs[-2] + runs[-1] == i:
-                runs[-1] += 1
-            else:
-                runs += (i, 1)
+        ids = self.ids
+        first = len(ids)
+        setdefault = ids.setdefault
+        numbers = [setdefault(line, len(ids)) for line in lines]  # len() before the insertion: the new number
+        new = list(dict.fromkeys(line for line, i in zip(lines, numbers) if i >= first)) if len(ids) > first else []
+        # runs of consecutive numbers, from where the step is not 1 (C loops: traces have thousands of lines)
+        starts = [0, *(i for i, step in enumerate(map(sub, numbers[1:], numbers), 1) if step != 1)]
+        runs: list[int] = []
+        for start, stop in zip(starts, [*starts[1:], len(numbers)]):
+            if stop > start:
+                runs += (numbers[start], stop - start)
         return runs, new
 
     def __len__(self) -> int:
@@ -46,25 +50,22 @@ class LineTable:
 
 
 class LazyTrace(NamedTuple):
-    first: int  # the number of the first line new to the page
     new: list[str]  # the lines new to the page
-    runs: list[int]  # the trace's lines: [first, count, ...]
-    data: str  # an empty `pre` and its data (a `td` script)
+    data: Markup  # the trace, as JSON for its `td` script
 
-
-def lines_script(lines: list[str | int]) -> str:
-    """The lines new to the page, as the script reads them (0: a line no rendered trace needs)."""
-    return f'<script type="application/json" class="tl">{json_script(lines)}</script>' if lines else ""
+    def html(self, pre: str = 'class="code lazy"') -> str:
+        """The lines it brings (a `tl` script), an empty `pre` (with these attributes) and its data."""
+        lines = f'<script type="application/json" class="tl">{json_script(self.new)}</script>' if self.new else ""
+        return f'{lines}<pre {pre}></pre><script type="application/json" class="td">{self.data}</script>'
 
 
 def lazy_trace(view: TraceView, table: LineTable) -> LazyTrace:
-    """A trace as the page's script renders it when opened."""
-    first = len(table)
+    """A trace as the page's script renders it."""
     runs, new = table.add(view.lines)
     ops: list[int | None] = []
     for line, n, _sym, _outs, prov in view.ops:
         ops += (line, n, prov)
-    tsc = [i for i, line in enumerate(view.lines) if ": \t" in line and THUNDER_SOURCE_COMMENT.match(line)]
-    data = json_script({"l": runs, "o": ops, "t": tsc})
-    return LazyTrace(first, new, runs,
-                     f'<pre class="code lazy"></pre><script type="application/json" class="td">{data}</script>')
+    data: dict = {"l": runs, "o": ops}
+    if view.times:  # a profiled final trace: [op index, heat, time per call, ...] (timing.py: our text)
+        data["c"] = [x for i, t in sorted(view.times.items()) for x in (i, t.heat, t.label)]
+    return LazyTrace(new, json_script(data))
