@@ -22,16 +22,23 @@ from markupsafe import Markup, escape
 from provenance.report.model import SourceFileView, TraceDiff
 from provenance.report.plural import plural
 
-__all__ = ["diff_items", "environment", "json_script", "source_rows"]
+__all__ = ["diff_items", "environment", "json_bytes", "json_script", "source_rows"]
+
+
+def json_bytes(value: Any) -> bytes:
+    """JSON safe inside <script>: no `</script>`, `<!--` or `&` can appear in it (UTF-8)."""
+    data = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    if b"<" in data or b">" in data or b"&" in data:
+        data = data.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026")
+    if not data.isascii():  # labels' middle dots; line separators would end a JS string literal
+        data = (data.replace("\u00b7".encode(), b"\\u00b7").replace("\u2028".encode(), b"\\u2028")
+                .replace("\u2029".encode(), b"\\u2029"))
+    return data
 
 
 def json_script(value: Any) -> Markup:
-    """JSON safe inside <script>: no `</script>`, `<!--` or `&` can appear in it."""
-    text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    if not text.isascii():  # labels' middle dots; line separators would end a JS string literal
-        text = text.replace("\u00b7", "\\u00b7").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-    return Markup(text)
+    """json_bytes, for a template."""
+    return Markup(json_bytes(value).decode())
 
 
 def _ms(value: float | None) -> str:

@@ -15,9 +15,7 @@ from __future__ import annotations
 from operator import sub
 from typing import NamedTuple
 
-from markupsafe import Markup
-
-from provenance.report.html import json_script
+from provenance.report.html import json_bytes
 from provenance.report.model import TraceView
 
 __all__ = ["LazyTrace", "LineTable", "lazy_trace"]
@@ -51,12 +49,14 @@ class LineTable:
 
 class LazyTrace(NamedTuple):
     new: list[str]  # the lines new to the page
-    data: Markup  # the trace, as JSON for its `td` script
+    data: bytes  # the trace, as JSON for its `td` script
 
-    def html(self, pre: str = 'class="code lazy"') -> str:
-        """The lines it brings (a `tl` script), an empty `pre` (with these attributes) and its data."""
-        lines = f'<script type="application/json" class="tl">{json_script(self.new)}</script>' if self.new else ""
-        return f'{lines}<pre {pre}></pre><script type="application/json" class="td">{self.data}</script>'
+    def html(self, pre: str = 'class="code lazy"') -> bytes:
+        """The lines it brings (a `tl` script), an empty `pre` (with these attributes) and its
+        data, as UTF-8: pages are written as bytes, and a trace's data is most of one."""
+        lines = b'<script type="application/json" class="tl">%s</script>' % json_bytes(self.new) if self.new else b""
+        return b'%s<pre %s></pre><script type="application/json" class="td">%s</script>' % (
+            lines, pre.encode(), self.data)
 
 
 def lazy_trace(view: TraceView, table: LineTable) -> LazyTrace:
@@ -68,4 +68,4 @@ def lazy_trace(view: TraceView, table: LineTable) -> LazyTrace:
     data: dict = {"l": runs, "o": ops}
     if view.times:  # a profiled final trace: [op index, heat, time per call, ...] (timing.py: our text)
         data["c"] = [x for i, t in sorted(view.times.items()) for x in (i, t.heat, t.label)]
-    return LazyTrace(new, json_script(data))
+    return LazyTrace(new, json_bytes(data))

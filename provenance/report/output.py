@@ -24,6 +24,7 @@ from provenance.report.provinfo import ProvTable
 __all__ = ["MARKER_FILE", "CompileWriter", "ReportWriter", "prepare_out"]
 
 _TRACES_MARK = "<!--@@thunder-trace-report:traces@@-->"
+_CODE_MARK = "<!--@@thunder-trace-report:code@@-->"
 MARKER_FILE = ".thunder_trace_report"  # marks a directory this tool made (what --overwrite may delete)
 
 
@@ -44,8 +45,13 @@ class CompileWriter:
 
     def trace(self, view: TraceView, provs: ProvTable) -> None:
         changes = diff_items(view.diff) if view.diff else Markup("")
-        code = Markup(lazy_trace(view, self._lines).html()) if view.same_as is None else Markup("")
-        self._spool.write(self.report.trace_template.render(v=view, code=code, changes=changes).encode())
+        html = self.report.trace_template.render(v=view, code=Markup(_CODE_MARK), changes=changes)
+        head, _, tail = html.partition(_CODE_MARK)
+        write = self._spool.write
+        write(head.encode())
+        if view.same_as is None:  # the trace's data goes in as it is: no copy of it joined into the page's text
+            write(lazy_trace(view, self._lines).html())
+        write(tail.encode())
 
     def finish(self, page: CompilePage, source: SourcePage | None) -> None:
         report = self.report
@@ -61,8 +67,9 @@ class CompileWriter:
         self._spool.close()
         if source is not None:
             table = LineTable()
-            panes = [Markup(lazy_trace(pane.view, table).html(f'class="code pane lazy" data-pane="{pane.name}"'))
+            panes = [lazy_trace(pane.view, table).html(f'class="code pane lazy" data-pane="{pane.name}"')
                      for pane in source.panes]
+            panes = [Markup(pane.decode()) for pane in panes]
             report.write("source.html", self.pages.source, root="../", s=source, c=source.summary, panes=panes,
                          rows=source_rows)
 
