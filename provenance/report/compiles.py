@@ -13,7 +13,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable
 from itertools import chain
-from operator import add, le
+from operator import add, itemgetter, le
 from typing import Any, Protocol
 
 from provenance.record import Kind
@@ -60,7 +60,8 @@ class PageSink(Protocol):
     def finish(self, page: CompilePage, source: SourcePage | None) -> None: ...
 
 
-_new_op = functools.partial(tuple.__new__, Op)  # without NamedTuple's Python-level __new__: many ops
+_new_op = functools.partial(tuple.__new__, Op)
+_PROV = itemgetter(4)  # an Op's record id  # without NamedTuple's Python-level __new__: many ops
 
 
 _INT, _STR, _LIST = frozenset({int}), frozenset({str}), frozenset({list})
@@ -200,7 +201,7 @@ class CompileBuilder:
             for timed in self.profile.traces.values():
                 if timed.list == list_name and timed.index == index:
                     view.times = op_times(view, timed)
-        self.prov_ids.update(op.prov for op in ops if op.prov is not None)
+        self.prov_ids.update(map(_PROV, ops))  # None too: dropped when the compile ends
         self.latest[list_name] = view
         self.passes.append(view)
         self.sink.trace(view, self.provs)
@@ -251,6 +252,7 @@ class CompileBuilder:
             recompile_reason=recompile.reason if recompile is not None else None, window=window, phases=phases,
             executor_compiles=list(self.executor_compiles),
         )
+        self.prov_ids.discard(None)
         provs = self.provs.closure(self.prov_ids | ({compile_error.last_prov} if compile_error and
                                                     compile_error.last_prov is not None else set()))
         unbuilt = len(provs.keys() & self.provs.malformed_ids)

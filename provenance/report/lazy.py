@@ -1,8 +1,8 @@
 """Traces as the pages' script renders them (report.js: renderTrace), sent as compact data
 instead of HTML: a compile's traces repeat most of their lines pass after pass, so each distinct
 line is sent once per page (a `tl` script: the lines new to the page, in order) and a trace is
-the runs of line numbers it is made of, its ops (`[first line, lines, record id]`) and, when
-profiled, its ops' times. Every string goes into JSON (html.json_script) and the script inserts
+the numbers of its lines, its ops (`[first line, lines, record id]`) and, when
+profiled, its ops' times. Every string goes into JSON (html.json_bytes) and the script inserts
 it with textContent: nothing from a log becomes markup.
 
 Every trace is sent so, the final ones too: the compile page renders those when it loads, the
@@ -12,13 +12,16 @@ the script's work; the report's is reading the log.
 
 from __future__ import annotations
 
-from operator import sub
+from itertools import chain
+from operator import itemgetter
 from typing import NamedTuple
 
 from provenance.report.html import json_bytes
 from provenance.report.model import TraceView
 
 __all__ = ["LazyTrace", "LineTable", "lazy_trace"]
+
+_LINE_N_PROV = itemgetter(0, 1, 4)  # of an Op
 
 
 class LineTable:
@@ -29,19 +32,13 @@ class LineTable:
         self.ids: dict[str, int] = {}
 
     def add(self, lines: list[str]) -> tuple[list[int], list[str]]:
-        """The lines' numbers as runs (`[first, count, first, count, ...]`) and the lines new to the page."""
+        """The lines' numbers and the lines new to the page (in the order of their numbers)."""
         ids = self.ids
         first = len(ids)
-        setdefault = ids.setdefault
-        numbers = [setdefault(line, len(ids)) for line in lines]  # len() before the insertion: the new number
-        new = list(dict.fromkeys(line for line, i in zip(lines, numbers) if i >= first)) if len(ids) > first else []
-        # runs of consecutive numbers, from where the step is not 1 (C loops: traces have thousands of lines)
-        starts = [0, *(i for i, step in enumerate(map(sub, numbers[1:], numbers), 1) if step != 1)]
-        runs: list[int] = []
-        for start, stop in zip(starts, [*starts[1:], len(numbers)]):
-            if stop > start:
-                runs += (numbers[start], stop - start)
-        return runs, new
+        new = [line for line in dict.fromkeys(lines) if line not in ids]  # C loops but for the distinct lines
+        if new:
+            ids.update(zip(new, range(first, first + len(new))))
+        return list(map(ids.__getitem__, lines)), new
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -61,11 +58,8 @@ class LazyTrace(NamedTuple):
 
 def lazy_trace(view: TraceView, table: LineTable) -> LazyTrace:
     """A trace as the page's script renders it."""
-    runs, new = table.add(view.lines)
-    ops: list[int | None] = []
-    for line, n, _sym, _outs, prov in view.ops:
-        ops += (line, n, prov)
-    data: dict = {"l": runs, "o": ops}
+    numbers, new = table.add(view.lines)
+    data: dict = {"l": numbers, "o": list(chain.from_iterable(map(_LINE_N_PROV, view.ops)))}
     if view.times:  # a profiled final trace: [op index, heat, time per call, ...] (timing.py: our text)
         data["c"] = [x for i, t in sorted(view.times.items()) for x in (i, t.heat, t.label)]
     return LazyTrace(new, json_bytes(data))

@@ -171,8 +171,8 @@
     if (!pre || !script) return null;
     var d;
     try { d = JSON.parse(script.textContent); } catch (e) { return null; }
-    var table = traceLines(), lines = [], r, k;
-    for (r = 0; r + 1 < d.l.length; r += 2) for (k = 0; k < d.l[r + 1]; k++) lines.push(table[d.l[r] + k] || "");
+    var table = traceLines(), lines = [], r;
+    for (r = 0; r < d.l.length; r++) lines.push(table[d.l[r]] || "");
     var times = {};  // a profiled trace: op index -> [heat, time per call]
     for (r = 0; d.c && r + 2 < d.c.length; r += 3) times[d.c[r]] = [d.c[r + 1], d.c[r + 2]];
     var out = document.createDocumentFragment(), pos = 0, previous = null;
