@@ -19,7 +19,7 @@ from typing import NamedTuple
 from provenance.report.html import json_bytes
 from provenance.report.model import TraceView
 
-__all__ = ["LazyTrace", "LineTable", "lazy_trace"]
+__all__ = ["LazyTrace", "LineTable", "lazy_trace", "renumbered"]
 
 _LINE_N_PROV = itemgetter(0, 1, 4)  # of an Op
 
@@ -46,6 +46,7 @@ class LineTable:
 
 class LazyTrace(NamedTuple):
     new: list[str]  # the lines new to the page
+    numbers: list[int]  # the trace's lines, by their numbers in the page's table
     data: bytes  # the trace, as JSON for its `td` script
 
     def html(self, pre: str = 'class="code lazy"') -> bytes:
@@ -56,10 +57,28 @@ class LazyTrace(NamedTuple):
             lines, pre.encode(), self.data)
 
 
-def lazy_trace(view: TraceView, table: LineTable) -> LazyTrace:
-    """A trace as the page's script renders it."""
-    numbers, new = table.add(view.lines)
+def _data(view: TraceView, numbers: list[int]) -> bytes:
     data: dict = {"l": numbers, "o": list(chain.from_iterable(map(_LINE_N_PROV, view.ops)))}
     if view.times:  # a profiled final trace: [op index, heat, time per call, ...] (timing.py: our text)
         data["c"] = [x for i, t in sorted(view.times.items()) for x in (i, t.heat, t.label)]
-    return LazyTrace(new, json_bytes(data))
+    return json_bytes(data)
+
+
+def lazy_trace(view: TraceView, table: LineTable) -> LazyTrace:
+    """A trace as the page's script renders it."""
+    numbers, new = table.add(view.lines)
+    return LazyTrace(new, numbers, _data(view, numbers))
+
+
+def renumbered(table: LineTable, traces: list[tuple[TraceView, LazyTrace]]) -> list[LazyTrace]:
+    """Traces already sent to a page (numbered in its `table`), for a page of their own (the
+    source view's panes): its line table is the lines they use, which the first brings. Their
+    numbers are mapped, not their lines hashed again."""
+    lines = list(table.ids)  # by number
+    order = list(dict.fromkeys(chain.from_iterable(lazy.numbers for _, lazy in traces)))
+    number = dict(zip(order, range(len(order))))
+    out = []
+    for k, (view, lazy) in enumerate(traces):
+        numbers = list(map(number.__getitem__, lazy.numbers))
+        out.append(LazyTrace(list(map(lines.__getitem__, order)) if k == 0 else [], numbers, _data(view, numbers)))
+    return out

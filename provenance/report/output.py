@@ -17,7 +17,7 @@ from markupsafe import Markup
 from provenance.report.desync import MARK as DESYNC_MARK
 from provenance.report.highlight import style_css
 from provenance.report.html import diff_items, environment, source_rows
-from provenance.report.lazy import LineTable, lazy_trace
+from provenance.report.lazy import LazyTrace, LineTable, lazy_trace, renumbered
 from provenance.report.model import CompilePage, CompilePages, SourcePage, TraceView
 from provenance.report.provinfo import ProvTable
 
@@ -42,6 +42,7 @@ class CompileWriter:
         self.provs = provs
         self._spool = tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+b", dir=report.out)
         self._lines = LineTable()
+        self._latest: dict[str, LazyTrace] = {}  # per list: its latest trace's data (at the end, the final one's)
 
     def trace(self, view: TraceView, provs: ProvTable) -> None:
         changes = diff_items(view.diff) if view.diff else Markup("")
@@ -50,7 +51,8 @@ class CompileWriter:
         write = self._spool.write
         write(head.encode())
         if view.same_as is None:  # the trace's data goes in as it is: no copy of it joined into the page's text
-            write(lazy_trace(view, self._lines).html())
+            lazy = self._latest[view.list] = lazy_trace(view, self._lines)
+            write(lazy.html())
         write(tail.encode())
 
     def finish(self, page: CompilePage, source: SourcePage | None) -> None:
@@ -66,10 +68,10 @@ class CompileWriter:
             f.write(tail.encode())
         self._spool.close()
         if source is not None:
-            table = LineTable()
-            panes = [lazy_trace(pane.view, table).html(f'class="code pane lazy" data-pane="{pane.name}"')
-                     for pane in source.panes]
-            panes = [Markup(pane.decode()) for pane in panes]
+            # The final traces are the latest of their lists (a repeat is not sent again)
+            sent = renumbered(self._lines, [(pane.view, self._latest[pane.view.list]) for pane in source.panes])
+            panes = [Markup(lazy.html(f'class="code pane lazy" data-pane="{pane.name}"').decode())
+                     for pane, lazy in zip(source.panes, sent)]
             report.write("source.html", self.pages.source, root="../", s=source, c=source.summary, panes=panes,
                          rows=source_rows)
 
