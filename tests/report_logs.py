@@ -4,6 +4,7 @@ compile of `y = x * 2 + x` with a forward and a backward trace, whose pieces a t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,16 @@ def records(*, text_mul: str = "y = x * 2", text_add: str = "return y + x", fn: 
                           "module": module, "module_type": "Model"}]},
         ]
     return out
+
+
+def page_traces(html: str) -> list[dict]:
+    """The traces a page sends its script (lazy.py): each trace's data, in page order."""
+    return [orjson.loads(m) for m in re.findall(r'<script type="application/json" class="td">(.*?)</script>', html)]
+
+
+def page_provs(html: str) -> set:
+    """The record ids of the ops of every trace on a page."""
+    return {op[2] for trace in page_traces(html) for op in zip(*[iter(trace["o"])] * 3)}
 
 
 def write(path: Path, items: list[dict | bytes]) -> Path:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 import report_logs
 
@@ -288,60 +289,67 @@ OPEN_TRACES = ("() => Array.from(document.querySelectorAll('details.trace[open] 
 IN_VIEW = "o => { const r = o.getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }"
 
 def _trace_records(logs: Path) -> list[dict]:
-    import orjson
-
     return [r for f in sorted(logs.glob("*.jsonl")) for r in map(orjson.loads, f.read_bytes().splitlines())
             if r.get("type") == "trace"]
 
 
+KIND_CLASS = {"op": "qo", "decomposition": "qd", "backward": "qb", "recompute": "qr", "fusion": "qf",
+              "bookkeeping": "qk", "pass": "qp", "scope": "qs"}  # report.js: an op's border by its record's kind
+RENDERED = """pre => Array.from(pre.querySelectorAll('.op')).map(o => [o.dataset.p, o.textContent,
+    o.className.split(' ')[1] || null])"""
+
+
 @pytest.mark.slow
-def test_traces_rendered_when_opened_match_the_log_and_the_final_rendering(nanogpt_report, browser, tmp_path,
-                                                                          monkeypatch):
-    from provenance.report.build import build_report
-    from provenance.report.output import CompileWriter
+def test_traces_are_rendered_from_data_as_the_log_has_them(nanogpt_report, browser):
+    """No trace is HTML in the pages: the compile page renders the final traces when it loads and
+    the others when opened, the source page its panes (the final traces again), all from data."""
+    from provenance.annotation import THUNDER_SOURCE_COMMENT
 
     logs = nanogpt_report.parent / "logs"
     traces = _trace_records(logs)
-    page_path = _pages(nanogpt_report)["compiles"][0]["compile"]
-    html = page_path.read_text()
-    # Only the final traces are in the page as HTML: one op span per op of theirs.
+    kinds = {r["id"]: r["kind"] for f in sorted(logs.glob("*.jsonl"))
+             for r in map(orjson.loads, f.read_bytes().splitlines()) if r.get("type") == "prov"}
+    pages = _pages(nanogpt_report)["compiles"][0]
+    for name in ("compile", "source"):
+        assert '<span class="op' not in pages[name].read_text()
     finals = {}
     for r in traces:
         if r.get("same_as") is None and r["list"] in ("computation", "backward"):
             finals[r["list"]] = r
-    assert html.count('<span class="op') == sum(len(r["ops"]) for r in finals.values())
 
-    page = browser.open(page_path)
-    rendered_final = dict(page.evaluate(OPEN_TRACES))
-    assert set(rendered_final) == {f"{k}-{r['index']}" for k, r in finals.items()}
+    def expected(r: dict) -> list:
+        lines = r["python"].split("\n")
+        return [[None if prov is None else str(prov), "\n".join(lines[line:line + n]),
+                 KIND_CLASS[kinds[prov]] if prov in kinds else None] for line, n, _sym, _outs, prov in r["ops"]]
+
+    page = browser.open(pages["compile"])
+    final_html = {}
+    for r in finals.values():  # rendered on load, open
+        pre = page.locator(f"#{r['list']}-{r['index']}[open] > pre.code:not(.lazy)")
+        assert pre.evaluate(RENDERED) == expected(r)
+        lines = r["python"].split("\n")
+        assert pre.locator(".tsc").evaluate_all("ts => ts.map(t => t.textContent)") == [
+            line for line in lines if THUNDER_SOURCE_COMMENT.match(line)]
+        assert pre.locator(".ck").count() == -(-len(r["ops"]) // 64)  # blocks laid out near the screen
+        headers = pre.locator(".ph").evaluate_all("hs => hs.map(h => h.textContent.trim())")
+        assert headers and all(h.startswith("# \u2500\u2500 ") for h in headers)
+        final_html[r["list"]] = pre.inner_html()
     others = [r for r in traces if r.get("same_as") is None and r not in finals.values()]
     assert len(others) >= 5 and any(r["list"] == "computation" and len(r["ops"]) > 50 for r in others)
-    for r in others:  # each opened: the log's ops, with their records (lines the final ones brought kept as needed)
+    for r in others:  # each opened: the log's ops, with their records
         anchor = f"{r['list']}-{r['index']}"
         assert page.locator(f"#{anchor} pre.code .op").count() == 0  # not rendered yet
         page.locator(f"#{anchor} > summary").click()
         page.wait_for_selector(f"#{anchor} > pre.code:not(.lazy)", state="attached")  # rendered on `toggle`
-        ops = page.locator(f"#{anchor} pre.code .op")
-        lines = r["python"].split("\n")
-        shown = ops.evaluate_all("os => os.map(o => [o.dataset.p, o.textContent])")
-        assert shown == [[None if prov is None else str(prov), "\n".join(lines[line:line + n])]
-                         for line, n, _sym, _outs, prov in r["ops"]]
+        assert page.locator(f"#{anchor} > pre.code").evaluate(RENDERED) == expected(r)
         if r["list"] == "computation":
             assert page.locator(f"#{anchor} pre.code .op .nf").count() >= len(r["ops"]) // 2  # highlighted
     page.close()
 
-    # The script renders the final traces exactly as the Python does when both are left to it.
-    monkeypatch.setattr(CompileWriter, "eager", False)
-    out = tmp_path / "all-lazy"
-    out.mkdir()
-    build_report(sorted(logs.glob("*.jsonl")), out)
-    lazy_html = (out / page_path.relative_to(nanogpt_report)).read_text()
-    assert lazy_html.count('<span class="op') == 0
-    page = browser.open(out / page_path.relative_to(nanogpt_report))
-    page.wait_for_function("() => !document.querySelector('details.trace[open] pre.code.lazy')")
-    by_script = dict(page.evaluate(OPEN_TRACES))
+    page = browser.open(pages["source"])  # the panes: the same traces, rendered alike from the page's own data
+    for pane, name in (("forward", "computation"), ("backward", "backward")):
+        assert page.locator(f'pre.pane[data-pane="{pane}"]:not(.lazy)').inner_html() == final_html[name]
     page.close()
-    assert by_script == rendered_final
     assert browser.errors == []
 
 
@@ -420,8 +428,8 @@ def test_desync_banner_links_to_the_first_differing_op_on_each_rank(tmp_path, br
     for _rank, href in hrefs:
         path, _, fragment = href.partition("#")
         page = browser.open(out / path, "#" + fragment)
-        target = page.locator(":target")
-        assert target.count() == 1 and "op" in target.get_attribute("class").split()
+        target = page.locator(f"#{fragment}")  # given by the script as it renders the final trace
+        assert target.count() == 1 and {"op", "tgt"} <= set(target.get_attribute("class").split())
         assert target.evaluate("o => Array.from(o.closest('pre').querySelectorAll('.op')).indexOf(o)") == 1
         assert "torch.add" in target.inner_text()  # the op the two ranks name differently (add, sub)
         assert target.evaluate(IN_VIEW)

@@ -13,13 +13,12 @@ import zlib
 from collections import Counter
 from collections.abc import Callable
 from itertools import chain
-from operator import add, le
+from operator import add, itemgetter, le
 from typing import Any, Protocol
 
 from provenance.record import Kind
 from provenance.report.coerce import as_float, as_int
 from provenance.report.diffs import diff
-from provenance.report.highlight import LineHighlighter
 from provenance.report.model import (
     LISTS,
     CacheCounts,
@@ -61,7 +60,8 @@ class PageSink(Protocol):
     def finish(self, page: CompilePage, source: SourcePage | None) -> None: ...
 
 
-_new_op = functools.partial(tuple.__new__, Op)  # without NamedTuple's Python-level __new__: many ops
+_new_op = functools.partial(tuple.__new__, Op)
+_PROV = itemgetter(4)  # an Op's record id  # without NamedTuple's Python-level __new__: many ops
 
 
 _INT, _STR, _LIST = frozenset({int}), frozenset({str}), frozenset({list})
@@ -132,7 +132,7 @@ class CompileBuilder:
     """Accumulates one compile's records (compile_start, traces, end or error)."""
 
     def __init__(self, *, key: str, log: int, rank: int | None, rank_label: str, start: dict | None,
-                 provs: ProvTable, sink: PageSink, highlighter: LineHighlighter, sources: SourceCache,
+                 provs: ProvTable, sink: PageSink, sources: SourceCache,
                  pages: CompilePages, malformed: Callable[[str], None], compare: bool = True,
                  profile: LoggedProfile | None = None) -> None:
         start = start or {}
@@ -142,7 +142,7 @@ class CompileBuilder:
         self.fn = str(start.get("fn") or "?")
         self.index = as_int(start.get("index")) or 0
         self.start_ns = as_int(start.get("time_ns"))
-        self.provs, self.sink, self.highlighter, self.sources = provs, sink, highlighter, sources
+        self.provs, self.sink, self.sources = provs, sink, sources
         self.pages = pages
         self.malformed = malformed
         self.compare = compare  # keep the final traces' op sequences, to compare ranks
@@ -191,8 +191,7 @@ class CompileBuilder:
         if bad_ops:
             self.malformed(f"{bad_ops} malformed op entr{'y' if bad_ops == 1 else 'ies'} in trace {anchor}")
         label = data.get("label")
-        # Highlighted at the end, and only if final: every other trace is rendered by the page's
-        # script from its text when opened (output.CompileWriter).
+        # Sent to the page as data (output.CompileWriter): its script renders the trace.
         view = TraceView(list_name, index, str(data.get("pass") or "?"), label if isinstance(label, str) else None,
                          as_float(data.get("ms")), anchor, lines=lines, ops=ops, n_ops=len(ops))
         previous = self.latest.get(list_name)
@@ -202,14 +201,14 @@ class CompileBuilder:
             for timed in self.profile.traces.values():
                 if timed.list == list_name and timed.index == index:
                     view.times = op_times(view, timed)
-        self.prov_ids.update(op.prov for op in ops if op.prov is not None)
+        self.prov_ids.update(map(_PROV, ops))  # None too: dropped when the compile ends
         self.latest[list_name] = view
         self.passes.append(view)
         self.sink.trace(view, self.provs)
         # The text is dropped once it is no longer the latest of its list: the pass list keeps
         # only names and figures.
         if previous is not None:
-            previous.lines, previous.html, previous.ops, previous.code, previous.keyed = [], [], [], None, None
+            previous.lines, previous.ops, previous.keyed = [], [], None
 
     # -- end ---------------------------------------------------------------------------------
     def finish(self, closing: dict | None) -> CompileSummary:
@@ -230,7 +229,6 @@ class CompileBuilder:
             self.pages = CompilePages(self.pages.compile, None)
         for view in final_views:
             view.final = True
-            view.html = self.highlighter.lines(view.lines)
         compile_error = self._error(error) if error is not None else None
         final = end.get("final") if isinstance(end.get("final"), dict) else None
         prologue = self.latest.get("prologue")
@@ -254,6 +252,7 @@ class CompileBuilder:
             recompile_reason=recompile.reason if recompile is not None else None, window=window, phases=phases,
             executor_compiles=list(self.executor_compiles),
         )
+        self.prov_ids.discard(None)
         provs = self.provs.closure(self.prov_ids | ({compile_error.last_prov} if compile_error and
                                                     compile_error.last_prov is not None else set()))
         unbuilt = len(provs.keys() & self.provs.malformed_ids)
@@ -278,7 +277,6 @@ class CompileBuilder:
             _link_lines(page.time, summary.time, source, self.pages.source)
         self.sink.finish(page, source)
         self.latest.clear()
-        self.highlighter.clear()
         return summary
 
     def _signature(self, view: TraceView) -> list[str]:

@@ -1,7 +1,8 @@
 """Desyncs shown where users look. Compile pages are written as their compiles end, before the
 ranks are compared (ranks.py), so once they are, each compile page a desync touches is rewritten
-once: a banner at its marker, and an anchor (`id="op-<list>-<index>"`) on the first differing op
-of its final trace, which the banner, the index and distributed.html link to."""
+once: a banner at its marker, and the first differing op of each final trace it touches, which
+the page's script gives an anchor (`id="op-<list>-<index>"`) when it renders the trace: the
+banner, the index and distributed.html link to it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from provenance.report.model import CompileSummary, Desync, RunModel
 __all__ = ["MARK", "mark_desyncs"]
 
 MARK = "<!--@@thunder-trace-report:desync@@-->"
-_OP = '<span class="op'  # an op's opening tag (html.code_html); log text cannot contain it: `<` is escaped
 
 
 def _target(summary: CompileSummary, list_name: str, at: int, length: int) -> tuple[str, int | None]:
@@ -41,26 +41,6 @@ def mark_desyncs(model: RunModel, out: Path, render: Callable[..., str]) -> None
                 pages.setdefault(summary.page, []).append((x, label, peer, op))
     for page, found in pages.items():
         path = out / page
-        text = path.read_text(encoding="utf-8")
-        summary = next(c for row in d.rows for c in row.cells if c is not None and c.page == page)
-        anchors = {(x.list_name, op) for x, _, _, op in found if op is not None}
-        for list_name, op in sorted(anchors, key=lambda a: -_find_op(text, summary.finals[a[0]], a[1])):
-            at = _find_op(text, summary.finals[list_name], op)
-            if at >= 0:
-                at += len("<span")
-                text = f'{text[:at]} id="op-{list_name}-{op}"{text[at:]}'
-        banner = render("desync.html", found=found, page=page.rsplit("/", 1)[-1])
-        path.write_text(text.replace(MARK, banner, 1), encoding="utf-8")
-
-
-def _find_op(text: str, anchor: str, index: int) -> int:
-    """Where the `index`-th op of the trace with this anchor opens in the page, or -1."""
-    pos = text.find(f'id="{anchor}"')
-    if pos < 0:
-        return -1
-    end = text.find("</details>", text.find("<pre", pos))
-    for _ in range(index + 1):
-        pos = text.find(_OP, pos + 1)
-        if pos < 0 or (end >= 0 and pos > end):
-            return -1
-    return pos
+        anchors = sorted({(x.list_name, op) for x, _, _, op in found if op is not None})
+        banner = render("desync.html", found=found, page=page.rsplit("/", 1)[-1], anchors=anchors)
+        path.write_text(path.read_text(encoding="utf-8").replace(MARK, banner, 1), encoding="utf-8")

@@ -1,5 +1,6 @@
 """HTML: the jinja2 environment (autoescape on, the filters) and the fragments built in Python
-because pages repeat them thousands of times (a trace's code, a diff's items, a source file's rows).
+because pages repeat them thousands of times (a diff's items, a source file's rows). Traces are
+not HTML: the pages' script renders them from data (lazy.py).
 
 Every string from a log reaches a page through autoescaping, through pygments (which escapes), or
 through `markupsafe.escape`; JSON for the pages' scripts is embedded with `<`, `>`, `&` written
@@ -18,22 +19,27 @@ import jinja2
 import orjson
 from markupsafe import Markup, escape
 
-from provenance.annotation import THUNDER_SOURCE_COMMENT
-from provenance.report.model import SourceFileView, TraceDiff, TraceView
+from provenance.report.model import SourceFileView, TraceDiff
 from provenance.report.plural import plural
-from provenance.report.provinfo import ProvTable
 from provenance.report.templating import load_compiled, make_environment
 
-__all__ = ["code_html", "diff_items", "environment", "json_script", "source_rows"]
+__all__ = ["diff_items", "environment", "json_bytes", "json_script", "source_rows"]
+
+
+def json_bytes(value: Any) -> bytes:
+    """JSON safe inside <script>: no `</script>`, `<!--` or `&` can appear in it (UTF-8)."""
+    data = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    if b"<" in data or b">" in data or b"&" in data:
+        data = data.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026")
+    if not data.isascii():  # labels' middle dots; line separators would end a JS string literal
+        data = (data.replace("\u00b7".encode(), b"\\u00b7").replace("\u2028".encode(), b"\\u2028")
+                .replace("\u2029".encode(), b"\\u2029"))
+    return data
 
 
 def json_script(value: Any) -> Markup:
-    """JSON safe inside <script>: no `</script>`, `<!--` or `&` can appear in it."""
-    text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    if not text.isascii():  # labels' middle dots; line separators would end a JS string literal
-        text = text.replace("\u00b7", "\\u00b7").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-    return Markup(text)
+    """json_bytes, for a template."""
+    return Markup(json_bytes(value).decode())
 
 
 def _ms(value: float | None) -> str:
@@ -60,70 +66,6 @@ def environment(nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -
     env.bytecode_cache = load_compiled(env)
     env.globals["nav"] = nav
     return env
-
-
-CHUNK = 64  # ops per block that the browser lays out only when it is near the screen (report.css: .ck)
-
-
-def code_html(view: TraceView, provs: ProvTable) -> Markup:
-    """A trace's highlighted lines, each op wrapped in a span carrying its record id, kind and
-    role color; above an op whose record differs from the previous op's, a provenance header
-    line (what `provenance.annotate()` prints) that the page can hide, instead of Thunder's own
-    `# file:line: source` comments. Every CHUNK ops make a block (`ck`) that the browser skips
-    while it is off screen, with its lines, headers and Thunder comments counted (`--n`, `--h`,
-    `--t`: report.css estimates its height from them); report.js renders traces alike."""
-    if view.code is not None:
-        return Markup(view.code)
-    html, lines, out, pos, previous = view.html, view.lines, [], 0, None
-    append = out.append
-    shown = [0, 0, 0]  # in the current block: code lines, provenance headers, Thunder's comments
-
-    def between(start: int, stop: int) -> None:
-        for i in range(start, stop):
-            if ": \t" in lines[i] and THUNDER_SOURCE_COMMENT.match(lines[i]):
-                append(f'<span class="tsc">{html[i]}</span>')
-                shown[2] += 1
-            else:
-                append(html[i])
-                append("\n")
-                shown[0] += 1
-
-    def block(opening: int) -> None:
-        out[opening] = f'<span class="ck" style="--n:{shown[0]};--h:{shown[1]};--t:{shown[2]}">'
-        append("</span>")
-
-    op_span = provs.op_span
-    spans: dict[int | None, tuple[str, str | None]] = {}  # op_span's, without a call per op
-    times = view.times or {}
-    opening = len(out)
-    append("")
-    for i, (line, n, _sym, _outs, prov) in enumerate(view.ops):
-        if i and not i % CHUNK:
-            block(opening)
-            opening, shown = len(out), [0, 0, 0]
-            append("")
-        if line > pos:
-            between(pos, line)
-        found = spans.get(prov)
-        if found is None:
-            found = spans[prov] = op_span(prov)
-        span, header = found
-        if i in times:  # a profiled op: its time per call and heat (timing.py: our text, not the log's)
-            span = f'{span[:-1]} data-c="{times[i].heat}" data-t="{times[i].label}">'
-        if header is not None and header != previous:
-            first = lines[line]
-            append(f'<span class="ph">{first[: len(first) - len(first.lstrip())]}# &#9472;&#9472; {header}</span>')
-            previous = header
-            shown[1] += 1
-        append(span)
-        append("\n".join(html[line: line + n]) if n > 1 else html[line])
-        append("</span>\n")
-        shown[0] += n
-        pos = line + n
-    between(pos, len(html))
-    block(opening)
-    view.code = "".join(out)
-    return Markup(view.code)
 
 
 def diff_items(diff: TraceDiff) -> Markup:

@@ -1,23 +1,27 @@
-"""Traces the compile page's script renders when they are opened (report.js), sent as compact
-data instead of HTML: a compile's traces repeat most of their lines pass after pass, so each
-distinct line is sent once per page (a `tl` script: the lines new to the page, in order) and a
-trace is the runs of line numbers it is made of, its ops (`[first line, lines, record id]`) and
-Thunder's `# file:line:` comment lines. Every string goes into JSON (html.json_script) and the
-script inserts it with textContent: nothing from a log becomes markup.
+"""Traces as the pages' script renders them (report.js: renderTrace), sent as compact data
+instead of HTML: a compile's traces repeat most of their lines pass after pass, so each distinct
+line is sent once per page (a `tl` script: the lines new to the page, in order) and a trace is
+the numbers of its lines, its ops (`[first line, lines, record id]`) and, when
+profiled, its ops' times. Every string goes into JSON (html.json_bytes) and the script inserts
+it with textContent: nothing from a log becomes markup.
 
-A final trace is written as HTML instead (output.CompileWriter); the lines it brought that no
-other trace uses are then sent as 0 (the numbering stays).
+Every trace is sent so, the final ones too: the compile page renders those when it loads, the
+source page its panes (the same traces). Highlighting, provenance headers and op borders are
+the script's work; the report's is reading the log.
 """
 
 from __future__ import annotations
 
+from itertools import chain
+from operator import itemgetter
 from typing import NamedTuple
 
-from provenance.annotation import THUNDER_SOURCE_COMMENT
-from provenance.report.html import json_script
+from provenance.report.html import json_bytes
 from provenance.report.model import TraceView
 
-__all__ = ["LazyTrace", "LineTable", "lazy_trace", "lines_script"]
+__all__ = ["LazyTrace", "LineTable", "lazy_trace", "renumbered"]
+
+_LINE_N_PROV = itemgetter(0, 1, 4)  # of an Op
 
 
 class LineTable:
@@ -28,43 +32,53 @@ class LineTable:
         self.ids: dict[str, int] = {}
 
     def add(self, lines: list[str]) -> tuple[list[int], list[str]]:
-        """The lines' numbers as runs (`[first, count, first, count, ...]`) and the lines new to the page."""
-        ids, new, runs = self.ids, [], []
-        for line in lines:
-            i = ids.get(line)
-            if i is None:
-                i = ids[line] = len(ids)
-                new.append(line)
-            if runs and runs[-2] + runs[-1] == i:
-                runs[-1] += 1
-            else:
-                runs += (i, 1)
-        return runs, new
+        """The lines' numbers and the lines new to the page (in the order of their numbers)."""
+        ids = self.ids
+        first = len(ids)
+        new = [line for line in dict.fromkeys(lines) if line not in ids]  # C loops but for the distinct lines
+        if new:
+            ids.update(zip(new, range(first, first + len(new))))
+        return list(map(ids.__getitem__, lines)), new
 
     def __len__(self) -> int:
         return len(self.ids)
 
 
 class LazyTrace(NamedTuple):
-    first: int  # the number of the first line new to the page
     new: list[str]  # the lines new to the page
-    runs: list[int]  # the trace's lines: [first, count, ...]
-    data: str  # an empty `pre` and its data (a `td` script)
+    numbers: list[int]  # the trace's lines, by their numbers in the page's table
+    data: bytes  # the trace, as JSON for its `td` script
+
+    def html(self, pre: str = 'class="code lazy"') -> bytes:
+        """The lines it brings (a `tl` script), an empty `pre` (with these attributes) and its
+        data, as UTF-8: pages are written as bytes, and a trace's data is most of one."""
+        lines = b'<script type="application/json" class="tl">%s</script>' % json_bytes(self.new) if self.new else b""
+        return b'%s<pre %s></pre><script type="application/json" class="td">%s</script>' % (
+            lines, pre.encode(), self.data)
 
 
-def lines_script(lines: list[str | int]) -> str:
-    """The lines new to the page, as the script reads them (0: a line no rendered trace needs)."""
-    return f'<script type="application/json" class="tl">{json_script(lines)}</script>' if lines else ""
+def _data(view: TraceView, numbers: list[int]) -> bytes:
+    data: dict = {"l": numbers, "o": list(chain.from_iterable(map(_LINE_N_PROV, view.ops)))}
+    if view.times:  # a profiled final trace: [op index, heat, time per call, ...] (timing.py: our text)
+        data["c"] = [x for i, t in sorted(view.times.items()) for x in (i, t.heat, t.label)]
+    return json_bytes(data)
 
 
 def lazy_trace(view: TraceView, table: LineTable) -> LazyTrace:
-    """A trace as the page's script renders it when opened."""
-    first = len(table)
-    runs, new = table.add(view.lines)
-    ops: list[int | None] = []
-    for line, n, _sym, _outs, prov in view.ops:
-        ops += (line, n, prov)
-    tsc = [i for i, line in enumerate(view.lines) if ": \t" in line and THUNDER_SOURCE_COMMENT.match(line)]
-    data = json_script({"l": runs, "o": ops, "t": tsc})
-    return LazyTrace(first, new, runs,
-                     f'<pre class="code lazy"></pre><script type="application/json" class="td">{data}</script>')
+    """A trace as the page's script renders it."""
+    numbers, new = table.add(view.lines)
+    return LazyTrace(new, numbers, _data(view, numbers))
+
+
+def renumbered(table: LineTable, traces: list[tuple[TraceView, LazyTrace]]) -> list[LazyTrace]:
+    """Traces already sent to a page (numbered in its `table`), for a page of their own (the
+    source view's panes): its line table is the lines they use, which the first brings. Their
+    numbers are mapped, not their lines hashed again."""
+    lines = list(table.ids)  # by number
+    order = list(dict.fromkeys(chain.from_iterable(lazy.numbers for _, lazy in traces)))
+    number = dict(zip(order, range(len(order))))
+    out = []
+    for k, (view, lazy) in enumerate(traces):
+        numbers = list(map(number.__getitem__, lazy.numbers))
+        out.append(LazyTrace(list(map(lines.__getitem__, order)) if k == 0 else [], numbers, _data(view, numbers)))
+    return out

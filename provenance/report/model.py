@@ -136,12 +136,10 @@ class TraceView:
     anchor: str
     same_as: int | None = None  # a repeat of trace #same_as of its list
     lines: list[str] = field(default_factory=list)  # the python, as lines
-    html: list[str] = field(default_factory=list)  # the same lines highlighted
     ops: list[Op] = field(default_factory=list)
     diff: TraceDiff | None = None
     final: bool = False
     n_ops: int = 0  # kept when the text is dropped
-    code: str | None = None  # the rendered code, kept for the source view of a final trace
     keyed: dict | None = None  # its ops by identity, once diffed (the next pass diffs against it)
     times: dict | None = None  # a profiled final trace: op index -> timing.OpTime
 

@@ -4,21 +4,20 @@ integers and constants only: nothing a log contains ever becomes part of a path.
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import tempfile
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from markupsafe import Markup
 
 from provenance.report.desync import MARK as DESYNC_MARK
 from provenance.report.highlight import style_css
-from provenance.report.html import code_html, diff_items, environment, source_rows
-from provenance.report.lazy import LazyTrace, LineTable, lazy_trace, lines_script
+from provenance.report.html import diff_items, environment, source_rows
+from provenance.report.lazy import LazyTrace, LineTable, lazy_trace, renumbered
 from provenance.report.model import CompilePage, CompilePages, SourcePage, TraceView
 from provenance.report.provinfo import ProvTable
 
@@ -33,11 +32,9 @@ class CompileWriter:
     """One compile's page: trace fragments are rendered as they come and spooled (to disk when
     large), then framed by the page's head (which needs every pass) when the compile ends.
 
-    A trace is spooled as compact data (lazy.py), which the page's script renders when it is
-    opened; when the compile ends, the final traces' data is replaced by their rendered code
-    (the spool remembers where each trace's data lies), so the page opens on them at once."""
-
-    eager: ClassVar[bool] = True  # False: the final traces too are left to the script (tests compare both)
+    Every trace is spooled as compact data (lazy.py) that the page's script renders: the final
+    ones when the page loads, the others when opened. The source page sends its panes (the
+    final traces again) the same way, with a line table of its own."""
 
     def __init__(self, report: ReportWriter, pages: CompilePages, provs: ProvTable) -> None:
         self.report = report
@@ -45,22 +42,18 @@ class CompileWriter:
         self.provs = provs
         self._spool = tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+b", dir=report.out)
         self._lines = LineTable()
-        self._slots: dict[str, tuple[int, int]] = {}  # a trace's anchor -> its data's place in the spool
-        self._lazy: dict[str, LazyTrace] = {}  # a trace's anchor -> its lines (runs, and those it brought)
+        self._latest: dict[str, LazyTrace] = {}  # per list: its latest trace's data (at the end, the final one's)
 
     def trace(self, view: TraceView, provs: ProvTable) -> None:
         changes = diff_items(view.diff) if view.diff else Markup("")
         html = self.report.trace_template.render(v=view, code=Markup(_CODE_MARK), changes=changes)
         head, _, tail = html.partition(_CODE_MARK)
-        spool = self._spool
-        spool.write(head.encode())
-        if view.same_as is None:
-            lazy = self._lazy[view.anchor] = lazy_trace(view, self._lines)
-            start = spool.tell()
-            spool.write(lines_script(lazy.new).encode())
-            spool.write(lazy.data.encode())
-            self._slots[view.anchor] = (start, spool.tell())
-        spool.write(tail.encode())
+        write = self._spool.write
+        write(head.encode())
+        if view.same_as is None:  # the trace's data goes in as it is: no copy of it joined into the page's text
+            lazy = self._latest[view.list] = lazy_trace(view, self._lines)
+            write(lazy.html())
+        write(tail.encode())
 
     def finish(self, page: CompilePage, source: SourcePage | None) -> None:
         report = self.report
@@ -68,42 +61,19 @@ class CompileWriter:
                              desync_mark=Markup(DESYNC_MARK))
         head, found, tail = html.partition(_TRACES_MARK)
         assert found, "compile.html lost its traces marker"
-        eager = sorted(((self._slots[v.anchor], v) for lst in page.lists for v in lst.passes
-                        if v.final and self.eager and v.anchor in self._slots), key=lambda slot: slot[0])
-        needed = bytearray(len(self._lines))  # the lines the traces left to the script use
-        finals = {v.anchor for _, v in eager}
-        for anchor, lazy in self._lazy.items():
-            if anchor not in finals:
-                runs = lazy.runs
-                for k in range(0, len(runs), 2):
-                    needed[runs[k]: runs[k] + runs[k + 1]] = b"\x01" * runs[k + 1]
         with open(report.out / self.pages.compile, "wb") as f:
             f.write(head.encode())
-            spool, pos = self._spool, 0
-            spool.seek(0)
-            for (start, end), view in eager:
-                _copy(spool, f, start - pos)
-                lazy = self._lazy[view.anchor]
-                kept = [line if needed[lazy.first + i] else 0 for i, line in enumerate(lazy.new)]
-                f.write(lines_script(kept).encode())
-                f.write(f'<pre class="code">{code_html(view, self.provs)}</pre>'.encode())
-                spool.seek(end)
-                pos = end
-            shutil.copyfileobj(spool, f)
+            self._spool.seek(0)
+            shutil.copyfileobj(self._spool, f)
             f.write(tail.encode())
         self._spool.close()
         if source is not None:
-            report.write("source.html", self.pages.source, root="../", s=source, c=source.summary,
-                         code=functools.partial(code_html, provs=self.provs), rows=source_rows)
-
-
-def _copy(src: Any, dst: Any, n: int) -> None:
-    while n > 0:
-        chunk = src.read(min(n, 1 << 20))
-        if not chunk:
-            return
-        dst.write(chunk)
-        n -= len(chunk)
+            # The final traces are the latest of their lists (a repeat is not sent again)
+            sent = renumbered(self._lines, [(pane.view, self._latest[pane.view.list]) for pane in source.panes])
+            panes = [Markup(lazy.html(f'class="code pane lazy" data-pane="{pane.name}"').decode())
+                     for pane, lazy in zip(source.panes, sent)]
+            report.write("source.html", self.pages.source, root="../", s=source, c=source.summary, panes=panes,
+                         rows=source_rows)
 
 
 class ReportWriter:

@@ -29,6 +29,7 @@ __all__ = ["PROFILE_TYPES", "LoggedProfile", "LoggedTrace", "ProfileCollector", 
 
 PROFILE_TYPES = frozenset({"profile_ops", "profile_call"})
 _FIND = re.compile(rb'"type"\s*:\s*"profile_')
+_HINT = b'"profile_'  # in every line _FIND matches
 _TRACES = (FORWARD, BACKWARD)
 _CLOCKS = ("cpu", "cuda")
 
@@ -168,14 +169,15 @@ def scan(path: str | os.PathLike[str]) -> Scan:
                 continue
             chunk = b"".join([*pending, block[:cut]]) if pending else block[:cut]
             pending = [block[cut:]] if cut < len(block) else []
-            done = counted = 0  # lines before `done` are read; newlines before `counted` counted
+            counted = 0  # newlines before `counted` are counted
             line = line_base
-            for match in _FIND.finditer(chunk):
-                if match.start() < done:
-                    continue  # another match in a line already read
-                start = chunk.rfind(b"\n", 0, match.start()) + 1
-                end = chunk.find(b"\n", match.end())  # found: the chunk ends with one
-                done = end + 1
+            at = chunk.find(_HINT)
+            while at >= 0:  # bytes.find runs at memory speed; the regex only checks the lines it finds
+                start = chunk.rfind(b"\n", 0, at) + 1
+                end = chunk.find(b"\n", at)  # found: the chunk ends with one
+                at = chunk.find(_HINT, end)
+                if not _FIND.search(chunk, start, end):
+                    continue
                 try:
                     data = orjson.loads(chunk[start:end])
                 except orjson.JSONDecodeError:

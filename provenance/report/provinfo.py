@@ -11,10 +11,8 @@ import os
 import zlib
 from typing import Any
 
-from markupsafe import escape
-
 from provenance.annotation import header
-from provenance.record import Kind, Provenance
+from provenance.record import Provenance
 from provenance.report.model import FrameRef, ProvInfo, StackFrame
 from provenance.report.reader import LogFile
 
@@ -35,17 +33,6 @@ def role_color(role: str | None) -> int | None:
     return color if color is not None else 8 + zlib.crc32(role.encode("utf-8", "replace")) % 2
 
 
-# CSS classes of op kinds: short (every op of every trace carries one), and none of pygments'
-_KIND_CLASS = {"op": "qo", "decomposition": "qd", "backward": "qb", "recompute": "qr", "fusion": "qf",
-               "bookkeeping": "qk", "pass": "qp", "scope": "qs"}
-
-
-def ascii_html(text: str) -> str:
-    """Escaped, and ASCII if the text is but for the labels' middle dots: an ASCII page is
-    joined and written at memcpy speed."""
-    return str(escape(text)).replace("\u00b7", "&middot;")
-
-
 def _valid(frame: Any) -> bool:
     """A frame the pages can place: a file name and a line number."""
     return frame is not None and isinstance(frame.file, str) and type(frame.line) is int
@@ -57,7 +44,6 @@ class ProvTable:
     def __init__(self, log_file: LogFile) -> None:
         self.file = log_file
         self._info: dict[int, ProvInfo] = {}
-        self._spans: dict[Any, tuple[str, str | None]] = {}
         self.paths: dict[int, str] = {}  # the files the frames made so far name, by their number in the log
         self.malformed_ids: set[int] = set()  # records that could not be rebuilt
 
@@ -80,23 +66,6 @@ class ProvTable:
         """A frame of an info, for templates."""
         path = self.paths[frame.path]
         return StackFrame(path, os.path.basename(path), frame.line, frame.function, frame.text, frame.user)
-
-    def op_span(self, prov_id: int | None) -> tuple[str, str | None]:
-        """The opening tag of an op with this record in a trace, and its header line as HTML (None
-        for bookkeeping and ops without a record), cached: every trace repeats them."""
-        found = self._spans.get(prov_id)
-        if found is None:
-            info = self.info(prov_id)
-            if info is None:
-                found = ('<span class="op">' if prov_id is None else f'<span class="op" data-p="{prov_id}">', None)
-            else:
-                classes = "op " + _KIND_CLASS.get(info.kind, "qx")
-                if info.role_color is not None:
-                    classes += f" role{info.role_color}"
-                found = (f'<span class="{classes}" data-p="{prov_id}">',
-                         None if info.kind == Kind.BOOKKEEPING else ascii_html(info.header))
-            self._spans[prov_id] = found
-        return found
 
     def record(self, prov_id: Any) -> Provenance | None:
         if not isinstance(prov_id, int):

@@ -23,7 +23,6 @@ from provenance.report.coerce import as_int, hashable
 from provenance.report.compiles import CompileBuilder
 from provenance.report.directory import DirectoryWriter
 from provenance.report.fxgraphs import FxGraphs
-from provenance.report.highlight import LineHighlighter
 from provenance.report.logs import RunLog, header_view
 from provenance.report.model import (
     CompilePages,
@@ -84,7 +83,6 @@ class RunBuilder:
         self.roles: Counter = Counter()
         self.calls: list[_Calls] = []
         self.source_cache = SourceCache()
-        self.highlighter = LineHighlighter()
         self._page_counts: Counter = Counter()  # compiles by page-name base
         self._unnumbered = 0  # compiles whose id is not a non-negative integer
         self._compile_pages: dict[tuple[int, Any], str] = {}  # (log, compile id) -> its page, for links
@@ -278,7 +276,7 @@ class RunBuilder:
             return compile_
         malformed: list[str] = []  # delivered with the compile, as a worker's would be
         builder = CompileBuilder(**args, start=start, provs=provs, sink=self.writer.begin_compile(pages, provs),
-                                 highlighter=self.highlighter, sources=self.source_cache, malformed=malformed.append)
+                                 sources=self.source_cache, malformed=malformed.append)
         return LocalCompile(builder, deliver, malformed)
 
     def _finished(self, log: RunLog, result: CompileResult) -> None:

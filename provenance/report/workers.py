@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from provenance.report.compiles import CompileBuilder
-from provenance.report.highlight import LineHighlighter
 from provenance.report.model import CompileError, CompileSummary, RoleCount
 from provenance.report.output import ReportWriter
 from provenance.report.provinfo import ProvTable
@@ -149,12 +148,12 @@ def _referenced(log_file: LogFile, records: list[dict], more: Iterable[int] = ()
 
 
 # -- the worker side -----------------------------------------------------------------------------
-Resources = tuple[ReportWriter, LineHighlighter, SourceCache]
+Resources = tuple[ReportWriter, SourceCache]
 _worker: Resources | None = None
 
 
 def _resources(out: str, nav: list[tuple[str, str]]) -> Resources:
-    return ReportWriter(Path(out), nav), LineHighlighter(), SourceCache()
+    return ReportWriter(Path(out), nav), SourceCache()
 
 
 def quiet_gc() -> tuple[int, int, int]:
@@ -176,7 +175,7 @@ def _start(out: str, nav: list[tuple[str, str]]) -> None:
 def build(job: Job, resources: Resources | None = None) -> CompileResult:
     """Build and write one compile's pages (in a worker; or with `resources`, in the main
     process: the same code on the same records, so the same pages)."""
-    writer, highlighter, sources = resources or _worker
+    writer, sources = resources or _worker
     log_file = LogFile(job.path)  # not read: a table of the records this compile references
     log_file._prov.update(job.provs)
     log_file._spans.update(job.spans)
@@ -184,7 +183,7 @@ def build(job: Job, resources: Resources | None = None) -> CompileResult:
     provs = ProvTable(log_file)
     malformed: list[str] = []
     start, *rest = job.records
-    builder = CompileBuilder(**job.builder, start=start, provs=provs, highlighter=highlighter, sources=sources,
+    builder = CompileBuilder(**job.builder, start=start, provs=provs, sources=sources,
                              sink=writer.begin_compile(job.builder["pages"], provs), malformed=malformed.append)
     summary = None
     for record in rest:

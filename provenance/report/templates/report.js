@@ -122,10 +122,12 @@
     var id = decodeURIComponent(location.hash.slice(1));
     var target = id && document.getElementById(id);
     if (!target) return;  // a trace (details), or an op in one (a desync's first differing op)
+    clear("tgt");  // :target's look, for an op given its id after the page loaded
+    if (target.classList.contains("op")) target.classList.add("tgt");
     for (var d = target.closest("details"); d; d = d.parentElement && d.parentElement.closest("details")) d.open = true;
     target.scrollIntoView(target.tagName === "DETAILS" ? true : { block: "center" });
   }
-  // -- traces rendered when opened (lazy.py): a page's distinct lines, then each trace's data ---
+  // -- traces rendered from data (lazy.py): a page's distinct lines, then each trace's data ----
   var lineTable = null;
   function traceLines() {
     if (lineTable) return lineTable;
@@ -137,7 +139,10 @@
     });
     return lineTable;
   }
-  // highlight.TraceLexer's tokens and pygments' classes for them: comment, string, decorator, keyword, call
+  // Thunder's comments for the source line of the ops below them (annotation.THUNDER_SOURCE_COMMENT)
+  var THUNDER_SOURCE_COMMENT = /^\s*# .+:\d+: \t/;
+  // The tokens Thunder's printed code is highlighted by, and pygments' classes for them:
+  // comment, string, decorator, keyword, call. Linear: a string runs to its quote or the end.
   var KEYWORDS = "False|None|True|and|as|assert|async|await|break|class|continue|def|del|elif|else|except|" +
     "finally|for|from|global|if|import|in|is|lambda|nonlocal|not|or|pass|raise|return|try|while|with|yield";
   var TOKEN = new RegExp("(#.*)|((?<![\\w.])[rbuf]{0,2}(?:\"(?:[^\"\\\\]|\\\\.?)*(?:\"|$)|'(?:[^'\\\\]|\\\\.?)*(?:'|$)))" +
@@ -157,17 +162,20 @@
     }
     if (pos < text.length) parent.append(text.slice(pos));
   }
-  var CHUNK = 64;  // html.CHUNK
+  var CHUNK = 64;  // ops per block, which the browser lays out only near the screen (report.css: .ck)
   var KIND_CLASS = { op: "qo", decomposition: "qd", backward: "qb", recompute: "qr", fusion: "qf",
     bookkeeping: "qk", pass: "qp", scope: "qs" };
-  function renderTrace(details) {  // what html.code_html writes for a final trace, built with the DOM
-    var pre = details.querySelector("pre.code.lazy"), script = details.querySelector("script.td");
-    if (!pre || !script) return;
+  function isThunderComment(line) { return line.indexOf(": \t") >= 0 && THUNDER_SOURCE_COMMENT.test(line); }
+  function renderTrace(box) {  // a trace's data (in box: a details or a pane) as code: spans and text nodes
+    var pre = box.querySelector("pre.code.lazy"), script = box.querySelector("script.td");
+    if (!pre || !script) return null;
     var d;
-    try { d = JSON.parse(script.textContent); } catch (e) { return; }
-    var table = traceLines(), lines = [], r, k;
-    for (r = 0; r + 1 < d.l.length; r += 2) for (k = 0; k < d.l[r + 1]; k++) lines.push(table[d.l[r] + k] || "");
-    var tsc = new Set(d.t), out = document.createDocumentFragment(), pos = 0, previous = null;
+    try { d = JSON.parse(script.textContent); } catch (e) { return null; }
+    var table = traceLines(), lines = [], r;
+    for (r = 0; r < d.l.length; r++) lines.push(table[d.l[r]] || "");
+    var times = {};  // a profiled trace: op index -> [heat, time per call]
+    for (r = 0; d.c && r + 2 < d.c.length; r += 3) times[d.c[r]] = [d.c[r + 1], d.c[r + 2]];
+    var out = document.createDocumentFragment(), pos = 0, previous = null;
     var ck = null, shown = [0, 0, 0];  // the current block of CHUNK ops: code lines, headers, Thunder's comments
     var sized = function () { ck.setAttribute("style", "--n:" + shown[0] + ";--h:" + shown[1] + ";--t:" + shown[2]); };
     var block = function () {
@@ -178,7 +186,7 @@
     };
     var between = function (start, stop) {
       for (var i = start; i < stop; i++) {
-        if (tsc.has(i)) { var s = h("span", "tsc"); highlightInto(s, lines[i]); ck.append(s); shown[2]++; }
+        if (isThunderComment(lines[i])) { var s = h("span", "tsc"); highlightInto(s, lines[i]); ck.append(s); shown[2]++; }
         else { highlightInto(ck, lines[i]); ck.append("\n"); shown[0]++; }
       }
     };
@@ -189,6 +197,7 @@
       if (line > pos) between(pos, line);
       var span = h("span", "op"), info = p === null ? null : provs[p];
       if (p !== null) span.dataset.p = p;
+      if (times[i]) { span.dataset.c = times[i][0]; span.dataset.t = times[i][1]; }
       if (info) {
         span.className = "op " + (KIND_CLASS[info.k] || "qx") + (info.rc !== null && info.rc !== undefined ? " role" + info.rc : "");
         if (info.k !== "bookkeeping" && info.h !== previous) {
@@ -208,6 +217,7 @@
     pre.replaceChildren(out);
     pre.classList.remove("lazy");
     if (find) find.refresh();
+    return pre;
   }
   document.addEventListener("toggle", function (ev) {
     var d = ev.target;
@@ -280,7 +290,16 @@
   if (document.body.classList.contains("page-compile")) {
     var last = {};
     each("details.trace:not(.repeat)", function (d) { last[d.dataset.list] = d; });
-    Object.keys(last).forEach(function (k) { if (k === "computation" || k === "backward") last[k].open = true; });
+    var desyncOps = data("desync-ops") || [];  // [list, op index]: the first differing op of a desync (desync.py)
+    Object.keys(last).forEach(function (k) {
+      if (k !== "computation" && k !== "backward") return;
+      last[k].open = true;  // the final traces: open and rendered now (so that a link to an op finds it)
+      var pre = renderTrace(last[k]);
+      desyncOps.forEach(function (at) {
+        var op = pre && at[0] === k && pre.querySelectorAll(".op")[at[1]];
+        if (op) op.id = "op-" + k + "-" + at[1];
+      });
+    });
     window.addEventListener("hashchange", openTarget);
     openTarget();
     document.addEventListener("click", function (ev) {
@@ -298,6 +317,7 @@
 
   // -- source view --------------------------------------------------------------------------
   if (document.body.classList.contains("page-source")) {
+    each("section.pane-box", renderTrace);  // the final traces
     var keys = data("srckeys") || {};
     var byLine = {};  // "file:line" -> {d: ops made by the line, s: ops made inside calls on it}
     var add = function (key, op, how) {
