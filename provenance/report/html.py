@@ -3,8 +3,7 @@ because pages repeat them thousands of times (a diff's items, a source file's ro
 not HTML: the pages' script renders them from data (lazy.py).
 
 Every string from a log reaches a page through autoescaping, through pygments (which escapes), or
-through `markupsafe.escape`; JSON for the pages' scripts is embedded with `<`, `>`, `&` written
-as \\u003c, \\u003e, \\u0026, so no log text can close the <script> element.
+through `markupsafe.escape`; JSON for the pages' scripts through jsonsafe.py.
 
 Pages stay ASCII where the logs are (templates write symbols as entities): an ASCII str is joined
 and encoded at memcpy speed, and pages are most of the work.
@@ -13,33 +12,16 @@ and encoded at memcpy speed, and pages are most of the work.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import jinja2
-import orjson
 from markupsafe import Markup, escape
 
+from provenance.report.jsonsafe import json_bytes, json_script
 from provenance.report.model import SourceFileView, TraceDiff
 from provenance.report.plural import plural
 from provenance.report.templating import load_compiled, make_environment
 
 __all__ = ["diff_items", "environment", "json_bytes", "json_script", "source_rows"]
-
-
-def json_bytes(value: Any) -> bytes:
-    """JSON safe inside <script>: no `</script>`, `<!--` or `&` can appear in it (UTF-8)."""
-    data = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
-    if b"<" in data or b">" in data or b"&" in data:
-        data = data.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026")
-    if not data.isascii():  # labels' middle dots; line separators would end a JS string literal
-        data = (data.replace("\u00b7".encode(), b"\\u00b7").replace("\u2028".encode(), b"\\u2028")
-                .replace("\u2029".encode(), b"\\u2029"))
-    return data
-
-
-def json_script(value: Any) -> Markup:
-    """json_bytes, for a template."""
-    return Markup(json_bytes(value).decode())
 
 
 def _ms(value: float | None) -> str:

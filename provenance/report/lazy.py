@@ -2,7 +2,7 @@
 instead of HTML: a compile's traces repeat most of their lines pass after pass, so each distinct
 line is sent once per page (a `tl` script: the lines new to the page, in order) and a trace is
 the numbers of its lines, its ops (`[first line, lines, record id]`) and, when
-profiled, its ops' times. Every string goes into JSON (html.json_bytes) and the script inserts
+profiled, its ops' times. Every string goes into JSON (jsonsafe.py) and the script inserts
 it with textContent: nothing from a log becomes markup.
 
 Every trace is sent so, the final ones too: the compile page renders those when it loads, the
@@ -16,7 +16,7 @@ from itertools import chain
 from operator import itemgetter
 from typing import NamedTuple
 
-from provenance.report.html import json_bytes
+from provenance.report.jsonsafe import json_bytes
 from provenance.report.model import TraceView
 
 __all__ = ["LazyTrace", "LineTable", "lazy_trace", "renumbered"]

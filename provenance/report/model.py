@@ -12,6 +12,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from markupsafe import Markup
+
+from provenance.report.jsonsafe import json_bytes
+
 __all__ = ["LISTS", "MAX_PROBLEMS_LISTED", "CacheCounts", "CallSiteNode", "CompileError", "CompilePage",
            "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem", "DisabledCapture", "ErrorSummary",
            "ExecutorCompile", "Failure", "FrameRef", "Fusion", "FusionLine", "LogHeader", "LogSummary", "Op",
@@ -67,6 +71,7 @@ class ProvInfo:
     derived_from: int | None  # record id
     members: list[int]  # a fusion's member record ids
     _compact: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+    _json: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     def compact(self) -> dict[str, Any]:
         """The record for the pages' script, report.js: one-letter keys, frames as lists (a page
@@ -80,9 +85,19 @@ class ProvInfo:
         return self._compact
 
 
-def script_data(provs: dict[int, ProvInfo], paths: dict[int, str]) -> dict[str, Any]:
-    """The records a page's script looks up by id, and the paths their frames index."""
-    return {"provs": {prov_id: info.compact() for prov_id, info in provs.items()}, "paths": paths}
+    def json(self) -> bytes:
+        """compact() as JSON for a page, made once per record: compiles share records (a recompile,
+        a process's interned ones), and a compile's pages both embed them."""
+        if self._json is None:
+            self._json = json_bytes(self.compact())
+        return self._json
+
+
+def script_data(provs: dict[int, ProvInfo], paths: dict[int, str]) -> Markup:
+    """The records a page's script looks up by id, and the paths their frames index, as JSON
+    (`{"provs": {id: compact record}, "paths": {index: path}}`) made of the records' own."""
+    records = b",".join([b'"%d":%s' % (prov_id, info.json()) for prov_id, info in provs.items()])
+    return Markup((b'{"provs":{%s},"paths":%s}' % (records, json_bytes(paths))).decode())
 
 
 # -- traces ---------------------------------------------------------------------------------------
@@ -438,7 +453,7 @@ class CompilePage:
     time: Any = None  # timing.CompileTime: the Time section, for a profiled compile
 
     @property
-    def script(self) -> dict[str, Any]:
+    def script(self) -> Markup:
         return script_data(self.provs, self.paths)
 
 
@@ -476,7 +491,7 @@ class SourcePage:
     line_keys: dict[int, list[list[int]]]  # record id -> [[file index, line], ...], its own line first
 
     @property
-    def script(self) -> dict[str, Any]:
+    def script(self) -> Markup:
         return script_data(self.provs, self.paths)
 
 
