@@ -238,15 +238,15 @@ def test_code_compiled_by_another_python_or_missing_is_compiled_from_source(comp
     other = (b"j2" + pickle.dumps(jinja2.bccache.bc_version, 2)
              + pickle.dumps((sys.version_info[0] << 24) | (sys.version_info[1] + 1), 2))  # the next Python's
     assert other != magic and len(other) == len(magic)
-    assert data["templates"]["trace.html"].startswith(magic)
-    data["templates"]["trace.html"] = other + data["templates"]["trace.html"][len(magic):]
+    assert data["templates"]["desync.html"].startswith(magic)
+    data["templates"]["desync.html"] = other + data["templates"]["desync.html"][len(magic):]
     target.write_bytes(marshal.dumps(data))
     env = html.environment([])
     env.bytecode_cache = templating.load_compiled(env, target)
     compiles.clear()  # the build's
     for name in NAMES:
         env.get_template(name)
-    assert compiles == ["trace.html"]
+    assert compiles == ["desync.html"]
 
     assert templating.load_compiled(env, tmp_path / "missing") is None
     (tmp_path / "garbage").write_bytes(b"\x00not marshal")

@@ -216,6 +216,7 @@ def report_command(args: argparse.Namespace) -> int:
         report = build_report(files, out, headers, progress, jobs=jobs, skipped=skipped)
     finally:
         gc.set_threshold(*thresholds)
+        gc.unfreeze()
         progress.close()
     index = out / "index.html"
     workers = f" ({plural(jobs, 'worker process', 'worker processes')})" if jobs > 1 else ""

@@ -17,11 +17,13 @@ import jinja2
 from markupsafe import Markup, escape
 
 from provenance.report.jsonsafe import json_bytes, json_script
-from provenance.report.model import SourceFileView, TraceDiff
+from provenance.report.model import LISTS, SourceFileView, TraceDiff, TraceView
 from provenance.report.plural import plural
 from provenance.report.templating import load_compiled, make_environment
 
-__all__ = ["diff_items", "environment", "json_bytes", "json_script", "source_rows"]
+__all__ = ["diff_items", "environment", "json_bytes", "json_script", "source_rows", "trace_frame"]
+
+_LISTS = frozenset(LISTS)
 
 
 def _ms(value: float | None) -> str:
@@ -48,6 +50,38 @@ def environment(nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -
     env.bytecode_cache = load_compiled(env)
     env.globals["nav"] = nav
     return env
+
+
+def trace_frame(view: TraceView) -> tuple[str, str]:
+    """A trace's <details> on its compile page, before and after its code: the summary line (its
+    list, pass, time, ops, what the pass changed) and the changed ops. Built here, not in a
+    template: a compile page has a dozen and a report thousands."""
+    lst = view.list if view.list in _LISTS else "other"
+    e_list, e_lst, e_pass = escape(view.list), escape(lst), escape(view.pass_name)
+    out = [f'<details class="trace{" repeat" if view.same_as is not None else ""}" id="{escape(view.anchor)}" '
+           f'data-list="{e_lst}">\n<summary><span class="list l-{e_lst}">{e_list}</span> '
+           f'<span class="muted">#{view.index}</span> <b>{e_pass}</b>\n']
+    if view.ms is not None:
+        out.append(f'<span class="ms">{escape(_ms(view.ms))}</span>')
+    if view.same_as is None:
+        out.append(f'<span class="muted">{len(view.ops)} ops</span>')
+    d = view.diff
+    if d:
+        out.append(f'<span class="d-add">+{d.added}</span> <span class="d-rem">&minus;{d.removed}</span> '
+                   f'<span class="d-rw">~{d.rewritten}</span>')
+    if view.label:
+        out.append(f'<span class="small muted">{escape(view.label)}</span>')
+    out.append("</summary>\n")
+    if view.same_as is not None:
+        out.append(f'<p class="muted small">The same trace as <a href="#{e_lst}-{view.same_as}">#{view.same_as}</a>: '
+                   "Thunder lists it twice.</p>\n</details>")
+        return "".join(out), ""
+    if d and (d.added or d.removed or d.rewritten):
+        out.append(f'<details class="diff"><summary>What <b>{e_pass}</b> changed since <a href="#{escape(d.previous)}">'
+                   f"the previous trace</a>: {d.added} added, {d.removed} removed, {d.rewritten} rewritten"
+                   + (f", {d.reattributed} with a new provenance record" if d.reattributed else "")
+                   + f'</summary>\n<ul class="difflist">{diff_items(d)}</ul>\n</details>\n')
+    return "".join(out), "\n</details>"
 
 
 def diff_items(diff: TraceDiff) -> Markup:

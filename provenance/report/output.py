@@ -16,7 +16,7 @@ from markupsafe import Markup
 
 from provenance.report.desync import MARK as DESYNC_MARK
 from provenance.report.highlight import style_css
-from provenance.report.html import diff_items, environment, source_rows
+from provenance.report.html import environment, source_rows, trace_frame
 from provenance.report.lazy import LazyTrace, LineTable, lazy_trace, renumbered
 from provenance.report.model import CompilePage, CompilePages, SourcePage, TraceView
 from provenance.report.provinfo import ProvTable
@@ -24,7 +24,6 @@ from provenance.report.provinfo import ProvTable
 __all__ = ["MARKER_FILE", "CompileWriter", "ReportWriter", "prepare_out"]
 
 _TRACES_MARK = "<!--@@thunder-trace-report:traces@@-->"
-_CODE_MARK = "<!--@@thunder-trace-report:code@@-->"
 MARKER_FILE = ".thunder_trace_report"  # marks a directory this tool made (what --overwrite may delete)
 
 
@@ -45,9 +44,7 @@ class CompileWriter:
         self._latest: dict[str, LazyTrace] = {}  # per list: its latest trace's data (at the end, the final one's)
 
     def trace(self, view: TraceView, provs: ProvTable) -> None:
-        changes = diff_items(view.diff) if view.diff else Markup("")
-        html = self.report.trace_template.render(v=view, code=Markup(_CODE_MARK), changes=changes)
-        head, _, tail = html.partition(_CODE_MARK)
+        head, tail = trace_frame(view)
         write = self._spool.write
         write(head.encode())
         if view.same_as is None:  # the trace's data goes in as it is: no copy of it joined into the page's text
@@ -82,7 +79,6 @@ class ReportWriter:
     def __init__(self, out: Path, nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -> None:
         self.out = out
         self.env = environment(nav, template_dirs)
-        self.trace_template = self.env.get_template("trace.html")
 
     def write_assets(self) -> None:
         """The directories, the marker file and the static files (CSS with pygments' style, JS)."""
