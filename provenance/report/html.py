@@ -100,24 +100,15 @@ def diff_items(diff: TraceDiff) -> Markup:
 
 
 def source_rows(file: SourceFileView) -> Markup:
-    """A user file's lines for the source view, each with its ops counts (built here rather than
-    in the template: a file has thousands of lines and every compile shows it)."""
-    index, out = file.index, []
-    timed = any(row is not None and row.time is not None for row in file.rows)
-    for row in file.rows:
-        if row is None:
-            out.append('<div class="gap">&#8942;</div>')
-            continue
-        n, html, counts, time = row
-        badges = ""
-        if counts:
-            badges = "".join(f'<i class="{cls}">{c}</i>' for cls, c in zip(("c-fw", "c-bw", "c-fu"), counts) if c)
-        cost = heat = ""
-        if timed:  # a profiled compile: a time column, the line's time per call (timing.LineTime)
-            cost = '<span class="tm"></span>'
-            if time is not None:
-                cost = f'<span class="tm" title="{escape(time.title)}">{time.ms:.3f}</span>'
-                heat = f' data-c="{time.heat}"'
-        out.append(f'<div class="sl{" has" if counts else ""}" id="L{index}-{n}"{heat}>'
-                   f'<span class="ln">{n}</span>{cost}<span class="cnt">{badges}</span><code>{html}</code></div>')
-    return Markup("".join(out))
+    """A user file's lines for the source view (built here rather than in the template: a file
+    has thousands of lines and every compile shows it; the same rows for every compile, so made
+    once where they are shared: a compile's op counts and times are data its script adds)."""
+    index, shared = file.index, file.shared
+    if shared is not None and index in shared:
+        return Markup(shared[index])
+    html = "".join('<div class="gap">&#8942;</div>' if row is None else
+                   f'<div class="sl" id="L{index}-{row[0]}"><span class="ln">{row[0]}</span><span class="cnt"></span>'
+                   f"<code>{row[1]}</code></div>" for row in file.rows)
+    if shared is not None:
+        shared[index] = html
+    return Markup(html)

@@ -21,7 +21,7 @@ __all__ = ["LISTS", "MAX_PROBLEMS_LISTED", "CacheCounts", "CallSiteNode", "Compi
            "ExecutorCompile", "Failure", "FrameRef", "Fusion", "FusionLine", "LogHeader", "LogSummary", "Op",
            "PassList", "PassSummary", "Phase", "PhaseGroup", "PhaseView", "Problem", "Problems", "ProvInfo",
            "RankComparison", "RankRow", "RankTime", "Recompile", "Rejection", "RoleCount", "RunModel",
-           "SourceFileView", "SourcePage", "SourcePane", "SourceRow", "StackFrame", "Totals", "TraceDiff", "TraceView",
+           "SourceFileView", "SourcePage", "SourcePane", "StackFrame", "Totals", "TraceDiff", "TraceView",
            "coverage", "script_data", "site_of"]
 
 
@@ -457,20 +457,14 @@ class CompilePage:
         return script_data(self.provs, self.paths)
 
 
-class SourceRow(NamedTuple):
-    number: int
-    html: str
-    counts: list[int] | None  # forward ops, backward ops, fusions made directly by the line
-    time: Any = None  # timing.LineTime: the line's time per profiled call
-
-
 @dataclass(slots=True)
 class SourceFileView:
     index: int  # in the page's line keys
     path: str
     name: str
     from_disk: bool  # else rebuilt from the lines the log quotes
-    rows: list[SourceRow | None]  # None: a gap
+    rows: list[tuple[int, str] | None]  # (line number, highlighted html); None: a gap
+    shared: dict[int, str] | None = None  # its rows' HTML by file index, kept with rows other compiles show too
 
 
 @dataclass(slots=True)
@@ -489,6 +483,9 @@ class SourcePage:
     provs: dict[int, ProvInfo]
     paths: dict[int, str]
     line_keys: dict[int, list[list[int]]]  # record id -> [[file index, line], ...], its own line first
+    # What the page's script adds to the rows: "c": row id -> [forward ops, backward ops, fusions]
+    # the line made directly; "t" (profiled): row id -> [time per call, heat, its split]
+    marks: dict[str, dict[str, list]] = field(default_factory=dict)
 
     @property
     def script(self) -> Markup:

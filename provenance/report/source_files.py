@@ -27,6 +27,7 @@ class SourceFile:
     path: str
     from_disk: bool
     rows: list[tuple[int, str] | None]  # (line number, html) or None for a gap
+    shared: dict[int, str] | None = None  # for rows every compile shows: their page HTML, by file index
 
 
 class SourceCache:
@@ -34,7 +35,8 @@ class SourceCache:
 
     def __init__(self, max_files: int = 16) -> None:
         # path -> (mtime and size, lines or None if unusable, highlighted lines once needed, the
-        # whole file's rows once needed: shared by every compile's SourceFile, never changed)
+        # whole file's rows once needed: shared by every compile's SourceFile, never changed; and
+        # their page HTML by the file's index on a page, html.source_rows's)
         self._files: OrderedDict[str, list] = OrderedDict()
         self._max = max_files
 
@@ -57,7 +59,7 @@ class SourceCache:
                     lines = f.read().splitlines()
             except (OSError, ValueError):
                 lines = None
-        entry = self._files[path] = [stamp, lines, None, None]
+        entry = self._files[path] = [stamp, lines, None, None, {}]
         if len(self._files) > self._max:
             self._files.popitem(last=False)
         return entry
@@ -73,7 +75,7 @@ class SourceCache:
             if len(disk) <= FULL_FILE_LINES:  # the whole file: the same rows for every compile
                 if entry[3] is None:
                     entry[3] = _with_gaps(range(1, len(disk) + 1), lambda n: html[n - 1])
-                return SourceFile(path, True, entry[3])
+                return SourceFile(path, True, entry[3], entry[4])
             shown = sorted({n for line in wanted for n in range(line - CONTEXT, line + CONTEXT + 1)
                             if 0 < n <= len(disk)})
             return SourceFile(path, True, _with_gaps(shown, lambda n: html[n - 1]))

@@ -3,7 +3,6 @@ forward ops, backward ops and fusions it made, and the keys that link ops to lin
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from provenance.record import Kind
@@ -13,16 +12,12 @@ from provenance.report.model import (
     SourceFileView,
     SourcePage,
     SourcePane,
-    SourceRow,
     TraceView,
 )
 from provenance.report.provinfo import ProvTable
 from provenance.report.source_files import SourceCache
 
 __all__ = ["source_view"]
-
-_new_row = functools.partial(tuple.__new__, SourceRow)
-
 
 MAX_LINE_OPS = 12  # ops quoted per line and kind in `line_ops` (the counts are complete)
 MAX_LINES = 2000  # lines kept in `line_ops`
@@ -81,17 +76,15 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
     shown = []
     for path in order:
         source = sources.get(path, quoted[path], wanted[path])
-        index = files[path]
-        if line_time:
-            rows = [None if row is None else
-                    SourceRow(row[0], row[1], counts.get((index, row[0])), line_time.get((path, row[0])))
-                    for row in source.rows]
-        else:  # a file's every line: tuples made without NamedTuple's Python-level __new__
-            rows = [None if row is None else _new_row((*row, counts.get((index, row[0])), None))
-                    for row in source.rows]
-        shown.append(SourceFileView(index, path, path.rsplit("/", 1)[-1], source.from_disk, rows))
+        shown.append(SourceFileView(files[path], path, path.rsplit("/", 1)[-1], source.from_disk, source.rows,
+                                    source.shared))
+    # The rows are the same for every compile that shows the file: what this one adds is data.
+    marks: dict[str, dict[str, list]] = {"c": {f"L{k[0]}-{k[1]}": c for k, c in counts.items()}}
+    if line_time:
+        marks["t"] = {f"L{files[path]}-{line}": [f"{t.ms:.3f}", t.heat, t.title]
+                      for (path, line), t in line_time.items() if path in files}
     return SourcePage(summary=summary, files=shown, panes=panes, provs=provs, paths=table.paths_of(provs),
-                      line_keys=keys)
+                      line_keys=keys, marks=marks)
 
 
 def _quote(line_ops: dict[tuple[str, int], list], key: tuple[str, int], column: int, view: TraceView, op: Any,

@@ -318,6 +318,21 @@
   // -- source view --------------------------------------------------------------------------
   if (document.body.classList.contains("page-source")) {
     each("section.pane-box", renderTrace);  // the final traces
+    var marks = data("srcmarks") || {};  // what this compile adds to the files' rows (source_view.py)
+    if (marks.t) each(".srcfile .sl .ln", function (ln) { ln.after(h("span", "tm")); });  // a time column
+    Object.keys(marks.c || {}).forEach(function (id) {  // [forward ops, backward ops, fusions] made by the line
+      var row = document.getElementById(id), cnt = row && row.querySelector(".cnt");
+      if (!cnt) return;
+      row.classList.add("has");
+      ["c-fw", "c-bw", "c-fu"].forEach(function (cls, i) { if (marks.c[id][i]) cnt.append(h("i", cls, marks.c[id][i])); });
+    });
+    Object.keys(marks.t || {}).forEach(function (id) {  // [time per call, heat, its split]
+      var row = document.getElementById(id), tm = row && row.querySelector(".tm");
+      if (!tm) return;
+      tm.textContent = marks.t[id][0];
+      tm.title = marks.t[id][2];
+      row.dataset.c = marks.t[id][1];
+    });
     var keys = data("srckeys") || {};
     var byLine = {};  // "file:line" -> {d: ops made by the line, s: ops made inside calls on it}
     var add = function (key, op, how) {
