@@ -8,7 +8,6 @@ final one the source view (source_view.py) needs. So memory follows the largest 
 
 from __future__ import annotations
 
-import functools
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -21,6 +20,9 @@ from provenance.report.coerce import as_float, as_int
 from provenance.report.diffs import diff
 from provenance.report.model import (
     LISTS,
+    OUTS,
+    PROV,
+    SYM,
     CacheCounts,
     CompileError,
     CompilePage,
@@ -60,8 +62,7 @@ class PageSink(Protocol):
     def finish(self, page: CompilePage, source: SourcePage | None) -> None: ...
 
 
-_new_op = functools.partial(tuple.__new__, Op)
-_PROV = itemgetter(4)  # an Op's record id  # without NamedTuple's Python-level __new__: many ops
+_PROV = itemgetter(PROV)
 
 
 _INT, _STR, _LIST = frozenset({int}), frozenset({str}), frozenset({list})
@@ -83,7 +84,7 @@ def _well_formed(raw: list, n_lines: int) -> list[Op] | None:
     ends = list(map(add, lines, ns))
     if ends[-1] > n_lines or not all(map(le, ends, lines[1:])):  # in order, inside the text
         return None
-    return list(map(_new_op, zip(lines, ns, syms, map(tuple, outs), provs)))
+    return list(zip(lines, ns, syms, outs, provs))
 
 
 def parse_ops(raw: Any, n_lines: int) -> tuple[list[Op], int]:
@@ -101,11 +102,11 @@ def parse_ops(raw: Any, n_lines: int) -> tuple[list[Op], int]:
             # ints, in order, inside the text
             if not (type(line) is int and type(n) is int and 0 < n and end <= line and line + n <= n_lines):
                 raise ValueError
-            outs = tuple(map(str, outs))
+            outs = list(map(str, outs))
         except (TypeError, ValueError):
             bad += 1
             continue
-        ops.append(_new_op((line, n, sym if type(sym) is str else str(sym), outs, prov if type(prov) is int else None)))
+        ops.append((line, n, sym if type(sym) is str else str(sym), outs, prov if type(prov) is int else None))
         end = line + n
     return ops, bad
 
@@ -282,9 +283,9 @@ class CompileBuilder:
     def _signature(self, view: TraceView) -> list[str]:
         """The op sequence ranks are compared by: symbol and role (names may differ per rank)."""
         out = []
-        for op in view.ops:
-            info = self.provs.info(op.prov)
-            out.append(f"{op.sym}|{info.role if info is not None and info.role else ''}")
+        for _line, _n, sym, _outs, prov in view.ops:
+            info = self.provs.info(prov)
+            out.append(f"{sym}|{info.role if info is not None and info.role else ''}")
         return out
 
     def _error(self, error: dict) -> CompileError:
@@ -310,7 +311,7 @@ class CompileBuilder:
         fusions = []
         for view in self.latest.values():
             for op in view.ops:
-                info = provs.get(op.prov) if op.prov is not None else None
+                info = provs.get(op[PROV]) if op[PROV] is not None else None
                 if info is None:
                     continue
                 if info.role:
@@ -329,7 +330,7 @@ class CompileBuilder:
             if member.user_frame:
                 frame = self.provs.stack_frame(member.user_frame)
                 lines.setdefault(f"{frame.name}:{frame.line}", (frame.text, set()))[1].add(member.kind)
-        return Fusion(sym=op.sym, outs=list(op.outs), trace=view.list, anchor=view.anchor, prov=op.prov,
+        return Fusion(sym=op[SYM], outs=list(op[OUTS]), trace=view.list, anchor=view.anchor, prov=op[PROV],
                       members=members,
                       lines=[FusionLine(where, text, sorted(kinds)) for where, (text, kinds) in lines.items()])
 

@@ -4,36 +4,34 @@ from __future__ import annotations
 
 from collections import Counter
 
-from provenance.report.model import DiffItem, Op, TraceDiff, TraceView
+from provenance.report.model import DiffItem, TraceDiff, TraceView
 
 __all__ = ["diff"]
 
 MAX_DIFF_ITEMS = 60  # per category and trace; the counts are always complete
 
 
-def _op_text(lines: list[str], op: Op) -> str:
-    if op.n == 1:
-        return lines[op.line].strip()
-    return "\n".join(line.strip() for line in lines[op.line: op.line + op.n])
+def _op_text(lines: list[str], line: int, n: int) -> str:
+    return "\n".join(text.strip() for text in lines[line: line + n])
 
 
-def _keyed(view: TraceView) -> dict[tuple, tuple[str, str, int | None]]:
-    """Ops by identity: their outputs (names are unique in a trace), else symbol and text; each
+def _keyed(view: TraceView) -> dict[str | tuple, tuple[str, str, int | None]]:
+    """Ops by identity: their first output (names are unique in a trace), else symbol and text; each
     with what a pass may change (text, symbol, provenance record)."""
     if view.keyed is not None:
         return view.keyed
-    out: dict[tuple, tuple[str, str, int | None]] = {}
+    out: dict[str | tuple, tuple[str, str, int | None]] = {}
     seen: Counter = Counter()
     lines = view.lines
-    for op in view.ops:
-        text = lines[op.line].strip() if op.n == 1 else _op_text(lines, op)
-        if op.outs:  # the outputs themselves: strs only, so never equal to the (sym, text, count) keys
-            key: tuple = op.outs
+    for line, n, sym, outs, prov in view.ops:
+        text = lines[line].strip() if n == 1 else _op_text(lines, line, n)
+        if outs:  # its first output's name (unique in a trace): a str, never equal to the keys below
+            key: str | tuple = outs[0]
         else:
-            base = (op.sym, text)
+            base = (sym, text)
             seen[base] += 1
             key = (*base, seen[base])
-        out[key] = (text, op.sym, op.prov)
+        out[key] = (text, sym, prov)
     view.keyed = out
     return out
 

@@ -16,12 +16,12 @@ from markupsafe import Markup
 
 from provenance.report.jsonsafe import json_bytes
 
-__all__ = ["LISTS", "MAX_PROBLEMS_LISTED", "CacheCounts", "CallSiteNode", "CompileError", "CompilePage",
-           "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem", "DisabledCapture", "ErrorSummary",
-           "ExecutorCompile", "Failure", "FrameRef", "Fusion", "FusionLine", "LogHeader", "LogSummary", "Op",
-           "PassList", "PassSummary", "Phase", "PhaseGroup", "PhaseView", "Problem", "Problems", "ProvInfo",
-           "RankComparison", "RankRow", "RankTime", "Recompile", "Rejection", "RoleCount", "RunModel",
-           "SourceFileView", "SourcePage", "SourcePane", "StackFrame", "Totals", "TraceDiff", "TraceView",
+__all__ = ["LINE", "LISTS", "MAX_PROBLEMS_LISTED", "N", "OUTS", "PROV", "SYM", "CacheCounts", "CallSiteNode",
+           "CompileError", "CompilePage", "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem",
+           "DisabledCapture", "ErrorSummary", "ExecutorCompile", "Failure", "FrameRef", "Fusion", "FusionLine",
+           "LogHeader", "LogSummary", "Op", "PassList", "PassSummary", "Phase", "PhaseGroup", "PhaseView", "Problem",
+           "Problems", "ProvInfo", "RankComparison", "RankRow", "RankTime", "Recompile", "Rejection", "RoleCount",
+           "RunModel", "SourceFileView", "SourcePage", "SourcePane", "StackFrame", "Totals", "TraceDiff", "TraceView",
            "coverage", "script_data", "site_of"]
 
 
@@ -104,14 +104,11 @@ def script_data(provs: dict[int, ProvInfo], paths: dict[int, str]) -> Markup:
 LISTS = ("prologue", "computation", "epilogue", "backward")  # Thunder's trace lists, in page order
 
 
-class Op(NamedTuple):
-    """An op of a trace (a top-level bound symbol), from the trace record's `ops`."""
-
-    line: int  # first line in the trace's python (0-based)
-    n: int  # lines
-    sym: str
-    outs: tuple[str, ...]
-    prov: int | None  # provenance record id
+# An op of a trace (a top-level bound symbol), from the trace record's `ops`: a plain tuple (a
+# trace has thousands, made by zip) of its first line in the trace's python (0-based), its number
+# of lines, its symbol, its outputs' names and its provenance record id (or None).
+Op = tuple[int, int, str, list[str], int | None]
+LINE, N, SYM, OUTS, PROV = range(5)  # its fields
 
 
 @dataclass(slots=True)

@@ -7,8 +7,11 @@ from typing import Any
 
 from provenance.record import Kind
 from provenance.report.model import (
+    LINE,
+    PROV,
     CompileSummary,
     FrameRef,
+    N,
     SourceFileView,
     SourcePage,
     SourcePane,
@@ -30,7 +33,7 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
     `line_time`, a profiled compile's (path, line) -> timing.LineTime, what it cost). With
     `line_ops`, also fills it (see _quote): (path, line) -> what the final traces made there (a
     ThunderFX piece: its graph's page shows every piece's)."""
-    provs = table.closure({op.prov for view in finals for op in view.ops if op.prov is not None})
+    provs = table.closure({op[PROV] for view in finals for op in view.ops if op[PROV] is not None})
     files: dict[str, int] = {}
     quoted: dict[str, dict[int, str]] = {}
     wanted: dict[str, set[int]] = {}
@@ -57,14 +60,15 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
     for view in finals:
         slot = 0 if view.list == "computation" else 1
         for op in view.ops:
-            info = provs.get(op.prov) if op.prov is not None else None
+            prov = op[PROV]
+            info = provs.get(prov) if prov is not None else None
             if info is None or info.kind == Kind.BOOKKEEPING:
                 continue
             if info.kind == Kind.FUSION:
                 direct = {tuple(keys[m][0]) for m in info.members if m in keys}
                 column = 2
             else:
-                direct = {tuple(keys[op.prov][0])} if op.prov in keys else set()
+                direct = {tuple(keys[prov][0])} if prov in keys else set()
                 column = slot
             for key in direct:
                 counts.setdefault(key, [0, 0, 0])[column] += 1
@@ -98,4 +102,4 @@ def _quote(line_ops: dict[tuple[str, int], list], key: tuple[str, int], column: 
         entry = line_ops[key] = [[0, 0, 0], [], [], [], text, f"L{file_index}-{key[1]}"]
     entry[0][column] += 1
     if len(entry[column + 1]) < MAX_LINE_OPS:
-        entry[column + 1].append(" ".join(line.strip() for line in view.lines[op.line:op.line + op.n])[:200])
+        entry[column + 1].append(" ".join(line.strip() for line in view.lines[op[LINE]:op[LINE] + op[N]])[:200])

@@ -17,7 +17,7 @@ from typing import Any
 
 from provenance.profile import CompileProfile
 from provenance.record import Provenance
-from provenance.report.model import TraceView
+from provenance.report.model import PROV, SYM, TraceView
 from provenance.report.profiles import LoggedProfile, LoggedTrace, compile_profile
 from provenance.rollup import BETWEEN, NO_MODULE, ROOT, CostRow, line_texts, merge, rollup, summary
 
@@ -283,7 +283,7 @@ def op_times(view: TraceView, trace: LoggedTrace) -> dict[int, OpTime]:
         return out
     ops = view.ops
     for (_position, symbol, prov, index), ns in zip(trace.ops, trace.op_ns):
-        if index is None or not 0 <= index < len(ops) or ops[index].sym != symbol or ops[index].prov != prov:
+        if index is None or not 0 <= index < len(ops) or ops[index][SYM] != symbol or ops[index][PROV] != prov:
             continue
         ms = _ms(ns, trace.calls)
         out[index] = OpTime(_duration(ms), heat(ns / trace.wall_ns))
