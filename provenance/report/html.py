@@ -17,11 +17,11 @@ import jinja2
 from markupsafe import Markup, escape
 
 from provenance.report.jsonsafe import json_bytes, json_script
-from provenance.report.model import LISTS, SourceFileView, TraceDiff, TraceView
+from provenance.report.model import LISTS, ProvInfo, SourceFileView, TraceDiff, TraceView
 from provenance.report.plural import plural
 from provenance.report.templating import load_compiled, make_environment
 
-__all__ = ["diff_items", "environment", "json_bytes", "json_script", "source_rows", "trace_frame"]
+__all__ = ["diff_items", "environment", "json_bytes", "json_script", "provs_script", "source_rows", "trace_frame"]
 
 _LISTS = frozenset(LISTS)
 
@@ -48,7 +48,7 @@ def environment(nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -
         loader = jinja2.ChoiceLoader([loader, jinja2.FileSystemLoader(list(template_dirs))])
     env = make_environment(loader, {"ms": _ms, "seconds": _seconds, "json_script": json_script, "plural": plural})
     env.bytecode_cache = load_compiled(env)
-    env.globals["nav"] = nav
+    env.globals.update(nav=nav, provs_script=provs_script)
     return env
 
 
@@ -82,6 +82,19 @@ def trace_frame(view: TraceView) -> tuple[str, str]:
                    + (f", {d.reattributed} with a new provenance record" if d.reattributed else "")
                    + f'</summary>\n<ul class="difflist">{diff_items(d)}</ul>\n</details>\n')
     return "".join(out), "\n</details>"
+
+
+def provs_script(provs: dict[int, ProvInfo], paths: dict[int, str]) -> Markup:
+    """The records a page's script looks up by id, and the paths their frames index, as JSON
+    (`{"provs": {id: compact record}, "paths": {index: path}}`) made of each record's JSON, made
+    once per record: compiles share records (a recompile, a process's interned ones), and a
+    compile's two pages both embed them."""
+    parts = []
+    for prov_id, info in provs.items():
+        if info._json is None:
+            info._json = json_bytes(info.compact())
+        parts.append(b'"%d":%s' % (prov_id, info._json))
+    return Markup((b'{"provs":{%s},"paths":%s}' % (b",".join(parts), json_bytes(paths))).decode())
 
 
 def diff_items(diff: TraceDiff) -> Markup:

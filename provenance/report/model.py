@@ -12,17 +12,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from markupsafe import Markup
-
-from provenance.report.jsonsafe import json_bytes
-
 __all__ = ["LINE", "LISTS", "MAX_PROBLEMS_LISTED", "N", "OUTS", "PROV", "SYM", "CacheCounts", "CallSiteNode",
            "CompileError", "CompilePage", "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem",
            "DisabledCapture", "ErrorSummary", "ExecutorCompile", "Failure", "FrameRef", "Fusion", "FusionLine",
            "LogHeader", "LogSummary", "Op", "PassList", "PassSummary", "Phase", "PhaseGroup", "PhaseView", "Problem",
            "Problems", "ProvInfo", "RankComparison", "RankRow", "RankTime", "Recompile", "Rejection", "RoleCount",
            "RunModel", "SourceFileView", "SourcePage", "SourcePane", "StackFrame", "Totals", "TraceDiff", "TraceView",
-           "coverage", "script_data", "site_of"]
+           "coverage", "site_of"]
 
 
 class FrameRef(NamedTuple):
@@ -71,7 +67,7 @@ class ProvInfo:
     derived_from: int | None  # record id
     members: list[int]  # a fusion's member record ids
     _compact: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
-    _json: bytes | None = field(default=None, init=False, repr=False, compare=False)
+    _json: bytes | None = field(default=None, init=False, repr=False, compare=False)  # html.provs_script's
 
     def compact(self) -> dict[str, Any]:
         """The record for the pages' script, report.js: one-letter keys, frames as lists (a page
@@ -85,19 +81,6 @@ class ProvInfo:
         return self._compact
 
 
-    def json(self) -> bytes:
-        """compact() as JSON for a page, made once per record: compiles share records (a recompile,
-        a process's interned ones), and a compile's pages both embed them."""
-        if self._json is None:
-            self._json = json_bytes(self.compact())
-        return self._json
-
-
-def script_data(provs: dict[int, ProvInfo], paths: dict[int, str]) -> Markup:
-    """The records a page's script looks up by id, and the paths their frames index, as JSON
-    (`{"provs": {id: compact record}, "paths": {index: path}}`) made of the records' own."""
-    records = b",".join([b'"%d":%s' % (prov_id, info.json()) for prov_id, info in provs.items()])
-    return Markup((b'{"provs":{%s},"paths":%s}' % (records, json_bytes(paths))).decode())
 
 
 # -- traces ---------------------------------------------------------------------------------------
@@ -449,10 +432,6 @@ class CompilePage:
     phases: PhaseView | None = None
     time: Any = None  # timing.CompileTime: the Time section, for a profiled compile
 
-    @property
-    def script(self) -> Markup:
-        return script_data(self.provs, self.paths)
-
 
 @dataclass(slots=True)
 class SourceFileView:
@@ -483,10 +462,6 @@ class SourcePage:
     # What the page's script adds to the rows: "c": row id -> [forward ops, backward ops, fusions]
     # the line made directly; "t" (profiled): row id -> [time per call, heat, its split]
     marks: dict[str, dict[str, list]] = field(default_factory=dict)
-
-    @property
-    def script(self) -> Markup:
-        return script_data(self.provs, self.paths)
 
 
 # -- the run --------------------------------------------------------------------------------------

@@ -363,8 +363,8 @@
       clear("sel"); clear("sel2"); clear("hl"); clear("hl2");
       line.classList.add("sel");
       var entry = byLine[lineKey(line)] || { d: [], s: [] };
-      var direct = entry.d.filter(function (o, i, a) { return a.indexOf(o) === i; });
-      var inside = entry.s.filter(function (o) { return direct.indexOf(o) < 0; });
+      var seen = new Set(entry.d), direct = Array.from(seen);  // a fusion is listed once per member line
+      var inside = entry.s.filter(function (o) { return !seen.has(o) && (seen.add(o), true); });
       direct.forEach(function (o) { o.classList.add("hl"); });
       inside.forEach(function (o) { o.classList.add("hl2"); });
       each("pre.pane", function (pre) {
