@@ -17,13 +17,14 @@
   function each(selector, fn, root) { Array.prototype.forEach.call((root || document).querySelectorAll(selector), fn); }
   function clear(cls) { each("." + cls, function (e) { e.classList.remove(cls); }); }
   function reveal(el, box, again) {  // scroll a box so that el shows in its upper third, the window staying put
-    if (!el || !box) return;  // (scrollIntoView: el may lie in a block not laid out yet, where offsetTop is stale)
-    var x = window.scrollX, y = window.scrollY;
-    el.scrollIntoView({ block: "start" });
-    window.scrollTo(x, y);
-    var top = box.scrollTop + el.getBoundingClientRect().top - box.getBoundingClientRect().top - box.clientTop;
+    if (!el || !box) return;
+    // First el's block of ops (.ck): its place is known from its estimated height, without laying
+    // out what the browser skips off screen (forcing that is most of a click's time); el itself a
+    // frame later, its block being on screen and laid out by then.
+    var target = again ? el : el.closest(".ck") || el;
+    var top = box.scrollTop + target.getBoundingClientRect().top - box.getBoundingClientRect().top - box.clientTop;
     box.scrollTop = Math.max(0, top - box.clientHeight / 3);
-    if (!again) requestAnimationFrame(function () { reveal(el, box, true); });  // blocks laid out meanwhile
+    if (!again) requestAnimationFrame(function () { reveal(el, box, true); });
   }
 
   var table = data("provs") || {};
