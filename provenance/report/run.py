@@ -196,7 +196,7 @@ class RunBuilder:
             open_compiles.pop(cid, None)
             prologue = self._prologue_open.pop((log.index, cid), None)
             if kind == "compile_end" and prologue is not None:
-                self._prologues[(log.index, cid)] = zlib.compress(prologue.encode())
+                self._prologues[(log.index, cid)] = zlib.compress(prologue.encode(), 1)  # fast: every compile pays it
                 while len(self._prologues) > MAX_PROLOGUES:
                     self._prologues.popitem(last=False)
             self._release(ended)
