@@ -653,3 +653,13 @@ def test_the_graph_pages_quote_op_code_within_a_budget(tmp_path, capsys, monkeyp
     page = (tmp_path / "out" / "graphs" / "log0-g1.html").read_text()
     lines = orjson.loads(re.search(r'<script type="application/json" id="fxlines">(.*?)</script>', page, re.S).group(1))
     assert lines["L0-10"][0]["counts"] == [1, 1, 0] and lines["L0-10"][0]["forward"] == []
+
+
+def test_diff_items_escape_as_markupsafe_does():
+    """html._text (diff items' fast escape) writes exactly markupsafe.escape's entities."""
+    from markupsafe import escape
+
+    from provenance.report.html import _text
+
+    for text in ['t0 = f(x, "a<b>", \'c\') & d', "", "plain", "&amp; &#39;", "\u00b7\u2028<\u00e9>", "<" * 50]:
+        assert _text(text) == str(escape(text))

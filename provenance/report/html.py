@@ -97,14 +97,21 @@ def provs_script(provs: dict[int, ProvInfo], paths: dict[int, str]) -> Markup:
     return Markup((b'{"provs":{%s},"paths":%s}' % (b",".join(parts), json_bytes(paths))).decode())
 
 
+def _text(text: str) -> str:
+    """markupsafe.escape's entities, without a Markup object per call (a report escapes ~10^5 op
+    texts in diffs): &, <, >, ', " replaced."""
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("'", "&#39;")
+            .replace('"', "&#34;"))
+
+
 def diff_items(diff: TraceDiff) -> Markup:
     """The ops a pass added, removed and rewrote, as list items (one trace can list hundreds)."""
     out = []
     for sign, cls, entries in (("+", "d-add", diff.added_items), ("&minus;", "d-rem", diff.removed_items)):
-        out.extend(f'<li class="{cls}"><span class="sign">{sign}</span><code>{escape(it.text)}</code></li>'
+        out.extend(f'<li class="{cls}"><span class="sign">{sign}</span><code>{_text(it.text)}</code></li>'
                    for it in entries)
-    out.extend(f'<li class="d-rw"><span class="sign">~</span><code class="old">{escape(it.old)}</code><br>'
-               f'<span class="sign"></span><code>{escape(it.text)}</code></li>' for it in diff.rewritten_items)
+    out.extend(f'<li class="d-rw"><span class="sign">~</span><code class="old">{_text(it.old)}</code><br>'
+               f'<span class="sign"></span><code>{_text(it.text)}</code></li>' for it in diff.rewritten_items)
     hidden = (diff.added + diff.removed + diff.rewritten
               - len(diff.added_items) - len(diff.removed_items) - len(diff.rewritten_items))
     if hidden > 0:
