@@ -45,12 +45,11 @@ class CompileWriter:
 
     def trace(self, view: TraceView, provs: ProvTable) -> None:
         head, tail = trace_frame(view)
-        write = self._spool.write
-        write(head.encode())
-        if view.same_as is None:  # the trace's data goes in as it is: no copy of it joined into the page's text
+        data = b""
+        if view.same_as is None:  # the trace's data as bytes: never joined into the page's text
             lazy = self._latest[view.list] = lazy_trace(view, self._lines)
-            write(lazy.html())
-        write(tail.encode())
+            data = lazy.html()
+        self._spool.write(b"".join((head.encode(), data, tail.encode())))  # one write: the spool's is Python
 
     def finish(self, page: CompilePage, source: SourcePage | None) -> None:
         report = self.report
