@@ -18,6 +18,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ MAX_KEPT = 200  # bad lines (and malformed records) kept per file, to list; the 
 MAX_UNKNOWN_TYPES = 50  # distinct unknown record types counted by name; more are counted together
 MAX_DEPTH = 64  # how deep provenance records (derived_from, members) and spans (parent) may nest
 MAX_HEADER_BYTES = 8 << 20
+_FIFTH = itemgetter(4)  # an op entry's record id
 _SCHEMA = re.compile(r"(\d+)\.(\d+)")
 # glog's prefix, which every TORCH_TRACE line starts with: "V1130 15:52:35.123456 1234 torch/_dynamo/...:52]"
 _GLOG = re.compile(rb"[IWEFV]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ \S+:\d+\] ")
@@ -225,7 +227,9 @@ class LogFile:
         then the same whenever, and by whichever process, the trace is rendered)."""
         known, later = self._prov, 0
         try:  # the common case, at C speed: every op names a known record or none
-            if not {op[4] for op in ops}.difference(known.keys(), (None,)):
+            named = set(map(_FIFTH, ops)).difference(known)  # a dict: looked up per op, not iterated
+            named.discard(None)
+            if not named:
                 return []
         except (TypeError, KeyError, IndexError):  # not all ops are lists of 5: checked one by one
             pass
