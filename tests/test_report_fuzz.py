@@ -9,10 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
-import os
 import random
-import subprocess
-import sys
 import tempfile
 import time
 import tracemalloc
@@ -21,28 +18,11 @@ from pathlib import Path
 import hostile_logs
 import orjson
 import pytest
+import real_log as real_log_program
 
 from provenance.report.cli import main
 
 pytestmark = pytest.mark.slow
-
-# A program with what a log can hold: a scope, forward and backward, a recompile, a failure, and
-# (THUNDER_TRACE_PROFILE) profiled calls.
-_PROGRAM = """
-import torch, thunder, provenance
-net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
-jm = thunder.jit(net)
-with provenance.scope("train", role="custom", step=1):
-    jm(torch.randn(4, 8)).sum().backward()
-jm(torch.randn(6, 8)).sum().backward()  # a recompile
-jm(torch.randn(6, 8)).sum().backward()  # a profiled call
-try:
-    thunder.jit(lambda x: x @ torch.ones(3, 3))(torch.ones(2, 2))
-except RuntimeError:
-    pass
-import fx_program  # ThunderFX: a graph break, a piece that falls back to torch
-fx_program.main()
-"""
 
 JUNK = [None, -1, 0, 2**63, 1.5, True, "", "\x1b[31m\x07", "</script><img src=x onerror=alert(1)>", "../../etc",
         "x" * 5000, [], [[[[[]]]]], {}, {"type": "header"}, [None] * 7, ["a", 1, None, True, 2.5]]
@@ -50,14 +30,7 @@ JUNK = [None, -1, 0, 2**63, 1.5, True, "", "\x1b[31m\x07", "</script><img src=x 
 
 @pytest.fixture(scope="module")
 def real_log(tmp_path_factory) -> list[bytes]:
-    logs = tmp_path_factory.mktemp("real") / "logs"
-    env = {k: v for k, v in os.environ.items() if k not in ("THUNDER_TRACE", "THUNDER_TRACE_PROFILE")}
-    done = subprocess.run([sys.executable, "-c", _PROGRAM],
-                          env={**env, "THUNDER_TRACE": str(logs), "THUNDER_TRACE_PROFILE": "1",
-                               "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])},
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    (path,) = logs.glob("*.jsonl")
+    path = real_log_program.write(tmp_path_factory.mktemp("real") / "logs")
     lines = path.read_bytes().splitlines(keepends=True)
     kinds = {orjson.loads(line)["type"] for line in lines}
     assert {"header", "span", "prov", "compile_start", "trace", "compile_end", "compile_error", "calls",

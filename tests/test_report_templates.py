@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import io
 import marshal
-import os
 import pickle
-import subprocess
 import sys
 from pathlib import Path
 
 import jinja2
 import pytest
+import real_log
 import report_logs
 
 from provenance.report import html, templating
@@ -142,26 +141,10 @@ def test_a_report_compiles_no_template_and_is_the_same_bytes_without_the_compile
 
 @pytest.mark.slow
 def test_a_real_run_s_report_is_the_same_bytes_without_the_compiled_templates(compiled, tmp_path, monkeypatch):
-    """A THUNDER_TRACE log of Thunder itself (forward and backward, a scope, a recompile, a failed
-    compile, profiled calls), reported with no template compiled, then with all of them compiled."""
-    program = """
-import torch, thunder, provenance
-net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
-jm = thunder.jit(net)
-with provenance.scope("train", role="custom", step=1):
-    jm(torch.randn(4, 8)).sum().backward()
-jm(torch.randn(6, 8)).sum().backward()  # a recompile
-jm(torch.randn(6, 8)).sum().backward()  # a profiled call
-try:
-    thunder.jit(lambda x: x @ torch.ones(3, 3))(torch.ones(2, 2))
-except RuntimeError:
-    pass
-"""
-    logs = tmp_path / "logs"
-    env = {k: v for k, v in os.environ.items() if k not in ("THUNDER_TRACE", "THUNDER_TRACE_PROFILE", "CI")}
-    done = subprocess.run([sys.executable, "-c", program], env={**env, "THUNDER_TRACE": str(logs),
-                          "THUNDER_TRACE_PROFILE": "1"}, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    """A THUNDER_TRACE log of Thunder itself (tests/real_log.py: forward and backward, a scope, a
+    recompile, a failed compile, profiled calls, ThunderFX), reported with no template compiled,
+    then with all of them compiled."""
+    logs = real_log.write(tmp_path / "logs").parent
     with monkeypatch.context() as patch:
         for method in ("compile", "_parse"):
             patch.setattr(jinja2.Environment, method, lambda *a, **k: pytest.fail("a template was compiled"))
