@@ -168,13 +168,19 @@ def _set_current_source_location(orig: Callable) -> Callable:
 
 def _processor_call(orig: Callable) -> Callable:
     def __call__(self: TraceSubstitutionProcessor) -> Any:
+        hooks = None
         try:
             check_fault("processor")
             if not current_compile().disabled:
-                _ProcessorHooks(self).install()
+                hooks = _ProcessorHooks(self)
+                hooks.install()
         except Exception as exc:
             fail("processor", exc)
-        return orig(self)
+        try:
+            return orig(self)
+        finally:
+            if hooks is not None:
+                hooks.uninstall()
 
     return __call__
 
@@ -195,6 +201,14 @@ class _ProcessorHooks:
         # Instance attributes shadow the class's methods for this processor only.
         self.processor.process_bsym = self.process_bsym
         self.processor.add_unprocessed_bsyms = self.add_unprocessed_bsyms
+
+    def uninstall(self) -> None:
+        # The processor and these wrappers refer to each other: left in place, the cycle would
+        # keep the processor's traces (every symbol the pass made or dropped) for the garbage
+        # collector to find, instead of letting reference counting free them.
+        for name in ("process_bsym", "add_unprocessed_bsyms"):
+            vars(self.processor).pop(name, None)
+        self.decomposed.clear()
 
     def add_unprocessed_bsyms(self, bsyms: list) -> None:
         try:
