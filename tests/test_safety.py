@@ -116,9 +116,11 @@ def test_disable_removes_every_hook():
     provenance.enable()
     assert provenance.enabled()
     assert all(vars(owner)[name] is not before[(owner, name)] for owner, name in _TARGETS)
+    assert vars(BoundSymbol)[state.ATTR] is None  # the record's default, read by the hooks
     provenance.disable()
     assert not provenance.enabled()
     assert all(vars(owner)[name] is before[(owner, name)] for owner, name in _TARGETS)
+    assert state.ATTR not in vars(BoundSymbol)
     jf = thunder.jit(lambda x: x * 2)
     jf(torch.ones(2))
     assert all(provenance.of(b) is None for b in thunder.last_traces(jf)[-1].bound_symbols)
