@@ -11,10 +11,12 @@ disabled; in one process, after a warm-up in each mode, pairs with the order alt
 ratio is taken within each pair and the median reported (as compile_overhead.py does). After
 each switch, `--settle` untimed compiles run first, to keep effects of the switch itself (caches,
 the interpreter's specializations of patched classes) out of the pairs; `--processes` compares
-in fresh processes instead.
+in fresh processes instead. torch runs on `--threads` intra-op threads (default 1): capture's
+cost is the compiling thread's, and idle OpenMP workers spin and bill CPU time at random on a
+shared machine; "cpu" is the compiling thread's CPU time (time.thread_time).
 
     python bench/thunderfx.py [--layers 2] [--pairs 9] [--overhead-layers 4] [--settle 1] [--processes 0]
-                              [--skip-coverage] [--skip-overhead] [--entry thunder.jit]
+                              [--threads 1] [--skip-coverage] [--skip-overhead] [--entry thunder.jit]
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ ENTRY = "thunderfx"  # --entry: the same measurement through thunder.jit, for co
 
 
 def _compile_once(layers: int) -> tuple[float, float, float, float]:
-    """(wall, process CPU, garbage collections, their seconds) of one compile + fwd/bwd."""
+    """(wall, CPU of this thread, garbage collections, their seconds) of one compile + fwd/bwd."""
     global _gc_clock
     import thunder.dynamo
     import torch
@@ -131,13 +133,15 @@ def _compile_once(layers: int) -> tuple[float, float, float, float]:
     gc.collect()
     _gc_clock = _gc_clock or _GcClock()
     _gc_clock.count = _gc_clock.seconds = 0
-    wall, cpu = time.perf_counter(), time.process_time()
+    wall, cpu = time.perf_counter(), time.thread_time()
     fn = thunder.dynamo.thunderfx(model) if ENTRY == "thunderfx" else thunder.jit(model)
     _forward_backward(fn, x)
-    return time.perf_counter() - wall, time.process_time() - cpu, _gc_clock.count, _gc_clock.seconds
+    return time.perf_counter() - wall, time.thread_time() - cpu, _gc_clock.count, _gc_clock.seconds
 
 
 def overhead(pairs: int, layers: int, settle: int) -> None:
+    import torch
+
     import provenance
 
     def run(mode: str) -> tuple[float, float]:
@@ -169,7 +173,8 @@ def overhead(pairs: int, layers: int, settle: int) -> None:
           f"median ratio on/off wall {statistics.median(walls):.3f}, cpu {statistics.median(cpus):.3f}; "
           f"cpu medians on {statistics.median(s[1] for s in samples['on']):.2f}s "
           f"off {statistics.median(s[1] for s in samples['off']):.2f}s; "
-          f"garbage collection medians on {gc_on:.2f}s off {gc_off:.2f}s; load average {_load()}")
+          f"garbage collection medians on {gc_on:.2f}s off {gc_off:.2f}s; "
+          f"{torch.get_num_threads()} torch thread(s); load average {_load()}")
 
 
 def _load() -> str:
@@ -183,6 +188,8 @@ import sys, json, warnings
 warnings.filterwarnings("ignore")
 sys.path.insert(0, {bench!r})
 import thunderfx
+import torch
+torch.set_num_threads(int(sys.argv[3]))
 if sys.argv[1] == "on":
     import provenance
     provenance.enable()
@@ -192,7 +199,7 @@ print(json.dumps(thunderfx._compile_once(layers)))
 """
 
 
-def fresh_processes(processes: int, layers: int) -> None:
+def fresh_processes(processes: int, layers: int, threads: int) -> None:
     """The same comparison, each sample in a fresh process (warm-up compile, then the timed one)."""
     import json
     import os
@@ -203,8 +210,8 @@ def fresh_processes(processes: int, layers: int) -> None:
     for i in range(processes):
         got = {}
         for mode in ("on", "off") if i % 2 == 0 else ("off", "on"):
-            out = subprocess.run([sys.executable, "-c", child, mode, str(layers)], capture_output=True, text=True,
-                                 check=True)
+            out = subprocess.run([sys.executable, "-c", child, mode, str(layers), str(threads)],
+                                 capture_output=True, text=True, check=True)
             got[mode] = json.loads(out.stdout.strip().splitlines()[-1])
         walls.append(got["on"][0] / got["off"][0])
         cpus.append(got["on"][1] / got["off"][1])
@@ -225,15 +232,20 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=0, help="also compare in fresh processes (pairs)")
     parser.add_argument("--entry", choices=("thunderfx", "thunder.jit"), default="thunderfx",
                         help="entry point of the in-process overhead pairs")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads for the overhead pairs")
     args = parser.parse_args()
     global ENTRY
     ENTRY = args.entry
     if not args.skip_coverage:
         coverage(args.layers)
+    if not args.skip_overhead or args.processes:
+        import torch
+
+        torch.set_num_threads(args.threads)
     if not args.skip_overhead:
         overhead(args.pairs, args.overhead_layers, args.settle)
     if args.processes:
-        fresh_processes(args.processes, args.overhead_layers)
+        fresh_processes(args.processes, args.overhead_layers, args.threads)
 
 
 if __name__ == "__main__":

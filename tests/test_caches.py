@@ -28,7 +28,14 @@ def _traced_compile():
     jm = thunder.jit(lambda x: torch.tanh(torch.sin(x) * 2))
     with provenance.scope("step", role="training"):
         jm(torch.ones(3, requires_grad=True)).sum().backward()
+        _trace_by_hand()
     return jm
+
+
+def _trace_by_hand():
+    """Ops traced outside thunder.jit, inside a scope: the scope is all they have (state.with_span)."""
+    trace = thunder.trace()(lambda x: thunder.torch.cos(x) + 1, torch.ones(3))
+    assert {provenance.of(b).kind for b in trace.bound_symbols if b.sym.name in ("cos", "add")} == {"scope"}
 
 
 def test_disable_empties_every_table_and_tracing_works_again():
@@ -63,6 +70,7 @@ def test_a_scope_per_step_does_not_grow_the_tables_without_bound(monkeypatch):
         for step in range(30):
             with provenance.scope("step", step=step):
                 thunder.jit(lambda x: torch.sin(x) * 2 + 1)(torch.ones(3))
+                _trace_by_hand()
         jf(torch.ones(3))
         sizes = CACHES.sizes()
         assert sizes["record.intern"][0] == sizes["state.with_span"][0] == 20  # 30 steps would need more

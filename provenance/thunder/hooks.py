@@ -20,7 +20,6 @@ Where Thunder creates and rewrites bound symbols, and what each hook does there:
 from __future__ import annotations
 
 import functools
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -32,7 +31,7 @@ from thunder.core.symbol import BoundSymbol, BoundSymbolTag
 from thunder.core.trace import TraceCtx
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
-from provenance.record import Kind, Provenance, of
+from provenance.record import Kind, of
 from provenance.scope import current_span
 from provenance.session import COUNTS_ATTR, SESSION
 from provenance.thunder import distributed, emit, passes, phases, profiling, recompile, thunderfx
@@ -42,8 +41,10 @@ from provenance.thunder.printing import printed_ops
 from provenance.thunder.stack import python_stack
 from provenance.thunder.state import (
     ATTR,
+    COMPILE_ATTR,
     LABELLED_AT,
     MADE_BY,
+    NO_DICT,
     TRACE_SOURCE_ATTR,
     Processing,
     active_compile,
@@ -54,6 +55,7 @@ from provenance.thunder.state import (
     fail,
     get_compile_stats,
     processing,
+    read_compile_data,
     start_compile,
 )
 
@@ -70,26 +72,36 @@ _PROCESSOR_MODES = {"AugmentedForwardProcessor": "grad", "InsertRecomputationsPr
 
 
 def _post_init(orig: Callable) -> Callable:
+    # Runs for every bound symbol Thunder creates (~30 000 in a small model's compile): the
+    # lookups of current_compile() and stamp() are inlined, module globals bound to locals.
+    get_compile_data, get_processing, no_dict = read_compile_data, processing.get, NO_DICT
+    fill, is_bookkeeping, fusion_of = passes.fill_subsymbols, passes.is_bookkeeping, passes.fusion_of
+
     def __post_init__(self: BoundSymbol) -> None:
         orig(self)
         try:
             if state_module.fault_injection is not None:
                 check_fault("bind")
-            state = current_compile()
+            state = getattr(get_compile_data()[1], "__dict__", no_dict).get(COMPILE_ATTR) or current_compile()
             if state.disabled:  # e.g. the splitter's trial symbols: as cheap as possible
                 return
-            copied = _copying.record
-            if copied is not None:  # a copy (from_bsym) keeps its original's record: nothing to derive
-                _copying.record = None
-                self.__dict__[ATTR] = copied
+            proc = get_processing()
+            record = state.copying
+            if record is not None:  # a copy (from_bsym) keeps its original's record: nothing to derive
+                state.copying = None
+                self._provenance = record
+                if state.copying_fill and self.subsymbols:  # new subsymbols (the original's are filled)
+                    fill(self.subsymbols, record)
             else:
-                if self.sym.is_fusion:  # built from its region's symbols, which keep their records
-                    record = state.fusion_record(self.subsymbols) or passes.fusion_of(map(of, self.subsymbols))
+                sym = self.sym
+                if sym.is_fusion:  # built from its region's symbols, which keep their records
+                    record = state.fusion_record(self.subsymbols) or fusion_of(map(of, self.subsymbols))
                 else:
-                    record = ambient_record(passes.is_bookkeeping(self.sym))
+                    record = ambient_record(is_bookkeeping(sym), proc)
                 if record is not None:
-                    passes.stamp(self, record)
-            proc = processing.get()
+                    self._provenance = record
+                    if self.subsymbols:
+                        fill(self.subsymbols, record)
             if proc is not None and proc.created is not None:
                 proc.created.append(self)
         except Exception as exc:  # never raise into Thunder
@@ -98,40 +110,46 @@ def _post_init(orig: Callable) -> Callable:
     return __post_init__
 
 
-class _Copying(threading.local):
-    """Set by the from_bsym hook around Thunder's copy: the record the copy will keep, so that
-    the bind hook does not derive one from the context (and walk the subsymbols) only for it to
-    be replaced. The subsymbols are the original's, stamped when it was made (else by the fix-up)."""
-
-    record: Provenance | None = None
-
-
-_copying = _Copying()
-
-
 def _from_bsym(orig: Callable) -> Callable:
+    get_compile_data, no_dict = read_compile_data, NO_DICT
+
     def from_bsym(self: BoundSymbol, **kwargs: Any) -> BoundSymbol:
-        if "subsymbols" not in kwargs:
-            _copying.record = self.__dict__.get(ATTR)
-        try:
-            new = orig(self, **kwargs)
-        finally:
-            _copying.record = None
+        # A copy is not a new op: it keeps its original's record (and is not stamped with a
+        # scope opened around the copying), unless it is a fusion with new members, whose
+        # record the bind hook derives from them. In a compile, the bind hook stamps the copy
+        # (the record is handed over on the CompileState); outside one, this hook does.
+        state = getattr(get_compile_data()[1], "__dict__", no_dict).get(COMPILE_ATTR)
+        record = self._provenance
+        new_members = "subsymbols" in kwargs
+        if new_members and kwargs.get("sym", self.sym).is_fusion:
+            record = None
+        if state is not None and record is not None and not state.disabled:
+            state.copying, state.copying_fill = record, new_members
+            try:
+                new = orig(self, **kwargs)
+            finally:
+                state.copying = None
+            if state_module.fault_injection is not None:
+                _check_copy_fault()
+            return new
+        new = orig(self, **kwargs)
         try:
             if state_module.fault_injection is not None:
                 check_fault("from_bsym")
-            # A copy is not a new op: it keeps its original's record (and is not stamped with
-            # a scope opened around the copying).
-            record = self.__dict__.get(ATTR)
-            if new.sym.is_fusion and "subsymbols" in kwargs:  # a fusion with new members
-                record = new.__dict__.get(ATTR)
             if record is not None and not current_compile().disabled:
-                new.__dict__[ATTR] = record
+                new._provenance = record
         except Exception as exc:
             fail("from_bsym", exc)
         return new
 
     return from_bsym
+
+
+def _check_copy_fault() -> None:
+    try:
+        check_fault("from_bsym")
+    except Exception as exc:
+        fail("from_bsym", exc)
 
 
 def _python(orig: Callable) -> Callable:
@@ -168,13 +186,19 @@ def _set_current_source_location(orig: Callable) -> Callable:
 
 def _processor_call(orig: Callable) -> Callable:
     def __call__(self: TraceSubstitutionProcessor) -> Any:
+        hooks = None
         try:
             check_fault("processor")
             if not current_compile().disabled:
-                _ProcessorHooks(self).install()
+                hooks = _ProcessorHooks(self)
+                hooks.install()
         except Exception as exc:
             fail("processor", exc)
-        return orig(self)
+        try:
+            return orig(self)
+        finally:
+            if hooks is not None:
+                hooks.uninstall()
 
     return __call__
 
@@ -196,6 +220,14 @@ class _ProcessorHooks:
         self.processor.process_bsym = self.process_bsym
         self.processor.add_unprocessed_bsyms = self.add_unprocessed_bsyms
 
+    def uninstall(self) -> None:
+        # The processor and these wrappers refer to each other: left in place, the cycle would
+        # keep the processor's traces (every symbol the pass made or dropped) for the garbage
+        # collector to find, instead of letting reference counting free them.
+        for name in ("process_bsym", "add_unprocessed_bsyms"):
+            vars(self.processor).pop(name, None)
+        self.decomposed.clear()
+
     def add_unprocessed_bsyms(self, bsyms: list) -> None:
         try:
             current = self.current
@@ -210,7 +242,7 @@ class _ProcessorHooks:
         token = None
         try:
             if not current_compile().disabled:
-                record = bsym.__dict__.get(ATTR)
+                record = bsym._provenance
                 if record is not None and record.kind == Kind.OP and self.decomposed.get(id(bsym)) is bsym:
                     record = record.derive(kind=Kind.DECOMPOSITION)
                 proc = Processing(record, [] if self.mode else None)
@@ -458,6 +490,9 @@ def _cache_entry(orig: type) -> type:
 
 
 def install(patcher: Patcher) -> None:
+    # The record is an attribute (`ATTR`) with a class default: hooks read and write it as
+    # `bsym._provenance`, which keeps CPython's inline instance values (no per-symbol dict).
+    patcher.set_attribute(BoundSymbol, ATTR, None)
     patcher.wrap(BoundSymbol, "__post_init__", _post_init)
     patcher.wrap(BoundSymbol, "from_bsym", _from_bsym)
     patcher.wrap(BoundSymbol, "python", _python)

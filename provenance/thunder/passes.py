@@ -11,7 +11,7 @@ from thunder.core.proxies import Proxy
 
 from provenance.caches import CACHES
 from provenance.record import Kind, Provenance, intern
-from provenance.thunder.state import ATTR, set_record
+from provenance.thunder.state import set_record
 
 # Thunder's TraceProvenance labels -> short lineage names (unknown labels are slugified).
 _PASS_NAMES = {
@@ -74,8 +74,14 @@ _BOOKKEEPING_NAMES = frozenset({"clear_mutable_collection", "unpack_sequence", "
 _BOOKKEEPING_PREFIXES = ("check_", "unpack_", "assert_", "pack_")
 
 
+# By identity: PrimIDs members live as long as the process, so no other object has their id, and
+# `id()` avoids Enum's Python-level __hash__ (this runs for every new bound symbol).
+_BOOKKEEPING_ID_IDS = frozenset(map(id, _BOOKKEEPING_IDS))
+
+
 def is_bookkeeping(sym: Any) -> bool:
-    return sym.id in _BOOKKEEPING_IDS or sym.name in _BOOKKEEPING_NAMES or sym.name.startswith(_BOOKKEEPING_PREFIXES)
+    name = sym.name
+    return id(sym.id) in _BOOKKEEPING_ID_IDS or name in _BOOKKEEPING_NAMES or name.startswith(_BOOKKEEPING_PREFIXES)
 
 
 # Data-parallel syncs do different work in the backward; tensor-parallel roles stay as they are.
@@ -119,7 +125,7 @@ def fix_up(bsyms: list, pass_: str) -> None:
     """
     producers: dict[str, Provenance] | None = None  # built only if some compute op needs it
     for i, bsym in enumerate(bsyms):
-        record = bsym.__dict__.get(ATTR)
+        record = bsym._provenance  # ATTR (hooks.install gives BoundSymbol its default)
         if record is None:
             if is_bookkeeping(bsym.sym):
                 record = made_by(pass_, Kind.BOOKKEEPING)
@@ -127,7 +133,7 @@ def fix_up(bsyms: list, pass_: str) -> None:
                 if producers is None:
                     producers = {}
                     for earlier in bsyms[:i]:
-                        _note_outputs(producers, earlier, earlier.__dict__.get(ATTR))
+                        _note_outputs(producers, earlier, earlier._provenance)
                 record = next(
                     (producers[a.name] for a in bsym.flat_args if isinstance(a, Proxy) and a.name in producers),
                     None,
@@ -154,14 +160,17 @@ def stamp(bsym: Any, record: Provenance) -> None:
 
 
 def fill_subsymbols(subsymbols: Iterable[Any], record: Provenance) -> None:
-    """Subsymbols inherit their parent's record (decomposition)."""
+    """Subsymbols with no record inherit their parent's (decomposition).
+
+    A symbol that has a record has a filled subtree: every place that gives a symbol a record
+    fills its subsymbols (or, for a copy, shares its original's, filled when that got its
+    record), so the walk stops there instead of visiting every level of every decomposition
+    again for each parent and after each pass."""
     for sub in subsymbols:
-        own = sub.__dict__.get(ATTR)
-        if own is None:
-            set_record(sub, record)
-            own = record
-        if sub.subsymbols:
-            fill_subsymbols(sub.subsymbols, own)
+        if sub._provenance is None:  # ATTR
+            sub._provenance = record
+            if sub.subsymbols:
+                fill_subsymbols(sub.subsymbols, record)
 
 
 _fusions = CACHES.memo("passes.fusions", 1 << 14)  # members -> fusion record

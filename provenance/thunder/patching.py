@@ -24,6 +24,10 @@ class Patcher:
         own = vars(owner)[name]
         self._replace(owner, name, own, factory(own))
 
+    def set_attribute(self, owner: Any, name: str, value: Any) -> None:
+        """Set `owner.name` (new or not)."""
+        self._replace(owner, name, vars(owner).get(name, _MISSING), value)
+
     def set_item(self, mapping: dict, key: str, value: Any) -> None:
         """Replace one entry of a dict Thunder reads at run time."""
         self._undo.append((mapping, key, mapping.get(key, _MISSING)))

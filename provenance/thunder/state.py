@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from thunder.core.compile_data import _compile_data
-from thunder.core.trace import get_tracectx
+from thunder.core.trace import _tracectx
 
 from provenance.caches import CACHES
 from provenance.events import CaptureDisabled
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.record import Frame, Kind, Provenance, Span, intern
-from provenance.scope import current_span
+from provenance.scope import _current_span
 from provenance.session import SESSION
 from provenance.thunder.stack import StackReader
 
@@ -65,6 +65,10 @@ class CompileState:
     # recomputed ops), by the ids of the fusion's subsymbols; the tuple keeps them alive.
     fusion_hints: dict[tuple[int, ...], tuple[Provenance, tuple]] = field(default_factory=dict)
     piece: Any = None  # ThunderFX: the provenance.graphs.Piece this compile is of (thunderfx.attach)
+    # Set by the from_bsym hook around Thunder's copy (in this compile's thread): the record the
+    # copy keeps, for the bind hook; `copying_fill`: the copy has new subsymbols, to fill.
+    copying: Provenance | None = None
+    copying_fill: bool = False
 
     def fusion_record(self, subsymbols: tuple | list) -> Provenance | None:
         hint = self.fusion_hints.get(tuple(map(id, subsymbols)))
@@ -127,19 +131,16 @@ def get_compile_stats() -> Any:
 
 def current_compile() -> CompileState:
     # Called for every bound symbol Thunder creates: one contextvar read and one dict lookup
-    # (getattr with a default raises and catches AttributeError inside, on every miss).
-    cs = _compile_data.get()[1]
-    state = _instance_dict(cs).get(COMPILE_ATTR) if cs is not None else None
+    # (getattr with a default raises and catches AttributeError inside, on every miss; None's
+    # `__dict__` is the empty default). The bind hook inlines this.
+    state = getattr(read_compile_data()[1], "__dict__", NO_DICT).get(COMPILE_ATTR)
     if state is not None:
         return state
     return _SUSPENDED if suspended.get() else _DETACHED
 
 
-def _instance_dict(obj: Any) -> dict:
-    return getattr(obj, "__dict__", _NO_DICT)
-
-
-_NO_DICT: dict = {}
+read_compile_data = _compile_data.get
+NO_DICT: dict = {}
 
 
 # The compile in progress in this thread/task, for errors raised where no compile data is set.
@@ -210,7 +211,7 @@ processing: ContextVar[Processing | None] = ContextVar("provenance_processing", 
 
 def set_record(bsym: Any, record: Provenance | None) -> None:
     if record is not None:
-        bsym.__dict__[ATTR] = record
+        setattr(bsym, ATTR, record)  # not via __dict__: that would materialize a dict per symbol
 
 
 _with_span = CACHES.memo("state.with_span", 1 << 16)  # (record, span) -> record
@@ -231,9 +232,13 @@ def with_span(record: Provenance | None, span: Span) -> Provenance:
     return found
 
 
-def ambient_record(is_bookkeeping: bool) -> Provenance | None:
-    """The record a newly bound symbol gets from its context (None: left to the pass fix-up)."""
-    proc = processing.get()
+_get_tracectx = _tracectx.get
+_get_span = _current_span.get
+
+
+def ambient_record(is_bookkeeping: bool, proc: Processing | None) -> Provenance | None:
+    """The record a newly bound symbol gets from its context (None: left to the pass fix-up):
+    `proc` is the pass's symbol being processed (`processing`), if any."""
     if proc is not None:
         record = proc.record
         if record is not None and (record.kind == Kind.BOOKKEEPING) != is_bookkeeping:
@@ -243,9 +248,9 @@ def ambient_record(is_bookkeeping: bool) -> Provenance | None:
     elif is_bookkeeping:
         return None  # the source of the last traced op is stale for unpack/return/del
     else:
-        trace = get_tracectx()
+        trace = _get_tracectx(None)
         record = trace.__dict__.get(TRACE_SOURCE_ATTR) if trace is not None else None
-    span = current_span()
+    span = _get_span()
     if span is not None and (record is None or record.span is not span) and not is_bookkeeping:
         record = with_span(record, span)
     return record
