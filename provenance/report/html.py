@@ -21,7 +21,7 @@ from provenance.report.model import LISTS, ProvInfo, SourceFileView, TraceDiff, 
 from provenance.report.plural import plural
 from provenance.report.templating import load_compiled, make_environment
 
-__all__ = ["diff_items", "environment", "json_bytes", "json_script", "provs_script", "source_rows", "trace_frame"]
+__all__ = ["diff_items", "environment", "provs_script", "source_rows", "trace_frame"]
 
 _LISTS = frozenset(LISTS)
 

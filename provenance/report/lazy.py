@@ -17,11 +17,11 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from provenance.report.jsonsafe import json_bytes
-from provenance.report.model import TraceView
+from provenance.report.model import LINE, PROV, N, TraceView
 
 __all__ = ["LazyTrace", "LineTable", "lazy_trace", "renumbered"]
 
-_LINE_N_PROV = itemgetter(0, 1, 4)  # of an Op
+_LINE_N_PROV = itemgetter(LINE, N, PROV)  # of an Op
 
 
 class LineTable:
@@ -39,9 +39,6 @@ class LineTable:
         if new:
             ids.update(zip(new, range(first, first + len(new))))
         return list(map(ids.__getitem__, lines)), new
-
-    def __len__(self) -> int:
-        return len(self.ids)
 
 
 class LazyTrace(NamedTuple):
