@@ -13,7 +13,9 @@ each switch, `--settle` untimed compiles run first, to keep effects of the switc
 the interpreter's specializations of patched classes) out of the pairs; `--processes` compares
 in fresh processes instead. torch runs on `--threads` intra-op threads (default 1): capture's
 cost is the compiling thread's, and idle OpenMP workers spin and bill CPU time at random on a
-shared machine; "cpu" is the compiling thread's CPU time (time.thread_time).
+shared machine; "cpu" is the compiling thread's CPU time (time.thread_time). Thunder's spin on
+a helper thread is replaced by a join in both modes (`join_frame_threads`). bench/instructions.py
+counts the same samples' instructions instead (deterministic, under valgrind).
 
     python bench/thunderfx.py [--layers 2] [--pairs 9] [--overhead-layers 4] [--settle 1] [--processes 0]
                               [--threads 1] [--skip-coverage] [--skip-overhead] [--entry thunder.jit]
@@ -22,6 +24,7 @@ shared machine; "cpu" is the compiling thread's CPU time (time.thread_time).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import statistics
 import sys
@@ -117,12 +120,35 @@ class _GcClock:
             self.seconds += time.perf_counter() - self._start
 
 
+def join_frame_threads() -> None:
+    """Make Thunder's wait for a Python frame do the same work without spinning on time.
+
+    When an exception leaves interpreted code, Thunder makes a Python frame in a new thread
+    (`InterpreterFrame.get_or_make_python_frame`) and spins, holding the GIL, until that thread
+    ran: about one GIL switch interval (5 ms) each, 24 times in a 2-layer thunderfx compile
+    (0.13 s, ~2% of it), longer when the machine is loaded (the new thread must be scheduled)
+    and ~80% of all instructions under valgrind. Here the thread is joined before the spin
+    starts, in both modes: the same work, minus a wait whose length is the scheduler's. (It
+    only shrinks the denominator of on/off ratios.)"""
+    import _thread
+    import threading
+
+    def start_and_join(function, args, kwargs=None):
+        thread = threading.Thread(target=function, args=args, kwargs=kwargs or {})
+        thread.start()
+        thread.join()
+        return thread.ident
+
+    _thread.start_new_thread = start_and_join  # threading keeps its own reference: unaffected
+
+
 _gc_clock: _GcClock | None = None
 ENTRY = "thunderfx"  # --entry: the same measurement through thunder.jit, for comparison
 
 
-def _compile_once(layers: int) -> tuple[float, float, float, float]:
-    """(wall, CPU of this thread, garbage collections, their seconds) of one compile + fwd/bwd."""
+def _compile_once(layers: int, region=contextlib.nullcontext) -> tuple[float, float, float, float]:
+    """(wall, CPU of this thread, garbage collections, their seconds) of one compile + fwd/bwd;
+    `region()` is entered around just that (bench/instructions.py counts instructions there)."""
     global _gc_clock
     import thunder.dynamo
     import torch
@@ -133,16 +159,20 @@ def _compile_once(layers: int) -> tuple[float, float, float, float]:
     gc.collect()
     _gc_clock = _gc_clock or _GcClock()
     _gc_clock.count = _gc_clock.seconds = 0
-    wall, cpu = time.perf_counter(), time.thread_time()
-    fn = thunder.dynamo.thunderfx(model) if ENTRY == "thunderfx" else thunder.jit(model)
-    _forward_backward(fn, x)
-    return time.perf_counter() - wall, time.thread_time() - cpu, _gc_clock.count, _gc_clock.seconds
+    with region():
+        wall, cpu = time.perf_counter(), time.thread_time()
+        fn = thunder.dynamo.thunderfx(model) if ENTRY == "thunderfx" else thunder.jit(model)
+        _forward_backward(fn, x)
+        wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+    return wall, cpu, _gc_clock.count, _gc_clock.seconds
 
 
 def overhead(pairs: int, layers: int, settle: int) -> None:
     import torch
 
     import provenance
+
+    join_frame_threads()
 
     def run(mode: str) -> tuple[float, float]:
         if mode == "on":
@@ -190,6 +220,7 @@ sys.path.insert(0, {bench!r})
 import thunderfx
 import torch
 torch.set_num_threads(int(sys.argv[3]))
+thunderfx.join_frame_threads()
 if sys.argv[1] == "on":
     import provenance
     provenance.enable()
