@@ -26,10 +26,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import random
+import resource
 import statistics
 import sys
 import time
 import warnings
+from collections.abc import Callable
 
 warnings.filterwarnings("ignore")
 
@@ -146,8 +149,9 @@ _gc_clock: _GcClock | None = None
 ENTRY = "thunderfx"  # --entry: the same measurement through thunder.jit, for comparison
 
 
-def _compile_once(layers: int, region=contextlib.nullcontext) -> tuple[float, float, float, float]:
-    """(wall, CPU of this thread, garbage collections, their seconds) of one compile + fwd/bwd;
+def _compile_once(layers: int, region=contextlib.nullcontext) -> tuple[float, float, int, float, int]:
+    """(wall, CPU of this thread, garbage collections, their seconds, the thread's minor page
+    faults) of one compile + fwd/bwd;
     `region()` is entered around just that (bench/instructions.py counts instructions there)."""
     global _gc_clock
     import thunder.dynamo
@@ -160,42 +164,61 @@ def _compile_once(layers: int, region=contextlib.nullcontext) -> tuple[float, fl
     _gc_clock = _gc_clock or _GcClock()
     _gc_clock.count = _gc_clock.seconds = 0
     with region():
+        faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
         wall, cpu = time.perf_counter(), time.thread_time()
         fn = thunder.dynamo.thunderfx(model) if ENTRY == "thunderfx" else thunder.jit(model)
         _forward_backward(fn, x)
         wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
-    return wall, cpu, _gc_clock.count, _gc_clock.seconds
+        faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - faults
+    return wall, cpu, _gc_clock.count, _gc_clock.seconds, faults
 
 
-def overhead(pairs: int, layers: int, settle: int) -> None:
+def stack_pad(slots: int) -> Callable:
+    """A caller whose frame holds `slots` locals: what it calls runs with CPython's frame stack
+    (16 KB chunks, mmapped and freed as the stack crosses their ends) shifted by 8·slots bytes.
+
+    Where Thunder's deep interpreter recursion meets a chunk's end decides how many chunks it
+    maps and unmaps: the same compile makes 40 000-240 000 page faults depending on that
+    offset alone, and any extra frame (a hook's wrapper) moves it. So each pair runs at its own
+    offset (the same for both modes), and the median is over offsets, not one lucky or unlucky
+    layout."""
+    namespace: dict = {}
+    body = "".join(f"    v{i} = None\n" for i in range(slots))
+    exec(f"def padded(call):\n{body}    return call()\n", namespace)
+    return namespace["padded"]
+
+
+def overhead(pairs: int, layers: int, settle: int, vary_stack: bool = True) -> None:
     import torch
 
     import provenance
 
     join_frame_threads()
 
-    def run(mode: str) -> tuple[float, float]:
+    def run(mode: str, pad: Callable = lambda f: f()) -> tuple:
         if mode == "on":
             provenance.enable()
         else:
             provenance.disable()
         for _ in range(settle):  # untimed: keep the effects of the switch itself out of the pair
-            _compile_once(layers)
-        return _compile_once(layers)
+            pad(lambda: _compile_once(layers))
+        return pad(lambda: _compile_once(layers))
 
     run("on"), run("off")  # warm-up: imports, Dynamo, caches
     walls, cpus = [], []
     samples: dict[str, list] = {"on": [], "off": []}
     for i in range(pairs):
         order = ("on", "off") if i % 2 == 0 else ("off", "on")
-        got = {mode: run(mode) for mode in order}
+        pad = stack_pad(random.Random(i).randrange(0, 1024, 8)) if vary_stack else (lambda f: f())
+        got = {mode: run(mode, pad) for mode in order}
         for mode in got:
             samples[mode].append(got[mode])
         walls.append(got["on"][0] / got["off"][0])
         cpus.append(got["on"][1] / got["off"][1])
         print(f"pair {i + 1}: on {got['on'][0]:.2f}s off {got['off'][0]:.2f}s  ratio {walls[-1]:.3f} "
               f"(cpu {cpus[-1]:.3f}; gc on {got['on'][2]} in {got['on'][3]:.2f}s, "
-              f"off {got['off'][2]} in {got['off'][3]:.2f}s)", flush=True)
+              f"off {got['off'][2]} in {got['off'][3]:.2f}s; page faults on {got['on'][4]} off {got['off'][4]})",
+              flush=True)
     gc_on = statistics.median(s[3] for s in samples["on"])
     gc_off = statistics.median(s[3] for s in samples["off"])
     print(f"{ENTRY}(nanoGPT {layers} layers) fwd+bwd, {pairs} pairs ({settle} untimed compile(s) after each "
@@ -264,6 +287,8 @@ def main() -> None:
     parser.add_argument("--entry", choices=("thunderfx", "thunder.jit"), default="thunderfx",
                         help="entry point of the in-process overhead pairs")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads for the overhead pairs")
+    parser.add_argument("--fixed-stack", action="store_true",
+                        help="run every pair at the same frame-stack offset (see stack_pad)")
     args = parser.parse_args()
     global ENTRY
     ENTRY = args.entry
@@ -274,7 +299,7 @@ def main() -> None:
 
         torch.set_num_threads(args.threads)
     if not args.skip_overhead:
-        overhead(args.pairs, args.overhead_layers, args.settle)
+        overhead(args.pairs, args.overhead_layers, args.settle, vary_stack=not args.fixed_stack)
     if args.processes:
         fresh_processes(args.processes, args.overhead_layers, args.threads)
 
