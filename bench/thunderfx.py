@@ -14,11 +14,14 @@ the interpreter's specializations of patched classes) out of the pairs; `--proce
 in fresh processes instead. torch runs on `--threads` intra-op threads (default 1): capture's
 cost is the compiling thread's, and idle OpenMP workers spin and bill CPU time at random on a
 shared machine; "cpu" is the compiling thread's CPU time (time.thread_time). Thunder's spin on
-a helper thread is replaced by a join in both modes (`join_frame_threads`). bench/instructions.py
+a helper thread is replaced by a join in both modes (`join_frame_threads`), and each pair runs
+at its own frame-stack offset (`stack_pad`: where CPython's frame chunks end decides how many
+page faults Thunder's recursion makes). bench/instructions.py
 counts the same samples' instructions instead (deterministic, under valgrind).
 
     python bench/thunderfx.py [--layers 2] [--pairs 9] [--overhead-layers 4] [--settle 1] [--processes 0]
-                              [--threads 1] [--skip-coverage] [--skip-overhead] [--entry thunder.jit]
+                              [--threads 1] [--fixed-stack] [--skip-coverage] [--skip-overhead]
+                              [--entry thunder.jit]
 """
 
 from __future__ import annotations
