@@ -198,7 +198,10 @@ def overhead(pairs: int, layers: int, settle: int, vary_stack: bool = True) -> N
 
     join_frame_threads()
 
-    def run(mode: str, pad: Callable = lambda f: f()) -> tuple:
+    def unpadded(call: Callable) -> tuple:
+        return call()
+
+    def run(mode: str, pad: Callable = unpadded) -> tuple:
         if mode == "on":
             provenance.enable()
         else:
@@ -212,7 +215,7 @@ def overhead(pairs: int, layers: int, settle: int, vary_stack: bool = True) -> N
     samples: dict[str, list] = {"on": [], "off": []}
     for i in range(pairs):
         order = ("on", "off") if i % 2 == 0 else ("off", "on")
-        pad = stack_pad(random.Random(i).randrange(0, 1024, 8)) if vary_stack else (lambda f: f())
+        pad = stack_pad(random.Random(i).randrange(0, 1024, 8)) if vary_stack else unpadded
         got = {mode: run(mode, pad) for mode in order}
         for mode in got:
             samples[mode].append(got[mode])

@@ -81,8 +81,6 @@ class ProvInfo:
         return self._compact
 
 
-
-
 # -- traces ---------------------------------------------------------------------------------------
 LISTS = ("prologue", "computation", "epilogue", "backward")  # Thunder's trace lists, in page order
 

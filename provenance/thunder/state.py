@@ -130,9 +130,9 @@ def get_compile_stats() -> Any:
 
 
 def current_compile() -> CompileState:
-    # Called for every bound symbol Thunder creates: one contextvar read and one dict lookup
-    # (getattr with a default raises and catches AttributeError inside, on every miss; None's
-    # `__dict__` is the empty default). The bind hook inlines this.
+    # Called for every bound symbol Thunder creates: one contextvar read and one lookup in the
+    # CompileStats' `__dict__` (outside a compile the stats are None, whose missing `__dict__`
+    # gives the empty default). The bind and copy hooks inline the lookup.
     state = getattr(read_compile_data()[1], "__dict__", NO_DICT).get(COMPILE_ATTR)
     if state is not None:
         return state
