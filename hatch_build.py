@@ -1,7 +1,7 @@
 """Build hook (hatchling): the report's jinja2 templates compiled at install time, so that a
-report process loads them instead of compiling them (provenance/report/templating.py).
+report process loads them instead of compiling them (provenance/report/render/templating.py).
 
-A wheel gets provenance/report/templates_compiled.bin as a file of its own (made in a temporary
+A wheel gets provenance/report/render/templates_compiled.bin as a file of its own (made in a temporary
 directory, never in the checkout); an editable install (`pip install -e .`, what ./dev does) gets it
 written into the checkout next to templating.py, where the installed package is imported from
 (.gitignore'd). An sdist gets nothing: its wheel is built, and compiles, where it is installed.
@@ -18,7 +18,7 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-TEMPLATING = "provenance/report/templating.py"
+TEMPLATING = "provenance/report/render/templating.py"
 
 
 def _templating(root: Path) -> Any:
@@ -42,8 +42,8 @@ class CompileTemplates(BuildHookInterface):
             return
         root = Path(self.root)
         templating = _templating(root)
-        templates = root / "provenance" / "report" / "templates"
-        relative = f"provenance/report/{templating.COMPILED}"
+        templates = root / "provenance" / "report" / "render" / "templates"
+        relative = f"provenance/report/render/{templating.COMPILED}"
         if version == "editable":
             try:
                 templating.write_compiled(templates, root / relative)

@@ -29,7 +29,7 @@ from provenance.scope import current_span, scope
 
 if TYPE_CHECKING:
     from exporters.base import Exporter
-    from provenance.report.reader import Log
+    from provenance.report.read.log_file import Log
 
 __all__ = [
     "Coverage", "DynamoGraph", "Frame", "GraphBreak", "Kind", "Piece", "Provenance", "Span", "SplitReason",
@@ -204,7 +204,7 @@ def graph_breaks(compiled: object = None) -> list[GraphBreak]:
 
 def load(path: str | os.PathLike[str]) -> Log:
     """Stream a THUNDER_TRACE log file, or a directory of them, back into records."""
-    from provenance.report.reader import Log
+    from provenance.report.read.log_file import Log
 
     return Log(path)
 

@@ -1,13 +1,15 @@
 """The events of a compile, as code: the one definition writers, exporters and the reader share.
 
 Capture writes them (`provenance.session`, `provenance.thunder.emit`), exporters consume them
-(`exporters/`), the log reader reads them back (`provenance.report.reader`); docs/log-schema.md
+(`exporters/`), the log reader reads them back (`provenance.report.read.log_file`); docs/log-schema.md
 describes them, and tests/test_events.py holds the doc to this module. An event is a JSON-able
 dict with a "type"; its keys are written in the order declared here.
 
-Adding an event type: declare its TypedDict below and add it to `EVENTS` and `Event` (the
-tests check that the two agree), document it in docs/log-schema.md (a section with a JSON
-example and a field table), and bump the minor `SCHEMA_VERSION` (readers of the older minor
+Adding an event type: declare its TypedDict below and its entry in `TYPES` (its forms, the ids
+it references, whether it defines a record or closes a compile) and in `Event` (the tests check
+that the two agree), document it in docs/log-schema.md (a section with a JSON example and a field
+table), give the report one handler for it (provenance/report/analyze/handlers.py; a test fails
+until it has one), and bump the minor `SCHEMA_VERSION` (readers of the older minor
 count the new type as unknown and go on). Adding a field also bumps the minor; renaming or
 removing one, or changing its meaning, bumps the major.
 """
@@ -15,23 +17,28 @@ removing one, or changing its meaning, bumps the major.
 # No `from __future__ import annotations` here: on Python 3.11 a TypedDict only sees
 # `NotRequired[...]` in evaluated annotations.
 
-import types
-import typing
-from collections.abc import Iterable
+import functools
+import operator
+from collections.abc import Container, Iterable
+from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Literal, NotRequired, TypedDict
 
 from provenance.record import Frame
 
 __all__ = [
-    "CHANGE_FIELDS", "EVENTS", "FRAME_FIELDS", "KNOWN_TYPES", "OP_FIELDS", "PHASE_FIELDS", "PROFILE_OP_FIELDS",
-    "SCHEMA_VERSION", "CacheCounts", "Calls", "CaptureDisabled", "ChangeJSON", "CompileEnd", "CompileError",
-    "CompileStart", "DynamoGraphEvent", "Event", "ExecutorCompile", "FinalCounts", "FrameJSON", "GraphBreakEvent",
-    "Header", "OpJSON", "PhaseJSON", "Phases", "PieceJSON", "PieceRef", "ProfileCall", "ProfileOpJSON", "ProfileOps",
-    "Prov", "Recompile", "RejectedEntry", "SpanEnd", "SpanStart", "SplitReasonJSON", "Trace", "TraceRepeat", "forms",
-    "frame_json", "frames_json", "problems",
+    "CHANGE_FIELDS", "CLOSING_TYPES", "CacheCounts", "Calls", "CaptureDisabled", "ChangeJSON", "CompileEnd",
+    "CompileError", "CompileStart", "DynamoGraphEvent", "EVENTS", "Event", "EventType", "ExecutorCompile",
+    "FRAME_FIELDS", "FinalCounts", "FrameJSON", "GraphBreakEvent", "Header", "KNOWN_TYPES", "MAX_PHASES",
+    "OP_FIELDS", "OpJSON",
+    "PHASE_FIELDS", "PROFILE_OP_FIELDS", "PhaseJSON", "Phases", "PieceJSON", "PieceRef", "ProfileCall",
+    "ProfileOpJSON", "ProfileOps", "Prov", "Recompile", "Ref", "RejectedEntry", "SCHEMA_VERSION", "SpanEnd",
+    "SpanStart", "SplitReasonJSON", "TYPES", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json",
+    "refs",
 ]
 
 SCHEMA_VERSION = "1.4"  # major.minor: readers refuse another major and read a newer minor
+MAX_PHASES = 4096  # phases a `phases` record holds at most
 
 # A stack frame is a JSON array, [file, line, function, source text, user code?], and for code
 # generated at run time (FX's `forward`) two more: [..., generated?, FX node or null] (schema 1.4).
@@ -318,31 +325,122 @@ class ProfileCall(TypedDict):
     time_ns: int
 
 
+# -- the registry: every event type, once ------------------------------------------------------
+
+class Ref:
+    """Where an event names other records by id: a field ("last_prov"), each entry of an array
+    field ("members[]"), or one position in each entry of an array of arrays ("ops[].4").
+    Readers use it to find and check references; a value of the wrong shape names nothing."""
+
+    __slots__ = ("field", "each", "position", "_nth")
+
+    def __init__(self, path: str) -> None:
+        name, _, position = path.partition("[].")
+        self.each = path.endswith("[]") or bool(position)
+        self.field = name.removesuffix("[]")
+        self.position = int(position) if position else None
+        self._nth = itemgetter(self.position) if self.position is not None else None
+
+    def ids(self, event: dict) -> list:
+        """The ids this reference holds in `event` (non-integers included: the caller checks)."""
+        value = event.get(self.field)
+        if not self.each:
+            return [value] if value is not None else []
+        if type(value) is not list:
+            return []
+        if self._nth is None:
+            return value
+        try:  # the common case, at C speed: every entry is an array long enough
+            return list(map(self._nth, value))
+        except (TypeError, IndexError, KeyError):
+            n = self.position
+            return [v[n] for v in value if type(v) is list and len(v) > n]
+
+    def keep_known(self, event: dict, known: Container) -> int:
+        """Drop from `event` the integer ids not in `known` (a field: set to None; an array's
+        entry: removed; a position: set to None); how many were dropped."""
+        value = event.get(self.field)
+        if not self.each:
+            if type(value) is int and value not in known:
+                event[self.field] = None
+                return 1
+            return 0
+        if type(value) is not list:
+            return 0
+        if self._nth is None:
+            kept = [v for v in value if type(v) is not int or v in known]
+            event[self.field] = kept
+            return len(value) - len(kept)
+        ids = self.ids(event)
+        try:  # at C speed: a set minus a dict looks each distinct id up (the dict is not iterated)
+            unknown = {i for i in set(ids).difference(known) if type(i) is int}
+        except TypeError:  # an unhashable entry (junk): one by one
+            unknown = {i for i in ids if type(i) is int and i not in known}
+        if not unknown:
+            return 0
+        n, dropped = self.position, 0
+        for entry in value:
+            if type(entry) is list and len(entry) > n and type(entry[n]) is int and entry[n] in unknown:
+                entry[n] = None
+                dropped += 1
+        return dropped
+
+    def __repr__(self) -> str:
+        return f"Ref({self.field}{'[]' if self.each else ''}{'' if self.position is None else f'.{self.position}'})"
+
+
+@dataclass(frozen=True)
+class EventType:
+    """One event type: the TypedDicts it is written as, the records it names by id, the kind of
+    id it defines (a prov or span record, which later events name), and whether it closes its
+    compile (no record of the compile follows it but the lazy executor compiles)."""
+
+    name: str
+    forms: tuple[type, ...]
+    provs: tuple[Ref, ...] = ()  # references to prov records
+    spans: tuple[Ref, ...] = ()  # references to span records
+    defines: Literal["prov", "span"] | None = None
+    closes: bool = False
+
+
+def _type(name: str, *forms: type, provs: tuple[str, ...] = (), spans: tuple[str, ...] = (),
+          defines: Literal["prov", "span"] | None = None, closes: bool = False) -> EventType:
+    return EventType(name, forms, tuple(map(Ref, provs)), tuple(map(Ref, spans)), defines, closes)
+
+
+TYPES: dict[str, EventType] = {t.name: t for t in (
+    _type("header", Header),
+    _type("prov", Prov, provs=("derived_from", "members[]"), spans=("span",), defines="prov"),
+    _type("span", SpanStart, spans=("parent",), defines="span"),
+    _type("span_end", SpanEnd, spans=("id",)),
+    _type("compile_start", CompileStart),
+    _type("trace", Trace, TraceRepeat, provs=("ops[].4",)),
+    _type("compile_end", CompileEnd, closes=True),
+    _type("compile_error", CompileError, provs=("last_prov",), closes=True),
+    _type("capture_disabled", CaptureDisabled, closes=True),
+    _type("calls", Calls),
+    _type("profile_ops", ProfileOps, provs=("ops[].2",)),
+    _type("profile_call", ProfileCall),
+    _type("recompile", Recompile),
+    _type("phases", Phases),
+    _type("executor_compile", ExecutorCompile),
+    _type("dynamo_graph", DynamoGraphEvent),
+    _type("graph_break", GraphBreakEvent),
+)}
+KNOWN_TYPES = frozenset(TYPES)
+CLOSING_TYPES = frozenset(name for name, t in TYPES.items() if t.closes)
 # Every event type, by its "type"; a type written in more than one form maps to their union.
-EVENTS: dict[str, Any] = {
-    "header": Header,
-    "prov": Prov,
-    "span": SpanStart,
-    "span_end": SpanEnd,
-    "compile_start": CompileStart,
-    "trace": Trace | TraceRepeat,
-    "compile_end": CompileEnd,
-    "compile_error": CompileError,
-    "capture_disabled": CaptureDisabled,
-    "calls": Calls,
-    "profile_ops": ProfileOps,
-    "profile_call": ProfileCall,
-    "recompile": Recompile,
-    "phases": Phases,
-    "executor_compile": ExecutorCompile,
-    "dynamo_graph": DynamoGraphEvent,
-    "graph_break": GraphBreakEvent,
-}
-KNOWN_TYPES = frozenset(EVENTS)
-# Any event, for type checkers: the forms of EVENTS.
+EVENTS: dict[str, Any] = {name: functools.reduce(operator.or_, t.forms) for name, t in TYPES.items()}
+# Any event, for type checkers: the forms of every type.
 Event = (Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError
          | CaptureDisabled | Calls | ProfileOps | ProfileCall | Recompile | Phases | ExecutorCompile | DynamoGraphEvent
          | GraphBreakEvent)
+
+
+def refs(event: dict) -> tuple[list, list]:
+    """The (prov ids, span ids) an event of a known type names (unchecked values included)."""
+    declared = TYPES[event["type"]]
+    return ([i for r in declared.provs for i in r.ids(event)], [i for r in declared.spans for i in r.ids(event)])
 
 
 def frame_json(frame: Frame) -> FrameJSON:
@@ -358,57 +456,4 @@ def frames_json(frames: Iterable[Frame]) -> list[FrameJSON]:
 
 def forms(event_type: str) -> tuple[type, ...]:
     """The TypedDicts an event of this type is written as (one, or several for "trace")."""
-    declared = EVENTS[event_type]
-    return typing.get_args(declared) or (declared,)
-
-
-# -- checking an event against its definition -------------------------------------------------
-
-def problems(event: Any) -> list[str]:
-    """What is wrong with `event` against its definition ([] when nothing): unknown type, missing
-    or unexpected keys, values of the wrong JSON type (nested dicts and arrays included)."""
-    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-        return ["not an event (a dict with a string \"type\")"]
-    if event["type"] not in EVENTS:
-        return [f"unknown event type {event['type']!r}"]
-    found = [_typed_dict(event, form, event["type"]) for form in forms(event["type"])]
-    return min(found, key=len)
-
-
-def _typed_dict(value: dict, form: Any, where: str) -> list[str]:
-    hints = typing.get_type_hints(form)
-    out = [f"{where}: missing {k!r}" for k in hints if k in form.__required_keys__ and k not in value]
-    out += [f"{where}: unexpected {k!r}" for k in value if k not in hints]
-    for key, hint in hints.items():
-        if key in value:
-            out += _value(value[key], hint, f"{where}.{key}")
-    return out
-
-
-def _value(value: Any, hint: Any, where: str) -> list[str]:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is Any:
-        return []
-    if origin in (typing.Union, types.UnionType):
-        found = [_value(value, arg, where) for arg in args]
-        return [] if any(not f for f in found) else min(found, key=len)
-    if origin is Literal:
-        return [] if value in args else [f"{where}: {value!r} is not one of {args}"]
-    if typing.is_typeddict(hint):
-        return _typed_dict(value, hint, where) if isinstance(value, dict) else [f"{where}: not an object"]
-    if origin in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            return [f"{where}: not an array"]
-        if origin is tuple:
-            if len(value) != len(args):
-                return [f"{where}: {len(value)} items, not {len(args)}"]
-            return [p for i, (v, a) in enumerate(zip(value, args)) for p in _value(v, a, f"{where}[{i}]")]
-        return [p for i, v in enumerate(value) for p in _value(v, args[0], f"{where}[{i}]")]
-    if origin is dict:
-        if not isinstance(value, dict):
-            return [f"{where}: not an object"]
-        return [p for k, v in value.items() for p in _value(v, args[1], f"{where}.{k}")]
-    expected = {float: (int, float)}.get(hint, hint)
-    if isinstance(value, expected) and (hint is bool or not isinstance(value, bool)):
-        return []
-    return [f"{where}: {type(value).__name__} {value!r:.40}, not {hint.__name__}"]
+    return TYPES[event_type].forms

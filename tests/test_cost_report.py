@@ -22,8 +22,8 @@ import torch
 from collecting import Collect
 
 import provenance
-from provenance import events
-from provenance.report import profiles
+from provenance import schema
+from provenance.report.analyze.cost import load_profiles
 from provenance.report.cli import main
 from provenance.rollup import BY, rollup
 
@@ -62,13 +62,13 @@ def test_the_report_rolls_a_log_up_as_cost_did_in_the_process_that_wrote_it(tmp_
         provenance.disable()
 
     records = list(provenance.load(tmp_path / "logs"))
-    profile_records = [r.data for r in records if r.type.startswith("profile_")]
-    assert [(r["type"], r["trace"]) for r in profile_records] == [
+    logged_records = [r.data for r in records if r.type.startswith("profile_")]
+    assert [(r["type"], r["trace"]) for r in logged_records] == [
         ("profile_ops", "forward"), ("profile_ops", "backward"), ("profile_call", "forward"),
         ("profile_call", "backward"), ("profile_call", "forward"), ("profile_call", "backward")]
-    assert all(events.problems(r) == [] for r in profile_records)
+    assert all(schema.problems(r) == [] for r in logged_records)
 
-    (logged,) = profiles.load(tmp_path / "logs")
+    (logged,) = load_profiles(tmp_path / "logs")
     for by in BY:
         assert rollup([logged], by) == live[by], by
     for name, timed in profile.traces.items():
@@ -403,7 +403,7 @@ def tp_run(tmp_path_factory):
 def test_tensor_parallel_ranks_time_their_roles_and_the_log_keeps_it(tp_run):
     for rank in (0, 1):
         (log,) = (tp_run / "logs").glob(f"*.rank{rank}.jsonl")
-        logged = profiles.load(log)
+        logged = load_profiles(log)
         written = json.loads((tp_run / f"cost{rank}.json").read_text())
         for by in BY:
             assert [[r.key, r.forward_ns, r.backward_ns, r.recompute_ns, r.shared_ns, r.calls]

@@ -15,7 +15,7 @@ import torch
 from collecting import Collect
 
 import provenance
-from provenance import events
+from provenance import events, schema
 from provenance.thunder import state
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "log-schema.md"
@@ -77,29 +77,29 @@ def test_the_doc_examples_are_valid_events_and_show_every_form():
         assert examples, event_type
         for example in examples:
             assert example["type"] == event_type
-            assert events.problems(example) == [], (event_type, events.problems(example))
-        for form in events.forms(event_type):  # each form (trace and its repeat) has an example
-            assert any(not events._typed_dict(e, form, event_type) for e in examples), (event_type, form)
+            assert schema.problems(example) == [], (event_type, schema.problems(example))
+        for form in schema.forms(event_type):  # each form (trace and its repeat) has an example
+            assert any(not form.explain(e, event_type) for e in examples), (event_type, form.hint)
 
 
 def test_problems_names_what_is_wrong():
     good = {"type": "span_end", "id": 3, "end_ns": 5}
-    assert events.problems(good) == []
-    assert events.problems({**good, "extra": 1}) == ["span_end: unexpected 'extra'"]
-    assert events.problems({"type": "span_end", "id": 3}) == ["span_end: missing 'end_ns'"]
-    assert events.problems({**good, "id": True}) == ["span_end.id: bool True, not int"]
-    assert events.problems({"type": "nope"}) == ["unknown event type 'nope'"]
-    assert events.problems([1]) and events.problems({"type": 3})
+    assert schema.problems(good) == []
+    assert schema.problems({**good, "extra": 1}) == ["span_end: unexpected 'extra'"]
+    assert schema.problems({"type": "span_end", "id": 3}) == ["span_end: missing 'end_ns'"]
+    assert schema.problems({**good, "id": True}) == ["span_end.id: bool True, not int"]
+    assert schema.problems({"type": "nope"}) == ["unknown event type 'nope'"]
+    assert schema.problems([1]) and schema.problems({"type": 3})
     repeat = {"type": "trace", "compile": 1, "list": "computation", "index": 2, "same_as": 1}
-    assert events.problems(repeat) == []
-    assert events.problems({**repeat, "same_as": "1"}) == ["trace.same_as: str '1', not int"]
+    assert schema.problems(repeat) == []
+    assert schema.problems({**repeat, "same_as": "1"}) == ["trace.same_as: str '1', not int"]
     frame = ["/m.py", 3, "f", "x = 1", True]
     start = {"type": "compile_start", "compile": 1, "fn": "f", "index": 0, "is_module": False, "time_ns": 1,
              "jit_stack": [frame], "call_stack": [frame[:4]]}
-    assert events.problems(start) == ["compile_start.call_stack[0]: 4 items, not 5"]
+    assert schema.problems(start) == ["compile_start.call_stack[0]: 4 items, not 5"]
     end = {"type": "compile_end", "compile": 1, "status": "ok", "time_ns": 1, "seconds": 1, "log_seconds": 0.5,
            "cache": None, "final": {"ops": 1, "with_provenance": 1, "compute": 1, "compute_with_user_source": 1}}
-    assert events.problems(end) == ["compile_end.final: missing 'fusions'"]
+    assert schema.problems(end) == ["compile_end.final: missing 'fusions'"]
 
 
 
@@ -142,4 +142,4 @@ def test_what_the_writers_emit_is_what_events_declares():
                         ("profile_ops", "backward"), ("profile_call", "forward"), ("profile_call", "backward"),
                         ("profile_ops", "forward")]
     for event in collect.events:
-        assert events.problems(event) == [], (event["type"], events.problems(event))
+        assert schema.problems(event) == [], (event["type"], schema.problems(event))

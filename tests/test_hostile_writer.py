@@ -21,7 +21,7 @@ import thunder
 import torch
 
 import provenance
-from provenance import events
+from provenance import schema
 from provenance.report.cli import main
 from provenance.thunder import state
 
@@ -46,7 +46,7 @@ def _report(capsys, *args) -> tuple[int, str]:
 def _self_contained(records: list[dict]) -> None:
     """One process's log: a header first, each id defined once, every reference defined before."""
     assert records[0]["type"] == "header" and all(r["type"] != "header" for r in records[1:])
-    assert all(events.problems(r) == [] for r in records), [events.problems(r) for r in records]
+    assert all(schema.problems(r) == [] for r in records), [schema.problems(r) for r in records]
     starts = Counter(r["compile"] for r in records if r["type"] == "compile_start")
     assert all(n == 1 for n in starts.values()), starts
     defined: set[int] = set()
@@ -235,7 +235,7 @@ def test_a_compile_whose_capture_failed_says_so_in_the_log(tmp_path, monkeypatch
     records = _records(next((tmp_path / "logs").glob("*.jsonl")))
     (disabled,) = [r for r in records if r["type"] == "capture_disabled"]
     assert disabled["hook"] == hook and "fault injected" in disabled["error"]
-    assert events.problems(disabled) == []
+    assert schema.problems(disabled) == []
     assert not [r for r in records if r["type"] in ("compile_end", "compile_error")]
     code, err = _report(capsys, tmp_path / "logs", "-o", tmp_path / "out", "--strict")
     assert code == 0, err
@@ -259,7 +259,7 @@ def test_a_failed_compile_headlines_the_user_line_without_our_frames(tmp_path, c
         thunder.jit(_Mismatch())(torch.randn(2, 4))
     records = _records(next((tmp_path / "logs").glob("*.jsonl")))
     (error,) = [r for r in records if r["type"] == "compile_error"]
-    assert events.problems(error) == []
+    assert schema.problems(error) == []
     assert "provenance/thunder" not in error["traceback"] and "hooks.py" not in error["traceback"]
     assert "thunder/core/interpreter.py" in error["traceback"]  # Thunder's own frames stay
     path, line, function, text, user = error["user_frame"]

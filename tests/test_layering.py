@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("provenance", "exporters")
 
@@ -97,7 +99,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_sees_function_level_imports_and_skips_type_checking_ones():
     graph = _graph()
-    assert len(graph) > 30 and "provenance.report.reader" in graph
+    assert len(graph) > 30 and "provenance.report.read.log_file" in graph
     assert "provenance.thunder" in graph["provenance"]  # enable() imports it inside the function
     assert "exporters.base" not in graph["provenance.session"]  # TYPE_CHECKING only
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
@@ -153,3 +155,47 @@ def test_the_report_imports_neither_torch_thunder_nor_the_session(tmp_path):
     assert "RESULT 0 [] [] |" in done.stdout, done.stdout + done.stderr
     assert (tmp_path / "out" / "index.html").is_file()
     assert 'id="time"' in next((tmp_path / "out" / "compiles").glob("*-c1.html")).read_text()
+
+
+# The report's pipeline, by folder: what each stage may import of the report (its own modules
+# always; the top level of provenance/report/, cli/build/workers, is the pipeline that runs them).
+STAGES = {
+    "model": set(),  # the render model is a leaf: every other stage may import it
+    "read": {"model", "plural"},
+    "analyze": {"read", "model", "plural"},
+    "render": {"analyze", "model", "plural"},
+}
+
+
+def _stage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["provenance", "report"] else None
+
+
+def test_the_report_folders_show_its_pipeline_and_import_only_their_stages():
+    """read <- analyze <- render, the model a leaf (TYPE_CHECKING imports too, for the model)."""
+    graph = _graph()
+    report = [m for m in graph if _stage(m) is not None]
+    assert {_stage(m) for m in report} >= {*STAGES, "cli", "build", "workers"}
+    for module in report:
+        stage = _stage(module)
+        if stage not in STAGES:
+            continue
+        used = {_stage(target) for target in graph[module] if _stage(target) is not None} - {stage}
+        assert used <= STAGES[stage], (module, used - STAGES[stage])
+    for module, path in _modules().items():  # the model: not even for type checkers
+        if _stage(module) == "model":
+            assert "provenance.report" not in path.read_text().replace("provenance.report.model", ""), module
+
+
+def test_every_event_type_has_exactly_one_report_handler():
+    """provenance/events.py declares the types; analyze/handlers.py says what the report does
+    with each: one handler each, no other list of types to keep in step."""
+    from provenance import events
+    from provenance.report.analyze import handlers
+
+    declared = [h.type for h in handlers.default_handlers()]
+    assert sorted(declared) == sorted(events.TYPES)
+    assert {t for t, h in handlers.HANDLERS.items() if h.route is handlers.Route.CLOSES} == events.CLOSING_TYPES
+    with pytest.raises(ValueError, match="two report handlers"):
+        handlers.registry([handlers.Trace(), handlers.Trace()])

@@ -18,7 +18,7 @@ import torch
 
 import provenance
 from provenance.events import SCHEMA_VERSION
-from provenance.report.reader import Log, SchemaError
+from provenance.report.read.log_file import Log, SchemaError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,7 +17,7 @@ from thunder.core.trace import from_trace
 from thunder.core.transform_common import Transform
 
 import provenance
-from provenance import events
+from provenance import schema
 from provenance.report.cli import main as report_main
 
 
@@ -48,7 +48,7 @@ def test_named_phases_cover_95_percent_of_a_nanogpt_compile(tmp_path):
     (start,) = [r for r in records if r["type"] == "compile_start"]
     (phases,) = [r for r in records if r["type"] == "phases"]
     (end,) = [r for r in records if r["type"] == "compile_end"]
-    assert events.problems(phases) == []
+    assert schema.problems(phases) == []
     # the compile's wall time is the phases' window, everywhere
     assert phases["start_ns"] == start["time_ns"] and phases["end_ns"] == end["time_ns"]
     assert end["seconds"] == pytest.approx((end["time_ns"] - start["time_ns"]) / 1e9, abs=1e-6)
@@ -207,7 +207,7 @@ def test_the_torch_compile_executors_own_compile_is_timed_at_the_first_call(tmp_
     records = _records(tmp_path / "logs")
     compiled = [r for r in records if r["type"] == "executor_compile"]
     (end,) = [r for r in records if r["type"] == "compile_end"]
-    assert all(events.problems(r) == [] for r in compiled)
+    assert all(schema.problems(r) == [] for r in compiled)
     assert {(r["compile"], r["executor"], r["trace"]) for r in compiled} == {
         (end["compile"], "torchcompile", "computation"), (end["compile"], "torchcompile", "backward")}
     fusions = {op[2] for r in records if r["type"] == "trace" and "ops" in r for op in r["ops"]}

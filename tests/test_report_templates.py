@@ -1,11 +1,11 @@
-"""The report's templates compiled at install time (provenance/report/templating.py, hatch_build.py):
+"""The report's templates compiled at install time (provenance/report/render/templating.py, hatch_build.py):
 used when fresh (no template is compiled in the report process), ignored when stale (a template
 whose source changed, another Python, another jinja2 or environment), and the report is the same
 bytes with them and without them.
 
 The tests that need the installed file fail (never skip) when it is missing: the build hook runs
 at install (`pip install -e .`, which ./dev does); a checkout used without installing gets it with
-`python provenance/report/templating.py`.
+`python provenance/report/render/templating.py`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import pytest
 import real_log
 import report_logs
 
-from provenance.report import html, templating
 from provenance.report.cli import main
+from provenance.report.render import html, templating
 
 COMPILED = Path(templating.__file__).with_name(templating.COMPILED)
 TEMPLATES = Path(templating.__file__).with_name("templates")
@@ -34,7 +34,7 @@ def _installed() -> dict:
     if not COMPILED.is_file():
         pytest.fail(f"{COMPILED} is missing: the build hook (hatch_build.py) did not run. Install the package "
                     "(./dev test, or pip install -e .), or in a checkout used without installing run "
-                    "`python provenance/report/templating.py`")
+                    "`python provenance/report/render/templating.py`")
     data = marshal.loads(COMPILED.read_bytes())
     env = html.environment([])
     if data["fingerprint"] != templating.fingerprint(env):
@@ -51,7 +51,8 @@ def _installed() -> dict:
             stale.append(name)
     if stale:
         pytest.fail(f"{', '.join(stale)} changed since {COMPILED} was made (reports compile them from source: same "
-                    "pages, slower): reinstall (pip install -e .), or run `python provenance/report/templating.py`")
+                    "pages, slower): reinstall (pip install -e .), or run "
+                    "`python provenance/report/render/templating.py`")
     return data
 
 

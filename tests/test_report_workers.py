@@ -81,10 +81,17 @@ def test_compiles_built_here_when_the_workers_are_busy_are_the_same(tmp_path, ca
         assert (tmp_path / "one" / f).read_bytes() == (tmp_path / "two" / f).read_bytes(), f
 
 
-def test_the_profile_scan_reads_in_chunks_and_finds_the_same(tmp_path, monkeypatch):
-    """`profiles.scan` reads a log in chunks cut at newlines (its memory does not follow the file):
+def test_the_read_ahead_scan_reads_in_chunks_and_finds_the_same(tmp_path, monkeypatch):
+    """`read_ahead.scan` reads a log in chunks cut at newlines (its memory does not follow the file):
     chunks smaller than a line, or cutting anywhere, find the same profiles and name the same lines."""
-    from provenance.report import profiles
+    from provenance.report.analyze.handlers import READ_AHEAD, handler_of
+    from provenance.report.read import read_ahead
+    from provenance.report.read.profile_records import ProfileCollector
+
+    def scan(path):
+        collector = ProfileCollector()
+        found = read_ahead.scan(path, READ_AHEAD, lambda data: handler_of(data).read_ahead(collector, data))
+        return found, collector.profiles
 
     items = report_logs.records()
     calls = items.pop()
@@ -93,10 +100,10 @@ def test_the_profile_scan_reads_in_chunks_and_finds_the_same(tmp_path, monkeypat
     items += [*good[:3], bad, b"garbage\n", *good[3:], calls, {**bad, "compile": 7}]
     log = report_logs.write(tmp_path / "log.jsonl", items)
     log.write_bytes(log.read_bytes() + b'{"type": "profile_ops", "compile": 1')  # a truncated last line
-    whole = profiles.scan(log)
-    assert whole.records == len(good) + 2 and len(whole.problems) == 2 and whole.profiles[1].calls == 2
+    whole, profiles = scan(log)
+    assert whole.records == len(good) + 2 and len(whole.problems) == 2 and profiles[1].calls == 2
     lines = log.read_bytes().split(b"\n")
     assert [b'"call":9' in lines[n - 1] and b'"ns":"x"' in lines[n - 1] for n, _ in whole.problems] == [True, True]
     for chunk in (7, 64, 1000, 4096):
-        monkeypatch.setattr(profiles, "CHUNK", chunk)
-        assert profiles.scan(log) == whole, chunk
+        monkeypatch.setattr(read_ahead, "CHUNK", chunk)
+        assert scan(log) == (whole, profiles), chunk

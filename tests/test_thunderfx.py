@@ -19,7 +19,7 @@ import torch
 from test_events import Collect
 
 import provenance
-from provenance import Kind, events
+from provenance import Kind, schema
 from provenance.thunder import state
 from provenance.thunder.state import COMPILE_ATTR
 
@@ -185,7 +185,7 @@ def test_the_log_names_graphs_pieces_splits_and_breaks(breaky):
     """The session's events: a dynamo_graph per graph (pieces, split reasons at the user's line),
     a graph_break per break, and each piece's compile named after its graph and piece."""
     emitted = [e for e in breaky.events if e["type"] in ("dynamo_graph", "graph_break", "compile_start")]
-    assert all(events.problems(e) == [] for e in emitted), [events.problems(e) for e in emitted]
+    assert all(schema.problems(e) == [] for e in emitted), [schema.problems(e) for e in emitted]
     graphs = provenance.fx_graphs(breaky.handle)
     logged = [e for e in emitted if e["type"] == "dynamo_graph"]
     assert [(e["graph"], e["compile_id"]) for e in logged] == [(g.number, g.compile_id) for g in graphs]
@@ -215,7 +215,7 @@ def test_the_log_names_graphs_pieces_splits_and_breaks(breaky):
 def test_generated_frames_round_trip_through_the_log(tmp_path):
     """The log writes a generated frame's two extra fields; the reader rebuilds the very records
     the process had (FX's generated line and node included)."""
-    from provenance.report.reader import Log
+    from provenance.report.read.log_file import Log
 
     with provenance.tracing(tmp_path):
         compiled = thunder.dynamo.thunderfx(TwoLinears())

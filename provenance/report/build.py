@@ -11,15 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from provenance.report import pages
-from provenance.report.desync import mark_desyncs
-from provenance.report.directory import DIRECTORY_FILE
-from provenance.report.logs import label_logs
+from provenance.report.analyze.desync import mark_desyncs
+from provenance.report.analyze.run import RunBuilder
 from provenance.report.model import Problems, RunModel
-from provenance.report.output import ReportWriter
-from provenance.report.perfetto import PERFETTO_FILE
-from provenance.report.reader import sniff
-from provenance.report.run import RunBuilder
+from provenance.report.read.log_file import sniff
+from provenance.report.read.processes import label_logs
+from provenance.report.render import pages
+from provenance.report.render.directory import DIRECTORY_FILE, DirectoryWriter
+from provenance.report.render.output import ReportWriter
+from provenance.report.render.perfetto import PERFETTO_FILE, PerfettoWriter
+from provenance.report.render.source_files import SourceCache
 from provenance.report.workers import Pool
 
 __all__ = ["Report", "build_report"]
@@ -50,7 +51,11 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
     writer.write_assets()
     pool = Pool(jobs, out, nav) if jobs > 1 else None
     try:
-        builder = RunBuilder(writer, label_logs(paths, headers), progress, pool)
+        logs = label_logs(paths, headers)
+        times = [log.header.get("time_ns") for log in logs if log.header and isinstance(log.header.get("time_ns"), int)]
+        perfetto = PerfettoWriter(str(out / PERFETTO_FILE), min(times) if times else None)
+        builder = RunBuilder(writer, logs, perfetto=perfetto, directory=DirectoryWriter(out), sources=SourceCache(),
+                             progress=progress, pool=pool)
         for path, reason in skipped:
             builder.problems.add("skipped file", path.name, None, reason)
         builder.run()

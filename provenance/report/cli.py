@@ -17,9 +17,9 @@ from pathlib import Path
 
 from provenance._version import __version__
 from provenance.report.build import Report, build_report
-from provenance.report.output import prepare_out
 from provenance.report.plural import plural
-from provenance.report.reader import NotALog, SchemaError, log_files, sniff
+from provenance.report.read.log_file import NotALog, SchemaError, log_files, sniff
+from provenance.report.render.output import prepare_out
 from provenance.report.workers import MAX_AUTO_JOBS, PARALLEL_MIN_BYTES, auto_jobs, quiet_gc
 
 __all__ = ["main"]

@@ -15,20 +15,19 @@ import gc
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from provenance.report.compiles import CompileBuilder
-from provenance.report.model import CompileError, CompileSummary, RoleCount
-from provenance.report.output import ReportWriter
-from provenance.report.provinfo import ProvTable
-from provenance.report.reader import LogFile
-from provenance.report.source_files import SourceCache
+from provenance.report.analyze.compile import CompileBuilder
+from provenance.report.analyze.handlers import HANDLERS, Route
+from provenance.report.analyze.pending import INCOMPLETE, RECOVERABLE, CompileResult, Job, result_of
+from provenance.report.analyze.prov_table import ProvTable
+from provenance.report.read.log_file import LogFile
+from provenance.report.render.output import ReportWriter
+from provenance.report.render.source_files import SourceCache
 
-__all__ = ["CompileResult", "LocalCompile", "Pool", "RemoteCompile", "auto_jobs", "quiet_gc"]
+__all__ = ["Pool", "auto_jobs", "build", "quiet_gc"]
 
 PARALLEL_MIN_BYTES = 32 << 20  # below, starting workers costs more than they save
 BYTES_PER_WORKER = 16 << 20  # a worker starts in ~0.5 s (imports, templates): it needs this much to pay off
@@ -56,96 +55,6 @@ def auto_jobs(size: int, cpus: int | None = None, load: float | None = None) -> 
     idle = int(cpus - max(load, 0.0) + 0.5)  # CPUs the other runnable processes leave, rounded
     jobs = min(idle, MAX_AUTO_JOBS, size // BYTES_PER_WORKER)
     return jobs if jobs >= 2 else 1
-
-RECOVERABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)  # a record the report cannot use
-
-
-@dataclass
-class CompileResult:
-    summary: CompileSummary | None  # None if the compile's records could not be used at all
-    roles: list[RoleCount] = field(default_factory=list)
-    error: CompileError | None = None
-    malformed: list[str] = field(default_factory=list)
-
-
-def _result(builder: CompileBuilder, summary: CompileSummary | None, malformed: list[str]) -> CompileResult:
-    return CompileResult(summary, builder.page_roles, builder.error, malformed)
-
-
-class LocalCompile:
-    """A compile built in this process, trace by trace as its records are read; what it found
-    malformed (`malformed`, which the builder appends to) is delivered with it, as a worker's is."""
-
-    def __init__(self, builder: CompileBuilder, deliver: Callable[[CompileResult], None],
-                 malformed: list[str]) -> None:
-        self.builder, self.deliver, self.malformed = builder, deliver, malformed
-
-    def add(self, data: dict) -> None:
-        self.builder.add(data)
-
-    def finish(self, closing: dict | None) -> None:
-        """`closing`: the compile_end, compile_error or capture_disabled record; None if the log
-        ended first."""
-        self.deliver(_result(self.builder, self.builder.finish(closing), self.malformed))
-
-
-@dataclass
-class Job:
-    """What a worker needs to build one compile: its records and the records they reference."""
-
-    builder: dict[str, Any]  # CompileBuilder's keyword arguments that can travel
-    path: str
-    records: list[dict]
-    provs: dict[int, dict]
-    spans: dict[int, dict]
-    paths: dict[str, int]  # the numbers of the files their frames name (LogFile.paths)
-
-
-class RemoteCompile:
-    """A compile whose records are collected here and built by a worker once complete."""
-
-    def __init__(self, pool: Pool, builder: dict[str, Any], log_file: LogFile,
-                 deliver: Callable[[CompileResult], None]) -> None:
-        self.pool, self.builder, self.log_file, self.deliver = pool, builder, log_file, deliver
-        self.records: list[dict] = []
-
-    def add(self, data: dict) -> None:
-        self.records.append(data)
-
-    def finish(self, closing: dict | None) -> None:
-        self.records.append(closing if closing is not None else {"type": "(incomplete)"})
-        profile = self.builder.get("profile")
-        provs, spans = _referenced(self.log_file, self.records, profile.prov_ids() if profile is not None else ())
-        numbers = self.log_file.paths
-        paths = {frame[0]: numbers[frame[0]] for raw in provs.values() for frame in raw.get("source") or ()}
-        self.pool.submit(Job(self.builder, self.log_file.path, self.records, provs, spans, paths), self.deliver)
-
-
-def _referenced(log_file: LogFile, records: list[dict], more: Iterable[int] = ()) -> tuple[dict[int, dict],
-                                                                                         dict[int, dict]]:
-    """The provenance and span records (raw, as the reader checked them) that a compile's
-    records (and its profile's ops, `more`) reference, transitively."""
-    todo = [r.get("last_prov") for r in records]
-    todo.extend(more)
-    for record in records:
-        for op in record.get("ops") or ():
-            if isinstance(op, list) and len(op) == 5:
-                todo.append(op[4])
-    provs: dict[int, dict] = {}
-    spans: dict[int, dict] = {}
-    while todo:
-        prov_id = todo.pop()
-        if not isinstance(prov_id, int) or prov_id in provs or prov_id not in log_file._prov:
-            continue
-        raw = provs[prov_id] = log_file._prov[prov_id]
-        todo.extend(raw.get("members") or ())
-        todo.append(raw.get("derived_from"))
-        span = raw.get("span")
-        while isinstance(span, int) and span not in spans and span in log_file._spans:
-            spans[span] = log_file._spans[span]
-            span = spans[span].get("parent")
-    return provs, spans
-
 
 # -- the worker side -----------------------------------------------------------------------------
 Resources = tuple[ReportWriter, SourceCache]
@@ -177,11 +86,7 @@ def build(job: Job, resources: Resources | None = None) -> CompileResult:
     """Build and write one compile's pages (in a worker; or with `resources`, in the main
     process: the same code on the same records, so the same pages)."""
     writer, sources = resources or _worker
-    log_file = LogFile(job.path)  # not read: a table of the records this compile references
-    log_file._prov.update(job.provs)
-    log_file._spans.update(job.spans)
-    log_file.paths.update(job.paths)
-    provs = ProvTable(log_file)
+    provs = ProvTable(LogFile.of_records(job.path, job.provs, job.spans, job.paths))
     malformed: list[str] = []
     start, *rest = job.records
     builder = CompileBuilder(**job.builder, start=start, provs=provs, sources=sources,
@@ -190,13 +95,16 @@ def build(job: Job, resources: Resources | None = None) -> CompileResult:
     for record in rest:
         kind = record.get("type")
         try:
-            if kind in ("compile_end", "compile_error", "capture_disabled", "(incomplete)"):
-                summary = builder.finish(record if kind != "(incomplete)" else None)
-            else:
-                builder.add(record)
+            if kind == INCOMPLETE:
+                summary = builder.finish()
+                continue
+            handler = HANDLERS[kind]
+            handler.compile(builder, record)
+            if handler.route is Route.CLOSES:
+                summary = builder.finish()
         except RECOVERABLE as exc:
             malformed.append(f"{kind} record: {type(exc).__name__}: {exc}")
-    return _result(builder, summary, malformed)
+    return result_of(builder, summary, malformed)
 
 
 class Pool:

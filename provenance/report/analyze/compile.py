@@ -13,11 +13,16 @@ from collections import Counter
 from collections.abc import Callable
 from itertools import chain
 from operator import add, itemgetter, le
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from provenance.record import Kind
-from provenance.report.coerce import as_float, as_int
-from provenance.report.diffs import diff
+from provenance.report.analyze.cost import HREFS_KEPT, compile_time, op_times
+from provenance.report.analyze.phases import phase_view, phases_of
+from provenance.report.analyze.prov_table import ProvTable
+from provenance.report.analyze.recompiles import recompile_view
+from provenance.report.analyze.source_view import source_view
+from provenance.report.analyze.trace_diff import diff
+from provenance.report.analyze.tracebacks import user_frame_of, without_our_frames
 from provenance.report.model import (
     LISTS,
     OUTS,
@@ -43,13 +48,11 @@ from provenance.report.model import (
     coverage,
     site_of,
 )
-from provenance.report.profiles import LoggedProfile
-from provenance.report.provinfo import ProvTable
-from provenance.report.source_files import SourceCache
-from provenance.report.source_view import source_view
-from provenance.report.timing import HREFS_KEPT, compile_time, op_times
-from provenance.report.tracebacks import user_frame_of, without_our_frames
-from provenance.report.why import executor_compile, phase_view, phases_of, recompile_view
+from provenance.report.read.coerce import as_float, as_int
+from provenance.report.read.profile_records import LoggedProfile
+
+if TYPE_CHECKING:
+    from provenance.report.render.source_files import SourceCache
 
 __all__ = ["CompileBuilder", "PageSink", "parse_ops"]
 
@@ -156,20 +159,12 @@ class CompileBuilder:
         self.phases: dict | None = None
         self.executor_compiles: list = []
         self.profile = profile  # its profile records (read ahead: they come after its end)
+        self.closing: dict = {}  # the record that closed it (close()), and the status it gave
+        self.status = "incomplete"
 
-    def add(self, data: dict) -> None:
-        """A record of this compile between its start and its end (or, for executor compiles, after)."""
-        kind = data.get("type")
-        if kind == "recompile":
-            self.recompile = data
-        elif kind == "phases":
-            self.phases = data
-        elif kind == "executor_compile":
-            found = executor_compile(data)
-            if found is not None:
-                self.executor_compiles.append(found)
-        else:
-            self.add_trace(data)
+    def close(self, status: str, data: dict) -> None:
+        """The record that closed the compile, and the status it gives it (analyze/handlers.py)."""
+        self.closing, self.status = data, status
 
     # -- traces ----------------------------------------------------------------------------
     def add_trace(self, data: dict) -> None:
@@ -212,15 +207,12 @@ class CompileBuilder:
             previous.lines, previous.ops, previous.keyed = [], [], None
 
     # -- end ---------------------------------------------------------------------------------
-    def finish(self, closing: dict | None) -> CompileSummary:
-        """`closing`: the compile's compile_end, compile_error or capture_disabled record (its
-        "type" says which); None if the log ended first (an incomplete compile)."""
-        closing = closing or {}
-        kind = closing.get("type")
-        end = closing if kind == "compile_end" else {}
-        error = closing if kind == "compile_error" else None
-        disabled = closing if kind == "capture_disabled" else None
-        status = "failed" if error else "disabled" if disabled else "ok" if end else "incomplete"
+    def finish(self) -> CompileSummary:
+        """The compile's summary, once closed (close()) or once the log ended (incomplete)."""
+        closing, status = self.closing, self.status
+        end = closing if status == "ok" else {}
+        error = closing if status == "failed" else None
+        disabled = closing if status == "disabled" else None
         end_ns = as_int(closing.get("time_ns"))
         seconds = as_float(closing.get("seconds"))
         if seconds is None and end_ns is not None and self.start_ns is not None:

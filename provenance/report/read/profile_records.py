@@ -12,24 +12,16 @@ table) is skipped and named, and never stops the report.
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from provenance.profile import BACKWARD, FORWARD, CompileProfile, Op, TraceProfile
 from provenance.record import Provenance
-from provenance.report.coerce import hashable
+from provenance.report.read.coerce import hashable
 
-__all__ = ["PROFILE_TYPES", "LoggedProfile", "LoggedTrace", "ProfileCollector", "Scan", "compile_profile", "load",
-           "scan"]
+__all__ = ["LoggedProfile", "LoggedTrace", "ProfileCollector", "compile_profile", "safe_lookup"]
 
-PROFILE_TYPES = frozenset({"profile_ops", "profile_call"})
-_FIND = re.compile(rb'"type"\s*:\s*"profile_')
-_HINT = b'"profile_'  # in every line _FIND matches
 _TRACES = (FORWARD, BACKWARD)
 _CLOCKS = ("cpu", "cuda")
 
@@ -89,17 +81,18 @@ class ProfileCollector:
     def __init__(self) -> None:
         self.profiles: dict[Any, LoggedProfile] = {}
 
-    def add(self, data: dict) -> str | None:
-        """Take one profile record; what is wrong with it (then it is skipped), or None."""
-        kind = data.get("type")
+    @staticmethod
+    def _trace(data: dict) -> tuple[Any, str | None, str | None]:
         compile_id, trace = hashable(data.get("compile")), data.get("trace")
         if trace not in _TRACES:
-            return f"{kind} with trace {str(trace)[:40]!r} (not forward or backward)"
-        if kind == "profile_ops":
-            return self._ops(compile_id, trace, data)
-        return self._call(compile_id, trace, data)
+            return compile_id, None, f"{data.get('type')} with trace {str(trace)[:40]!r} (not forward or backward)"
+        return compile_id, trace, None
 
-    def _ops(self, compile_id: Any, trace: str, data: dict) -> str | None:
+    def ops(self, data: dict) -> str | None:
+        """Take a profile_ops record; what is wrong with it (then it is skipped), or None."""
+        compile_id, trace, wrong = self._trace(data)
+        if wrong is not None:
+            return wrong
         ops = data.get("ops")
         index, requested = data.get("index"), data.get("requested")
         if not isinstance(ops, list) or not (index is None or _int(index)) or not _int(requested):
@@ -118,7 +111,11 @@ class ProfileCollector:
                                             clock if clock in _CLOCKS else "cpu", requested, table)
         return None
 
-    def _call(self, compile_id: Any, trace: str, data: dict) -> str | None:
+    def call(self, data: dict) -> str | None:
+        """Take a profile_call record (after its profile_ops); what is wrong with it, or None."""
+        compile_id, trace, wrong = self._trace(data)
+        if wrong is not None:
+            return wrong
         profile = self.profiles.get(compile_id)
         table = profile.traces.get(trace) if profile is not None else None
         if table is None:
@@ -133,69 +130,6 @@ class ProfileCollector:
         table.wall_ns += wall_ns
         table.calls += 1
         return None
-
-
-@dataclass
-class Scan:
-    """The profile records of a log file: profiles by compile id, and the records skipped
-    (line number, reason)."""
-
-    profiles: dict[Any, LoggedProfile]
-    problems: list[tuple[int, str]]  # the first MAX_PROBLEMS
-    records: int  # profile records found (good or not)
-    more_problems: int = 0  # records skipped beyond those listed
-
-
-MAX_PROBLEMS = 200  # a log of bad profile records keeps their count, not each reason
-
-
-CHUNK = 1 << 20  # bytes read at a time by scan: its memory, whatever the log's size
-
-
-def scan(path: str | os.PathLike[str]) -> Scan:
-    """Find and read the profile records of a log file, without parsing its other lines. Read in
-    chunks cut at a newline (a longer line is held whole, as the reader holds it), so memory
-    does not follow the file."""
-    collector = ProfileCollector()
-    problems: list[tuple[int, str]] = []  # line number, reason
-    records = more = 0
-    line_base = 1  # the number of the first line of the chunk
-    with open(path, "rb") as f:
-        pending: list[bytes] = []  # the start of a line that runs past the chunks read so far
-        while block := f.read(CHUNK):
-            cut = block.rfind(b"\n") + 1
-            if not cut:
-                pending.append(block)
-                continue
-            chunk = b"".join([*pending, block[:cut]]) if pending else block[:cut]
-            pending = [block[cut:]] if cut < len(block) else []
-            counted = 0  # newlines before `counted` are counted
-            line = line_base
-            at = chunk.find(_HINT)
-            while at >= 0:  # bytes.find runs at memory speed; the regex only checks the lines it finds
-                start = chunk.rfind(b"\n", 0, at) + 1
-                end = chunk.find(b"\n", at)  # found: the chunk ends with one
-                at = chunk.find(_HINT, end)
-                if not _FIND.search(chunk, start, end):
-                    continue
-                try:
-                    data = orjson.loads(chunk[start:end])
-                except orjson.JSONDecodeError:
-                    continue  # the pass reports bad lines
-                if not isinstance(data, dict) or data.get("type") not in PROFILE_TYPES:
-                    continue
-                records += 1
-                reason = collector.add(data)
-                if reason is not None:
-                    if len(problems) < MAX_PROBLEMS:
-                        line += chunk.count(b"\n", counted, start)
-                        counted = start
-                        problems.append((line, reason))
-                    else:
-                        more += 1
-            line_base += chunk.count(b"\n")
-    # What is pending is a truncated last line: the pass reports it.
-    return Scan(collector.profiles, problems, records, more)
 
 
 def compile_profile(logged: LoggedProfile, record_of: Callable[[int | None], Provenance | None],
@@ -217,28 +151,7 @@ def compile_profile(logged: LoggedProfile, record_of: Callable[[int | None], Pro
     return profile
 
 
-def load(path: str | os.PathLike[str]) -> list[CompileProfile]:
-    """The profiles of a THUNDER_TRACE log file or directory, rebuilt (every compile with a
-    profile, file by file): `provenance.rollup.rollup(load(dir), by="line")` is the log's
-    `provenance.cost()`. Records that do not fit are skipped."""
-    from provenance.report.reader import LogFile, log_files
-
-    out: list[CompileProfile] = []
-    for path_ in log_files(path)[0]:
-        found = scan(path_)
-        if not found.profiles:
-            continue
-        log_file = LogFile(str(path_))
-        names: dict[Any, str] = {}
-        for record in log_file:  # the provenance records (kept by the reader) and function names
-            if record.type == "compile_start":
-                names[hashable(record.get("compile"))] = str(record.get("fn") or "?")
-        out.extend(compile_profile(p, _safe(log_file.provenance), names.get(key, "?"))
-                   for key, p in found.profiles.items())
-    return out
-
-
-def _safe(record_of: Callable[[int], Provenance | None]) -> Callable[[int | None], Provenance | None]:
+def safe_lookup(record_of: Callable[[int], Provenance | None]) -> Callable[[int | None], Provenance | None]:
     def safe(prov_id: int | None) -> Provenance | None:
         try:
             return record_of(prov_id)

@@ -1,30 +1,16 @@
-"""Why a compile happened and where its time went: a compile's `recompile`, `phases` and
-`executor_compile` records -> the compile page's views (model.Recompile, model.PhaseView).
+"""Where a compile's time went: its `phases` and `executor_compile` records -> the compile page's
+pipeline bar, phase table and time by group (model.PhaseView).
 
 Every field comes from an untrusted log: anything of the wrong type is skipped, never raised.
 """
 
 from __future__ import annotations
 
-import difflib
-from typing import Any
+from provenance.events import MAX_PHASES
+from provenance.report.model import ExecutorCompile, Phase, PhaseGroup, PhaseView
+from provenance.report.read.coerce import as_int
 
-from provenance.report.coerce import as_int
-from provenance.report.model import (
-    ExecutorCompile,
-    Phase,
-    PhaseGroup,
-    PhaseView,
-    Recompile,
-    Rejection,
-    StackFrame,
-)
-
-__all__ = ["GROUPS", "executor_compile", "phase_view", "phases_of", "recompile_view"]
-
-MAX_PHASES = 4096  # per compile, as capture caps them
-MAX_DIFF_LINES = 400
-MAX_REJECTED = 64
+__all__ = ["GROUPS", "executor_compile", "phase_view", "phases_of"]
 
 # A phase's colour group (the pipeline bar's legend); any other phase is a Thunder pass.
 GROUPS = {
@@ -100,54 +86,3 @@ def phase_view(window: tuple[int, int] | None, phases: list[Phase],
 
 
 # -- recompiles ---------------------------------------------------------------------------------------
-def _frame(value: Any) -> StackFrame | None:
-    if isinstance(value, list) and len(value) >= 4:
-        path = str(value[0])
-        return StackFrame(path, path.rsplit("/", 1)[-1], as_int(value[1]) or 0, str(value[2]), str(value[3]),
-                          bool(value[4]) if len(value) > 4 else True)
-    return None
-
-
-def _rejection(entry: Any, pages: dict) -> Rejection | None:
-    if not isinstance(entry, dict):
-        return None
-    cid = entry.get("compile")
-    changes = [tuple(str(x) for x in c) for c in entry.get("changes") or [] if isinstance(c, list) and len(c) == 3]
-    subject, check = entry.get("subject"), entry.get("check")
-    return Rejection(cid if isinstance(cid, int) else None, pages.get(cid) if isinstance(cid, int) else None,
-                     str(entry.get("reason") or ""), subject if isinstance(subject, str) else None, changes,
-                     check if isinstance(check, str) else None, str(entry.get("error") or ""))
-
-
-def recompile_view(record: dict | None, prologue: list[str] | None) -> Recompile | None:
-    """A recompile record -> the page's view; `prologue`: this compile's final prologue (lines).
-    The run attaches `_pages` (compile id -> page) and `_prologue` (the newest rejected entry's
-    final prologue) to the record it hands over."""
-    if not isinstance(record, dict):
-        return None
-    pages = record.get("_pages") if isinstance(record.get("_pages"), dict) else {}
-    raw = record.get("rejected")
-    rejected = [r for r in (_rejection(e, pages) for e in (raw if isinstance(raw, list) else [])[:MAX_REJECTED])
-                if r is not None]
-    older = record.get("_prologue")
-    diff = _diff(older.split("\n"), prologue) if isinstance(older, str) and prologue else None
-    return Recompile(str(record.get("reason") or (rejected[0].reason if rejected else "")), _frame(record.get("call")),
-                     rejected, as_int(record.get("more")) or 0, rejected[0] if rejected else None, diff)
-
-
-def _diff(old: list[str], new: list[str]) -> list[tuple[str, str]]:
-    """A unified diff of two prologues (without Thunder's `# Constructed by` line, which names the
-    pass and its time), as (kind, line)."""
-    def body(lines: list[str]) -> list[str]:
-        return [line for line in lines if not line.startswith("# Constructed by")]
-
-    out: list[tuple[str, str]] = []
-    for line in difflib.unified_diff(body(old), body(new), "cached", "this call", lineterm="", n=1):
-        if line.startswith(("---", "+++")):
-            continue
-        kind = {"@": "hunk", "+": "add", "-": "rem"}.get(line[:1], "ctx")
-        out.append((kind, line))
-        if len(out) >= MAX_DIFF_LINES:
-            out.append(("hunk", "..."))
-            break
-    return out

@@ -14,7 +14,7 @@ from typing import Any
 from provenance.annotation import header
 from provenance.record import Provenance
 from provenance.report.model import FrameRef, ProvInfo, StackFrame
-from provenance.report.reader import LogFile
+from provenance.report.read.log_file import LogFile
 
 __all__ = ["ProvTable", "role_color"]
 
@@ -82,7 +82,7 @@ class ProvTable:
         found = self._info.get(prov_id)
         if found is not None:
             return found
-        raw = self.file._prov.get(prov_id)
+        raw = self.file.prov_record(prov_id)
         if raw is None:
             return None
         record = self.record(prov_id)

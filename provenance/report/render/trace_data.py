@@ -16,8 +16,8 @@ from itertools import chain
 from operator import itemgetter
 from typing import NamedTuple
 
-from provenance.report.jsonsafe import json_bytes
 from provenance.report.model import LINE, PROV, N, TraceView
+from provenance.report.render.jsonsafe import json_bytes
 
 __all__ = ["LazyTrace", "LineTable", "lazy_trace", "renumbered"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from provenance.report.fxgraphs import graph_rows
+from provenance.report.analyze.fx_graphs import graph_rows
 from provenance.report.model import RunModel
 
 __all__ = ["PAGES", "DistributedPage", "FailuresPage", "GraphsPage", "IndexPage", "Page", "TimePage", "register"]

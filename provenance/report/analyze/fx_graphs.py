@@ -13,15 +13,17 @@ what is kept is bounded (MAX_GRAPHS, MAX_BREAKS: the rest are counted).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup, escape
 
-from provenance.report.coerce import as_int
-from provenance.report.compiles import _frames
-from provenance.report.logs import RunLog
+from provenance.report.analyze.compile import _frames
 from provenance.report.model import CompileSummary, StackFrame
-from provenance.report.source_files import SourceCache
+from provenance.report.read.coerce import as_int
+from provenance.report.read.processes import RunLog
+
+if TYPE_CHECKING:
+    from provenance.report.render.source_files import SourceCache
 
 __all__ = ["FxGraphs", "FxRun", "GraphBreakView", "GraphView", "PieceView", "SplitView", "graph_rows"]
 

@@ -7,8 +7,8 @@ import difflib
 import zlib
 from collections import Counter
 
-from provenance.report.logs import RunLog
 from provenance.report.model import CompileSummary, Desync, RankComparison, RankRow, RankTime
+from provenance.report.read.processes import RunLog
 
 __all__ = ["compare_ranks"]
 

@@ -16,7 +16,7 @@ Nothing stale is ever used, template by template:
   neither. Then every template compiles from source, as before.
 
 Stdlib and jinja2 only: the build hook loads this file by its path, where neither this package nor
-its dependencies are installed. `python provenance/report/templating.py` writes COMPILED into a
+its dependencies are installed. `python provenance/report/render/templating.py` writes COMPILED into a
 checkout (what the hook does for an editable install).
 """
 

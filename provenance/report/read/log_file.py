@@ -16,18 +16,17 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from provenance.events import KNOWN_TYPES, SCHEMA_VERSION
+from provenance.events import KNOWN_TYPES, SCHEMA_VERSION, TYPES, EventType, refs
 from provenance.record import Frame, Provenance, Span, intern
 from provenance.report.plural import plural
-from provenance.report.validate import check
+from provenance.report.read.validate import check
 
 __all__ = ["BadLine", "Log", "LogFile", "LogRecord", "NotALog", "SchemaError", "log_files", "sniff"]
 
@@ -36,7 +35,6 @@ MAX_KEPT = 200  # bad lines (and malformed records) kept per file, to list; the 
 MAX_UNKNOWN_TYPES = 50  # distinct unknown record types counted by name; more are counted together
 MAX_DEPTH = 64  # how deep provenance records (derived_from, members) and spans (parent) may nest
 MAX_HEADER_BYTES = 8 << 20
-_FIFTH = itemgetter(4)  # an op entry's record id
 _SCHEMA = re.compile(r"(\d+)\.(\d+)")
 # glog's prefix, which every TORCH_TRACE line starts with: "V1130 15:52:35.123456 1234 torch/_dynamo/...:52]"
 _GLOG = re.compile(rb"[IWEFV]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ \S+:\d+\] ")
@@ -123,6 +121,9 @@ class LogFile:
     # The files that provenance records' frames name, numbered in the order first named: the
     # pages refer to a file by its number, the same whichever compile (or worker) shows it.
     paths: dict[str, int] = field(default_factory=dict, repr=False)
+    # Types a reader of their own checks, ahead of the pass (the report's profile records): not
+    # checked again here, so a problem is counted once.
+    read_ahead: frozenset[str] = frozenset()
     _prov: dict[int, dict] = field(default_factory=dict, repr=False)
     _spans: dict[int, dict] = field(default_factory=dict, repr=False)
     _depth: dict[int, int] = field(default_factory=dict, repr=False)  # prov id -> nesting depth
@@ -172,46 +173,44 @@ class LogFile:
         elif kind not in KNOWN_TYPES:
             self._unknown(kind)
             return None
-        problems = check(data)
-        if kind == "prov":
-            problems += self._keep(data, self._prov, self._depth, ("derived_from", "members"))
-        elif kind == "span":
-            problems += self._keep(data, self._spans, self._span_depth, ("parent",))
-        elif kind == "trace" and "ops" in data:
-            problems += self._earlier_provs(data["ops"])
-        elif kind == "compile_error" and data.get("last_prov") is not None and data["last_prov"] not in self._prov:
-            problems.append("compile_error.last_prov refers to a record not written before it")
-            data["last_prov"] = None
+        declared = TYPES[kind]
+        problems = check(data) if kind not in self.read_ahead else []
+        if declared.defines is not None:
+            problems += self._keep(declared, data)
+        elif kind not in self.read_ahead:
+            problems += self._earlier(declared, data)
         if problems:
             self._malformed(number, "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)"
                                                                   if len(problems) > 3 else ""))
         return LogRecord(kind, data, self, number)
 
-    def _keep(self, data: dict, table: dict[int, dict], depths: dict[int, int], refs: tuple[str, ...]) -> list[str]:
-        """Store a prov or span record by id. It may refer only to records written before it
-        (which keeps references acyclic), and nest at most MAX_DEPTH deep."""
-        kind, record_id = data["type"], data.get("id")
+    def _tables(self, kind: str) -> tuple[dict[int, dict], dict[int, int]]:
+        return (self._prov, self._depth) if kind == "prov" else (self._spans, self._span_depth)
+
+    def _keep(self, declared: EventType, data: dict) -> list[str]:
+        """Store a record that defines an id (prov, span). It may refer only to records written
+        before it (which keeps references acyclic), and nest at most MAX_DEPTH deep."""
+        kind, record_id = declared.defines, data.get("id")
+        table, depths = self._tables(kind)
         if type(record_id) is not int:
             return [f"{kind} record without an integer id: not kept"]
         if record_id in table:
             return [f"{kind} {record_id} written twice: the first is kept"]
         problems = []
         depth = 0
-        for ref in refs:
-            value = data.get(ref)
-            targets = value if isinstance(value, list) else [value] if value is not None else []
-            known = [t for t in targets if t in table]
-            if len(known) != len(targets):
-                problems.append(f"{kind} {record_id}.{ref} refers to records not written before it")
-                data[ref] = known if isinstance(value, list) else None
-            depth = max(depth, *(depths[t] for t in known), 0)
-        if kind == "prov" and data.get("span") is not None and data["span"] not in self._spans:
-            problems.append(f"prov {record_id}.span refers to a span not written before it")
-            data["span"] = None
+        for target, declared_refs in (("prov", declared.provs), ("span", declared.spans)):
+            known, _ = self._tables(target)
+            for ref in declared_refs:
+                if ref.keep_known(data, known):
+                    problems.append(f"{kind} {record_id}.{ref.field} refers to "
+                                    f"{'records' if target == kind else 'a ' + target} not written before it")
+                if target == kind:
+                    depth = max(depth, *(depths[t] for t in ref.ids(data) if type(t) is int), 0)
+        nesting = declared.provs if kind == "prov" else declared.spans
         if depth >= MAX_DEPTH:
             problems.append(f"{kind} {record_id} nests more than {MAX_DEPTH} records deep: its references are dropped")
-            for ref in refs:
-                data[ref] = [] if isinstance(data.get(ref), list) else None
+            for ref in nesting:
+                data[ref.field] = [] if isinstance(data.get(ref.field), list) else None
             depth = 0
         table[record_id] = data
         depths[record_id] = depth + 1
@@ -222,22 +221,22 @@ class LogFile:
                     paths[frame[0]] = len(paths)
         return problems
 
-    def _earlier_provs(self, ops: list) -> list[str]:
-        """A trace's ops may name only provenance records written before it (what they name is
-        then the same whenever, and by whichever process, the trace is rendered)."""
-        known, later = self._prov, 0
-        try:  # the common case, at C speed: every op names a known record or none
-            named = set(map(_FIFTH, ops)).difference(known)  # a dict: looked up per op, not iterated
-            named.discard(None)
-            if not named:
-                return []
-        except (TypeError, KeyError, IndexError):  # not all ops are lists of 5: checked one by one
-            pass
-        for op in ops:
-            if type(op) is list and len(op) == 5 and type(op[4]) is int and op[4] not in known:
-                op[4] = None
-                later += 1
-        return [f"trace: {plural(later, 'op refers', 'ops refer')} to records not written before it"] if later else []
+    def _earlier(self, declared: EventType, data: dict) -> list[str]:
+        """A record may name only records written before it (what it names is then the same
+        whenever, and by whichever process, it is rendered)."""
+        problems = []
+        for known, declared_refs in ((self._prov, declared.provs), (self._spans, declared.spans)):
+            for ref in declared_refs:
+                dropped = ref.keep_known(data, known)
+                if not dropped:
+                    continue
+                if ref.position is None:
+                    problems.append(f"{declared.name}.{ref.field} refers to a record not written before it")
+                else:
+                    noun = ref.field.removesuffix("s")
+                    problems.append(f"{declared.name}: {plural(dropped, f'{noun} refers', f'{noun}s refer')} "
+                                    f"to records not written before it")
+        return problems
 
     def _unknown(self, kind: str) -> None:
         kind = kind[:100]
@@ -254,6 +253,43 @@ class LogFile:
         self.malformed_count += 1
         if len(self.malformed) < MAX_KEPT:
             self.malformed.append(BadLine(self.path, number, reason, ""))
+
+    # -- records by id ---------------------------------------------------------------------
+    @classmethod
+    def of_records(cls, path: str, provs: dict[int, dict], spans: dict[int, dict],
+                   paths: dict[str, int]) -> LogFile:
+        """A table of records already read and checked (by `referenced`, in another process),
+        not a file to read: what a report worker builds one compile from."""
+        table = cls(path)
+        table._prov.update(provs)
+        table._spans.update(spans)
+        table.paths.update(paths)
+        return table
+
+    def prov_record(self, prov_id: Any) -> dict | None:
+        """The prov record with this id as read and checked (None: not read, or not an id)."""
+        return self._prov.get(prov_id) if type(prov_id) is int else None
+
+    def span_record(self, span_id: Any) -> dict | None:
+        return self._spans.get(span_id) if type(span_id) is int else None
+
+    def referenced(self, provs: Iterable[Any], spans: Iterable[Any] = ()) -> tuple[dict[int, dict],
+                                                                                  dict[int, dict]]:
+        """The prov and span records these ids name, with every record they reference in turn
+        (by the references provenance.events declares), as read: what another process needs to
+        resolve them."""
+        found: dict[str, dict[int, dict]] = {"prov": {}, "span": {}}
+        todo = [("prov", i) for i in provs] + [("span", i) for i in spans]
+        while todo:
+            kind, record_id = todo.pop()
+            table = self._prov if kind == "prov" else self._spans
+            if type(record_id) is not int or record_id in found[kind] or record_id not in table:
+                continue
+            raw = found[kind][record_id] = table[record_id]
+            more_provs, more_spans = refs(raw)
+            todo.extend(("prov", i) for i in more_provs)
+            todo.extend(("span", i) for i in more_spans)
+        return found["prov"], found["span"]
 
     # -- interned records --------------------------------------------------------------------
     def provenance(self, prov_id: int | None) -> Provenance | None:

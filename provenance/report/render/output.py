@@ -14,12 +14,12 @@ from typing import Any
 
 from markupsafe import Markup
 
-from provenance.report.desync import MARK as DESYNC_MARK
-from provenance.report.highlight import style_css
-from provenance.report.html import environment, source_rows, trace_frame
-from provenance.report.lazy import LazyTrace, LineTable, lazy_trace, renumbered
+from provenance.report.analyze.desync import MARK as DESYNC_MARK
+from provenance.report.analyze.prov_table import ProvTable
 from provenance.report.model import CompilePage, CompilePages, SourcePage, TraceView
-from provenance.report.provinfo import ProvTable
+from provenance.report.render.highlight import style_css
+from provenance.report.render.html import environment, source_rows, trace_frame
+from provenance.report.render.trace_data import LazyTrace, LineTable, lazy_trace, renumbered
 
 __all__ = ["MARKER_FILE", "CompileWriter", "ReportWriter", "prepare_out"]
 
@@ -84,7 +84,7 @@ class ReportWriter:
         (self.out / "compiles").mkdir(parents=True, exist_ok=True)
         (self.out / "static").mkdir(exist_ok=True)
         (self.out / MARKER_FILE).write_text("made by thunder-trace report; --overwrite may delete this directory\n")
-        templates = resources.files("provenance.report") / "templates"
+        templates = resources.files("provenance.report.render") / "templates"
         css = (templates / "report.css").read_text(encoding="utf-8") + "\n" + style_css(".code")
         (self.out / "static" / "report.css").write_text(css, encoding="utf-8")
         (self.out / "static" / "report.js").write_text((templates / "report.js").read_text(encoding="utf-8"),

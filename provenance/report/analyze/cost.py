@@ -10,6 +10,7 @@ say which share of the profiled time an op or a line took: `HEAT` are the thresh
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -17,12 +18,23 @@ from typing import Any
 
 from provenance.profile import CompileProfile
 from provenance.record import Provenance
+from provenance.report.analyze.handlers import READ_AHEAD, handler_of
 from provenance.report.model import PROV, SYM, TraceView
-from provenance.report.profiles import LoggedProfile, LoggedTrace, compile_profile
+from provenance.report.read.coerce import hashable
+from provenance.report.read.log_file import LogFile, log_files
+from provenance.report.read.profile_records import (
+    LoggedProfile,
+    LoggedTrace,
+    ProfileCollector,
+    compile_profile,
+    safe_lookup,
+)
+from provenance.report.read.read_ahead import scan
 from provenance.rollup import BETWEEN, NO_MODULE, ROOT, CostRow, line_texts, merge, rollup, summary
 
 __all__ = ["HEAT", "LEGEND", "STRAGGLER", "CompileTime", "IcicleBox", "LineTime", "OpTime", "RankLine", "RankTable",
-           "RunTime", "TimeRow", "TimeSummary", "compile_time", "heat", "icicle", "op_times", "run_time"]
+           "RunTime", "TimeRow", "TimeSummary", "compile_time", "heat", "icicle", "load_profiles", "op_times",
+           "run_time"]
 
 HEAT = (0.10, 0.03, 0.01, 0.003, 0.001)  # share of the profiled time -> heat 5, 4, 3, 2, 1 (else 0)
 LEGEND = [(5 - i, f"{100 * limit:g}%") for i, limit in enumerate(HEAT)]  # for the pages: (heat, threshold)
@@ -384,4 +396,24 @@ def _compare(logs: list[int], rows: dict[int, dict[str, CostRow]], texts: dict[s
         out.append(RankLine(key, label, texts.get(key, ""), cells, flags, median,
                             [0.0 if c is None else 100.0 * c / top for c in cells]))
     out.sort(key=lambda line: (-max(c for c in line.cells if c is not None), line.key))
+    return out
+
+
+def load_profiles(path: str | os.PathLike[str]) -> list[CompileProfile]:
+    """The profiles of a THUNDER_TRACE log file or directory, rebuilt (every compile with a
+    profile, file by file): `provenance.rollup.rollup(load_profiles(dir), by="line")` is the log's
+    `provenance.cost()`. Records that do not fit are skipped."""
+    out: list[CompileProfile] = []
+    for path_ in log_files(path)[0]:
+        collector = ProfileCollector()
+        scan(path_, READ_AHEAD, lambda data, into=collector: handler_of(data).read_ahead(into, data))
+        if not collector.profiles:
+            continue
+        log_file = LogFile(str(path_), read_ahead=READ_AHEAD)
+        names: dict[Any, str] = {}
+        for record in log_file:  # the provenance records (kept by the reader) and function names
+            if record.type == "compile_start":
+                names[hashable(record.get("compile"))] = str(record.get("fn") or "?")
+        out.extend(compile_profile(p, safe_lookup(log_file.provenance), names.get(key, "?"))
+                   for key, p in collector.profiles.items())
     return out

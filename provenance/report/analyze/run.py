@@ -16,14 +16,16 @@ import zlib
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from provenance.report.call_sites import CallSites
-from provenance.report.coerce import as_int, hashable
-from provenance.report.compiles import CompileBuilder
-from provenance.report.directory import DirectoryWriter
-from provenance.report.fxgraphs import FxGraphs
-from provenance.report.logs import RunLog, header_view
+from provenance.report.analyze.call_sites import CallSites
+from provenance.report.analyze.compile import CompileBuilder
+from provenance.report.analyze.cost import run_time
+from provenance.report.analyze.fx_graphs import FxGraphs
+from provenance.report.analyze.handlers import HANDLERS, READ_AHEAD, handler_of
+from provenance.report.analyze.pending import RECOVERABLE, CompileResult, LocalCompile, RemoteCompile
+from provenance.report.analyze.prov_table import ProvTable
+from provenance.report.analyze.ranks import compare_ranks
 from provenance.report.model import (
     CompilePages,
     CompileSummary,
@@ -35,17 +37,19 @@ from provenance.report.model import (
     Totals,
     coverage,
 )
-from provenance.report.output import ReportWriter
-from provenance.report.perfetto import PERFETTO_FILE, PerfettoWriter
 from provenance.report.plural import plural
-from provenance.report.profiles import PROFILE_TYPES, LoggedProfile, scan
-from provenance.report.provinfo import ProvTable
-from provenance.report.ranks import compare_ranks
-from provenance.report.reader import LogFile, LogRecord
-from provenance.report.source_files import SourceCache
-from provenance.report.timing import run_time
-from provenance.report.why import executor_compile
-from provenance.report.workers import RECOVERABLE, CompileResult, LocalCompile, Pool, RemoteCompile
+from provenance.report.read.coerce import as_int, hashable
+from provenance.report.read.log_file import LogFile, LogRecord
+from provenance.report.read.processes import RunLog, header_view
+from provenance.report.read.profile_records import LoggedProfile, ProfileCollector
+from provenance.report.read.read_ahead import scan
+
+if TYPE_CHECKING:  # the outputs are given (build.py): analysis imports no renderer
+    from provenance.report.render.directory import DirectoryWriter
+    from provenance.report.render.output import ReportWriter
+    from provenance.report.render.perfetto import PerfettoWriter
+    from provenance.report.render.source_files import SourceCache
+    from provenance.report.workers import Pool
 
 __all__ = ["RunBuilder"]
 
@@ -66,11 +70,68 @@ class _Calls(NamedTuple):
     compiles: list[int]
 
 
+class FilePass:
+    """The pass over one log file: its open compiles, and the compile that ended last."""
+
+    def __init__(self, run: RunBuilder, log: RunLog, log_file: LogFile, profiles: dict[Any, LoggedProfile]) -> None:
+        self.run, self.log, self.log_file = run, log, log_file
+        self.provs = ProvTable(log_file)
+        self.profiles = profiles  # read ahead, by compile id: each handed to its compile at its start
+        self.open_compiles: dict[Any, LocalCompile | RemoteCompile] = {}
+        # A compile that ended waits for the next compile to start (or the end of the log): the
+        # executor compiles its first call causes come after its end.
+        self.ended: list[tuple[Any, LocalCompile | RemoteCompile, dict]] = []
+        self.read_ahead_seen = 0  # read-ahead records the pass met
+
+    def open(self, record: LogRecord) -> None:
+        self.release()
+        cid = hashable(record.get("compile"))
+        if cid in self.open_compiles:
+            self.run.malformed(self.log, record.line,
+                               f"compile {_short.repr(cid)} started twice; the first is closed as incomplete")
+            self.open_compiles.pop(cid).finish(None)
+        self.open_compiles[cid] = self.run.begin(self, record.data)
+
+    def compile_of(self, record: LogRecord) -> LocalCompile | RemoteCompile:
+        """The open compile a record belongs to (one begun for it, if its start is missing)."""
+        cid = hashable(record.get("compile"))
+        found = self.open_compiles.get(cid)
+        if found is None:
+            self.run.malformed(self.log, record.line,
+                               f"{record.type} of compile {_short.repr(cid)} without its compile_start")
+            found = self.open_compiles[cid] = self.run.begin(self, {"compile": record.get("compile")})
+        return found
+
+    def close(self, record: LogRecord) -> None:
+        compile_ = self.compile_of(record)
+        cid = hashable(record.get("compile"))
+        self.open_compiles.pop(cid, None)
+        self.run.compile_closed(self.log, cid, ok=record.type == "compile_end")
+        self.release()
+        self.ended.append((cid, compile_, record.data))
+
+    def after_end(self, data: dict) -> None:
+        """A record of the compile that ended last (dropped if another compile came between)."""
+        if self.ended and self.ended[0][0] == hashable(data.get("compile")):
+            self.ended[0][1].add(data)
+
+    def latest_prologue(self, compile_id: Any, text: str) -> None:
+        self.run.latest_prologue(self.log, hashable(compile_id), text)
+
+    def release(self) -> None:
+        """Finish the compile that ended last (its pages are written)."""
+        while self.ended:
+            _, compile_, closing = self.ended.pop()
+            compile_.finish(closing)
+
+
 class RunBuilder:
     """Consumes the records of every log file; each compile's pages are written when it ends,
-    here or (with a pool) by a worker process."""
+    here or (with a pool) by a worker process. Its outputs are given: the page writer, the
+    Perfetto trace, compile_directory.json's entries and the user source files."""
 
-    def __init__(self, writer: ReportWriter, logs: list[RunLog],
+    def __init__(self, writer: ReportWriter, logs: list[RunLog], *, perfetto: PerfettoWriter,
+                 directory: DirectoryWriter, sources: SourceCache,
                  progress: Callable[[int], None] | None = None, pool: Pool | None = None) -> None:
         self.writer = writer
         self.logs = logs
@@ -82,7 +143,7 @@ class RunBuilder:
         self.call_sites = CallSites()
         self.roles: Counter = Counter()
         self.calls: list[_Calls] = []
-        self.source_cache = SourceCache()
+        self.source_cache = sources
         self._page_counts: Counter = Counter()  # compiles by page-name base
         self._unnumbered = 0  # compiles whose id is not a non-negative integer
         self._compile_pages: dict[tuple[int, Any], str] = {}  # (log, compile id) -> its page, for links
@@ -90,11 +151,8 @@ class RunBuilder:
         self._prologues: OrderedDict[tuple[int, Any], bytes] = OrderedDict()  # final prologues, zlib'd
         self.bytes_read = 0
         self.log_summaries: dict[int, LogSummary] = {}  # by log index, once read
-        times = [log.header.get("time_ns") for log in logs if log.header and isinstance(log.header.get("time_ns"), int)]
-        self.perfetto = PerfettoWriter(str(writer.out / PERFETTO_FILE), min(times) if times else None)
-        self.directory = DirectoryWriter(writer.out)  # compile_directory.json's entries, as compiles end
-        self._profiles: dict[Any, LoggedProfile] = {}  # the file's profiles by compile id (read ahead)
-        self._profile_records = 0  # profile records the pass met in the file
+        self.perfetto = perfetto
+        self.directory = directory  # compile_directory.json's entries, as compiles end
         self.fx = FxGraphs()  # ThunderFX's graphs, pieces and breaks
 
     # -- the pass ---------------------------------------------------------------------------------
@@ -106,41 +164,36 @@ class RunBuilder:
         self.perfetto.close()
 
     def _file(self, log: RunLog) -> None:
-        log_file = LogFile(log.path)
-        provs = ProvTable(log_file)
-        found = scan(log.path)  # profile records come after their compile's end: read them first
-        self._profiles, self._profile_records = found.profiles, 0
+        log_file = LogFile(log.path, read_ahead=READ_AHEAD)
+        collector = ProfileCollector()
+        found = scan(log.path, READ_AHEAD, lambda data: handler_of(data).read_ahead(collector, data))
+        file = FilePass(self, log, log_file, collector.profiles)
         for line, reason in found.problems:
-            self._malformed(log, line, reason)
+            self.malformed(log, line, reason)
         if found.more_problems:
             more = found.more_problems
-            self._in_order(lambda: self.problems.add("malformed record", log.name, None,
-                                                     f"{more} more malformed profile records not listed", count=more))
-        self._in_order(lambda: self.perfetto.process(log.index, f"{log.label} \u00b7 {log.name}"))
-        open_compiles: dict[Any, LocalCompile | RemoteCompile] = {}
-        # A compile that ended waits for the next compile to start (or the end of the log): the
-        # executor compiles its first call causes come after its end.
-        ended: list[tuple[Any, LocalCompile | RemoteCompile, dict]] = []
+            self.in_order(lambda: self.problems.add("malformed record", log.name, None,
+                                                    f"{more} more malformed read-ahead records not listed",
+                                                    count=more))
+        self.in_order(lambda: self.perfetto.process(log.index, f"{log.label} \u00b7 {log.name}"))
         done_before = self.bytes_read
         for n, record in enumerate(log_file):
-            self._guarded(log, record.line, f"{record.type} record", self._record,
-                          log, log_file, provs, record, open_compiles, ended)
+            self._guarded(log, record.line, f"{record.type} record", HANDLERS[record.type].run, self, file, record)
             if self.progress is not None and not n & 255:
                 self.progress(done_before + log_file.bytes)
-        self._guarded(log, None, "compile end", self._release, ended)
-        for compile_ in list(open_compiles.values()):  # the log ended mid-compile
+        self._guarded(log, None, "compile end", file.release)
+        for compile_ in list(file.open_compiles.values()):  # the log ended mid-compile
             self._guarded(log, None, "incomplete compile", compile_.finish, None)
         self.bytes_read = done_before + log_file.bytes
         if self.progress is not None:
             self.progress(self.bytes_read)
-        self._in_order(lambda: self._file_problems(log, log_file))
-        if self._profile_records > found.records:  # a form the scan does not find (the writer never writes it)
-            missed = self._profile_records - found.records
-            self._malformed(log, None, f"{missed} profile record(s) not written as one JSON object per line with "
-                                       f"\"type\" first were skipped")
-        for cid in self._profiles:  # not handed to a compile
-            self._malformed(log, None, f"profile records of compile {_short.repr(cid)}, which this log does not start")
-        self._profiles = {}
+        self.in_order(lambda: self._file_problems(log, log_file))
+        if file.read_ahead_seen > found.records:  # a form the scan does not find (the writer never writes it)
+            missed = file.read_ahead_seen - found.records
+            self.malformed(log, None, f"{missed} {'/'.join(sorted(READ_AHEAD))} record(s) not written as one JSON "
+                                      f"object per line with \"type\" first were skipped")
+        for cid in file.profiles:  # not handed to a compile
+            self.malformed(log, None, f"profile records of compile {_short.repr(cid)}, which this log does not start")
         if log_file.header is not None and log.header is None:
             log.header = log_file.header
         self.log_summaries[log.index] = LogSummary(log.index, log.name, log.label, log.rank, header_view(log.header),
@@ -160,7 +213,7 @@ class RunBuilder:
             self.problems.add("unknown record type", log.name, None,
                               f"{plural(count, 'record')} of unknown type {kind!r}", count=count)
 
-    def _in_order(self, action: Callable[[], None]) -> None:
+    def in_order(self, action: Callable[[], None]) -> None:
         """Run `action` now or, while worker processes build compiles read before it, once they
         are delivered: problems and Perfetto events come in the order the logs have them, so
         the report does not depend on -j."""
@@ -169,88 +222,32 @@ class RunBuilder:
         else:
             action()
 
-    def _record(self, log: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
-                open_compiles: dict[Any, LocalCompile | RemoteCompile], ended: list) -> None:
-        kind, data = record.type, record.data
-        if kind in ("prov", "span", "header"):
-            return  # the reader keeps records by id; headers were read up front
-        if kind == "compile_start":
-            self._release(ended)
-            cid = hashable(data.get("compile"))
-            if cid in open_compiles:
-                self._malformed(log, record.line,
-                                f"compile {_short.repr(cid)} started twice; the first is closed as incomplete")
-                open_compiles.pop(cid).finish(None)
-            open_compiles[cid] = self._begin(log, log_file, provs, data)
-        elif kind == "trace":
-            if data.get("list") == "prologue" and isinstance(data.get("python"), str):
-                self._prologue_open[(log.index, hashable(data.get("compile")))] = data["python"]
-            self._compile(log, log_file, provs, record, open_compiles).add(data)
-        elif kind == "phases":
-            self._compile(log, log_file, provs, record, open_compiles).add(data)
-        elif kind == "recompile":
-            self._compile(log, log_file, provs, record, open_compiles).add(self._recompile(log, data))
-        elif kind in ("compile_end", "compile_error", "capture_disabled"):
-            compile_ = self._compile(log, log_file, provs, record, open_compiles)
-            cid = hashable(data.get("compile"))
-            open_compiles.pop(cid, None)
-            prologue = self._prologue_open.pop((log.index, cid), None)
-            if kind == "compile_end" and prologue is not None:
-                self._prologues[(log.index, cid)] = zlib.compress(prologue.encode(), 1)  # fast: every compile pays it
-                while len(self._prologues) > MAX_PROLOGUES:
-                    self._prologues.popitem(last=False)
-            self._release(ended)
-            ended.append((cid, compile_, data))
-        elif kind == "executor_compile":
-            found = executor_compile(data)
-            if found is not None:
-                cid = data.get("compile")
-                self._in_order(lambda: self.perfetto.executor_compile(log.index, cid, found))
-            if ended and ended[0][0] == hashable(data.get("compile")):
-                ended[0][1].add(data)
-        elif kind == "dynamo_graph":
-            self.fx.graph(log, data)
-        elif kind == "graph_break":
-            self.fx.graph_break(log, data)
-        elif kind == "calls":
-            self.calls.append(_Calls(log.index, as_int(data.get("calls")), as_int(data.get("cache_hits")),
-                                     [c for c in data.get("compiles") or [] if isinstance(c, int)]))
-        elif kind in PROFILE_TYPES:
-            self._profile_records += 1  # read ahead (scan), handed to its compile at its start
-        elif kind == "span_end":
-            span = log_file._spans.get(data.get("id"))
-            end = data.get("end_ns")
-            if span and isinstance(span.get("start_ns"), int) and isinstance(end, int):
-                name, start, role = str(span.get("name")), span["start_ns"], span.get("role")
-                self._in_order(lambda: self.perfetto.scope(log.index, name, start, end, role))
+    # -- what handlers ask of the run ---------------------------------------------------------
+    def add_calls(self, log: int, calls: int | None, hits: int | None, compiles: list[int]) -> None:
+        self.calls.append(_Calls(log, calls, hits, compiles))
 
-    @staticmethod
-    def _release(ended: list) -> None:
-        """Finish the compile that ended last (its pages are written)."""
-        while ended:
-            _, compile_, closing = ended.pop()
-            compile_.finish(closing)
+    def page_of(self, log: RunLog, compile_id: int) -> str | None:
+        """The page of a compile of this log that began before (for links)."""
+        return self._compile_pages.get((log.index, compile_id))
 
-    def _recompile(self, log: RunLog, data: dict) -> dict:
-        """The recompile record, with the pages of the compiles it names and the final prologue of
-        the newest one (the page diffs against it)."""
-        rejected = data.get("rejected") if isinstance(data.get("rejected"), list) else []
-        ids = [e.get("compile") for e in rejected if isinstance(e, dict) and isinstance(e.get("compile"), int)]
-        pages = {cid: page for cid in ids if (page := self._compile_pages.get((log.index, cid))) is not None}
-        newest = rejected[0].get("compile") if rejected and isinstance(rejected[0], dict) else None
-        packed = self._prologues.get((log.index, newest)) if isinstance(newest, int) else None
-        return {**data, "_pages": pages, "_prologue": zlib.decompress(packed).decode() if packed else None}
+    def final_prologue(self, log: RunLog, compile_id: int) -> bytes | None:
+        """The final prologue of a compile of this log that ended ok (zlib'd), if still kept."""
+        return self._prologues.get((log.index, compile_id))
 
-    def _compile(self, log: RunLog, log_file: LogFile, provs: ProvTable, record: LogRecord,
-                 open_compiles: dict) -> LocalCompile | RemoteCompile:
-        cid = hashable(record.data.get("compile"))
-        found = open_compiles.get(cid)
-        if found is None:
-            self._malformed(log, record.line, f"{record.type} of compile {_short.repr(cid)} without its compile_start")
-            found = open_compiles[cid] = self._begin(log, log_file, provs, {"compile": record.data.get("compile")})
-        return found
+    def latest_prologue(self, log: RunLog, compile_id: Any, text: str) -> None:
+        self._prologue_open[(log.index, compile_id)] = text
 
-    def _begin(self, log: RunLog, log_file: LogFile, provs: ProvTable, start: dict) -> LocalCompile | RemoteCompile:
+    def compile_closed(self, log: RunLog, compile_id: Any, ok: bool) -> None:
+        """Keep an ok compile's final prologue, for the recompiles that diff against it."""
+        prologue = self._prologue_open.pop((log.index, compile_id), None)
+        if ok and prologue is not None:
+            # level 1: fast, and every compile pays it
+            self._prologues[(log.index, compile_id)] = zlib.compress(prologue.encode(), 1)
+            while len(self._prologues) > MAX_PROLOGUES:
+                self._prologues.popitem(last=False)
+
+    def begin(self, file: FilePass, start: dict) -> LocalCompile | RemoteCompile:
+        log = file.log
         cid = start.get("compile")
         numbered = as_int(cid) is not None and cid >= 0
         base = f"{log.prefix}-c{cid}" if numbered else f"{log.prefix}-x{self._unnumbered}"
@@ -265,18 +262,19 @@ class RunBuilder:
             self._compile_pages[(log.index, cid)] = f"{key}.html"  # linked from the compiles/ directory
         self.fx.piece_compile(log, key, start)
         args = {"key": key, "log": log.index, "rank": log.rank, "rank_label": log.page_label, "pages": pages,
-                "compare": len(self.logs) > 1, "profile": self._profiles.pop(hashable(cid), None)}
+                "compare": len(self.logs) > 1, "profile": file.profiles.pop(hashable(cid), None)}
 
         def deliver(result: CompileResult) -> None:
             self._finished(log, result)
 
         if self.pool is not None:
-            compile_ = RemoteCompile(self.pool, args, log_file, deliver)
+            compile_ = RemoteCompile(self.pool, args, file.log_file, deliver)
             compile_.add(start)
             return compile_
         malformed: list[str] = []  # delivered with the compile, as a worker's would be
-        builder = CompileBuilder(**args, start=start, provs=provs, sink=self.writer.begin_compile(pages, provs),
-                                 sources=self.source_cache, malformed=malformed.append)
+        sink = self.writer.begin_compile(pages, file.provs)
+        builder = CompileBuilder(**args, start=start, provs=file.provs, sink=sink, sources=self.source_cache,
+                                 malformed=malformed.append)
         return LocalCompile(builder, deliver, malformed)
 
     def _finished(self, log: RunLog, result: CompileResult) -> None:
@@ -308,10 +306,10 @@ class RunBuilder:
         except RECOVERABLE as exc:
             if _DEBUG:
                 raise
-            self._malformed(log, line, f"{what}: {type(exc).__name__}: {exc}")
+            self.malformed(log, line, f"{what}: {type(exc).__name__}: {exc}")
 
-    def _malformed(self, log: RunLog, line: int | None, reason: str) -> None:
-        self._in_order(lambda: self.problems.add("malformed record", log.name, line, reason))
+    def malformed(self, log: RunLog, line: int | None, reason: str) -> None:
+        self.in_order(lambda: self.problems.add("malformed record", log.name, line, reason))
 
     def directory_calls(self) -> dict[str, tuple[int, int]]:
         """Each compile's calls and cache hits (the calls records at the end of each log)."""

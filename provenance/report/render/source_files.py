@@ -13,7 +13,7 @@ import os
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from provenance.report.highlight import python_lines
+from provenance.report.render.highlight import python_lines
 
 __all__ = ["SourceCache", "SourceFile"]
 

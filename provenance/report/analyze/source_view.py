@@ -3,9 +3,10 @@ forward ops, backward ops and fusions it made, and the keys that link ops to lin
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provenance.record import Kind
+from provenance.report.analyze.prov_table import ProvTable
 from provenance.report.model import (
     LINE,
     PROV,
@@ -17,8 +18,9 @@ from provenance.report.model import (
     SourcePane,
     TraceView,
 )
-from provenance.report.provinfo import ProvTable
-from provenance.report.source_files import SourceCache
+
+if TYPE_CHECKING:
+    from provenance.report.render.source_files import SourceCache
 
 __all__ = ["source_view"]
 

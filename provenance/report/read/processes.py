@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from provenance.report.coerce import as_int
 from provenance.report.model import LogHeader
+from provenance.report.read.coerce import as_int
 
 __all__ = ["RunLog", "header_view", "label_logs"]
 

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 import jinja2
 from markupsafe import Markup, escape
 
-from provenance.report.jsonsafe import json_bytes, json_script
 from provenance.report.model import LISTS, ProvInfo, SourceFileView, TraceDiff, TraceView
 from provenance.report.plural import plural
-from provenance.report.templating import load_compiled, make_environment
+from provenance.report.render.jsonsafe import json_bytes, json_script
+from provenance.report.render.templating import load_compiled, make_environment
 
 __all__ = ["diff_items", "environment", "provs_script", "source_rows", "trace_frame"]
 
@@ -43,7 +43,7 @@ def environment(nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -
     where templates of pages defined outside this package are, after the package's own. The
     package's templates come compiled at install time when they are fresh (templating.py); the
     others, and any that changed, are compiled from source."""
-    loader: jinja2.BaseLoader = jinja2.PackageLoader("provenance.report", "templates")
+    loader: jinja2.BaseLoader = jinja2.PackageLoader("provenance.report.render", "templates")
     if template_dirs:
         loader = jinja2.ChoiceLoader([loader, jinja2.FileSystemLoader(list(template_dirs))])
     env = make_environment(loader, {"ms": _ms, "seconds": _seconds, "json_script": json_script, "plural": plural})

@@ -1,0 +1,244 @@
+"""One handler per event type: where the report sends each record of a log.
+
+The event types themselves (fields, the ids they reference, which close a compile) are declared
+in provenance/events.py; this says what the report does with each. A handler's `route` is where
+its records go:
+- LOG: kept by the reader (records that define ids, the header); nothing more to do in the pass.
+- RUN: the run as a whole (calls, ThunderFX graphs, scope ends): `run(...)`.
+- OPENS / CLOSES: start or end a compile; COMPILE: a record of the open compile, handed to its
+  builder (`compile(...)`), here or in a worker process; AFTER_END: a record of the compile that
+  ended last (lazy executor compiles, which its first call causes).
+- READ_AHEAD: read before the pass (read/read_ahead.py: they follow their compile's end), into
+  what `read_ahead(...)` fills; the pass only counts them.
+
+Adding an event type to the report is one class here and one line in `default_handlers()`;
+tests/test_layering.py fails while an event type has no handler.
+"""
+
+from __future__ import annotations
+
+import zlib
+from enum import Enum
+from typing import TYPE_CHECKING, ClassVar
+
+from provenance.events import TYPES
+from provenance.report.analyze.phases import executor_compile
+from provenance.report.read.coerce import as_int
+
+if TYPE_CHECKING:
+    from provenance.report.analyze.compile import CompileBuilder
+    from provenance.report.analyze.run import FilePass, RunBuilder
+    from provenance.report.read.log_file import LogRecord
+    from provenance.report.read.profile_records import ProfileCollector
+
+__all__ = ["HANDLERS", "READ_AHEAD", "Handler", "Route", "default_handlers", "handler_of", "registry"]
+
+
+class Route(Enum):
+    LOG = "log"
+    RUN = "run"
+    OPENS = "opens"
+    COMPILE = "compile"
+    CLOSES = "closes"
+    AFTER_END = "after_end"
+    READ_AHEAD = "read_ahead"
+
+
+class Handler:
+    """What the report does with one event type. `run` is called in the pass over the log, in
+    order; `compile`, for records that go to a compile, by its builder (wherever it is built)."""
+
+    type: ClassVar[str]
+    route: ClassVar[Route]
+
+    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+        route = self.route
+        if route is Route.COMPILE:
+            file.compile_of(record).add(record.data)
+        elif route is Route.CLOSES:
+            file.close(record)
+        elif route is Route.AFTER_END:
+            file.after_end(record.data)
+        elif route is Route.READ_AHEAD:
+            file.read_ahead_seen += 1  # read before the pass, handed to its compile at its start
+
+    def compile(self, builder: CompileBuilder, data: dict) -> None:
+        raise TypeError(f"{self.type} records do not go to a compile")
+
+    def read_ahead(self, collector: ProfileCollector, data: dict) -> str | None:
+        raise TypeError(f"{self.type} records are not read ahead")
+
+
+class Kept(Handler):
+    route = Route.LOG
+
+    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+        pass  # the reader keeps it by id (or read it up front: the header)
+
+
+class Header(Kept):
+    type = "header"
+
+
+class Prov(Kept):
+    type = "prov"
+
+
+class Span(Kept):
+    type = "span"
+
+
+class SpanEnd(Handler):
+    type, route = "span_end", Route.RUN
+
+    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+        span = file.log_file.span_record(record.get("id"))
+        end = record.get("end_ns")
+        if span and isinstance(span.get("start_ns"), int) and isinstance(end, int):
+            name, start, role, log = str(span.get("name")), span["start_ns"], span.get("role"), file.log.index
+            run.in_order(lambda: run.perfetto.scope(log, name, start, end, role))
+
+
+class CompileStart(Handler):
+    type, route = "compile_start", Route.OPENS
+
+    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+        file.open(record)
+
+
+class Trace(Handler):
+    type, route = "trace", Route.COMPILE
+
+    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+        if record.get("list") == "prologue" and isinstance(record.get("python"), str):
+            file.latest_prologue(record.get("compile"), record["python"])
+        super().run(run, file, record)
+
+    def compile(self, builder: CompileBuilder, data: dict) -> None:
+        builder.add_trace(data)
+
+
+class Phases(Handler):
+    type, route = "phases", Route.COMPILE
+
+    def compile(self, builder: CompileBuilder, data: dict) -> None:
+        builder.phases = data
+
+
+class Recompile(Handler):
+    type, route = "recompile", Route.COMPILE
+
+    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+        """With the pages of the compiles it names and the final prologue of the newest one (the
+        page diffs against it)."""
+        data = record.data
+        rejected = data.get("rejected") if isinstance(data.get("rejected"), list) else []
+        ids = [e.get("compile") for e in rejected if isinstance(e, dict) and isinstance(e.get("compile"), int)]
+        pages = {cid: page for cid in ids if (page := run.page_of(file.log, cid)) is not None}
+        newest = rejected[0].get("compile") if rejected and isinstance(rejected[0], dict) else None
+        packed = run.final_prologue(file.log, newest) if isinstance(newest, int) else None
+        file.compile_of(record).add({**data, "_pages": pages,
+                                     "_prologue": zlib.decompress(packed).decode() if packed else None})
+
+    def compile(self, builder: CompileBuilder, data: dict) -> None:
+        builder.recompile = data
+
+
+class Closing(Handler):
+    route = Route.CLOSES
+    status: ClassVar[str]  # the compile's status on the pages
+
+    def compile(self, builder: CompileBuilder, data: dict) -> None:
+        builder.close(self.status, data)
+
+
+class CompileEnd(Closing):
+    type, status = "compile_end", "ok"
+
+
+class CompileError(Closing):
+    type, status = "compile_error", "failed"
+
+
+class CaptureDisabled(Closing):
+    type, status = "capture_disabled", "disabled"
+
+
+class ExecutorCompile(Handler):
+    type, route = "executor_compile", Route.AFTER_END
+
+    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+        found = executor_compile(record.data)
+        if found is not None:
+            log, cid = file.log.index, record.get("compile")
+            run.in_order(lambda: run.perfetto.executor_compile(log, cid, found))
+        super().run(run, file, record)
+
+    def compile(self, builder: CompileBuilder, data: dict) -> None:
+        found = executor_compile(data)
+        if found is not None:
+            builder.executor_compiles.append(found)
+
+
+class Calls(Handler):
+    type, route = "calls", Route.RUN
+
+    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+        run.add_calls(file.log.index, as_int(record.get("calls")), as_int(record.get("cache_hits")),
+                      [c for c in record.get("compiles") or [] if isinstance(c, int)])
+
+
+class DynamoGraph(Handler):
+    type, route = "dynamo_graph", Route.RUN
+
+    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+        run.fx.graph(file.log, record.data)
+
+
+class GraphBreak(Handler):
+    type, route = "graph_break", Route.RUN
+
+    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+        run.fx.graph_break(file.log, record.data)
+
+
+class ProfileOps(Handler):
+    type, route = "profile_ops", Route.READ_AHEAD
+
+    def read_ahead(self, collector: ProfileCollector, data: dict) -> str | None:
+        return collector.ops(data)
+
+
+class ProfileCall(Handler):
+    type, route = "profile_call", Route.READ_AHEAD
+
+    def read_ahead(self, collector: ProfileCollector, data: dict) -> str | None:
+        return collector.call(data)
+
+
+def default_handlers() -> list[Handler]:
+    """Every event type's handler, one each."""
+    return [Header(), Prov(), Span(), SpanEnd(), CompileStart(), Trace(), Phases(), Recompile(), CompileEnd(),
+            CompileError(), CaptureDisabled(), ExecutorCompile(), Calls(), DynamoGraph(), GraphBreak(),
+            ProfileOps(), ProfileCall()]
+
+
+def registry(handlers: list[Handler]) -> dict[str, Handler]:
+    found: dict[str, Handler] = {}
+    for handler in handlers:
+        if handler.type in found:
+            raise ValueError(f"two report handlers for {handler.type!r}")
+        if handler.type not in TYPES:
+            raise ValueError(f"a report handler for {handler.type!r}, which provenance.events does not declare")
+        if (handler.route is Route.CLOSES) != TYPES[handler.type].closes:
+            raise ValueError(f"{handler.type!r}: provenance.events and its handler disagree on closing a compile")
+        found[handler.type] = handler
+    return found
+
+
+HANDLERS: dict[str, Handler] = registry(default_handlers())
+READ_AHEAD = frozenset(t for t, h in HANDLERS.items() if h.route is Route.READ_AHEAD)
+
+
+def handler_of(data: dict) -> Handler:
+    return HANDLERS[data["type"]]

@@ -1,0 +1,86 @@
+"""Records read ahead of the pass over a log file, without parsing its other lines.
+
+Some records come after the compile they belong to has ended (its profiled calls run after the
+compile), while its pages are written when it ends. So before the pass, `scan` finds the records
+of the types asked for (a regular expression over the file, read in chunks) and hands each to
+`take`, which says what is wrong with it, if anything. The report's handlers say which types are
+read ahead (analyze/handlers.py); the pass then skips them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+import orjson
+
+__all__ = ["CHUNK", "MAX_PROBLEMS", "ReadAhead", "scan"]
+
+CHUNK = 1 << 20  # bytes read at a time: the scan's memory, whatever the log's size
+MAX_PROBLEMS = 200  # a log of bad records keeps their count, not each reason
+
+
+@dataclass
+class ReadAhead:
+    """What a scan found: the records skipped (line number, reason) and how many it took."""
+
+    problems: list[tuple[int, str]]  # the first MAX_PROBLEMS
+    records: int  # records found of the types asked for (good or not)
+    more_problems: int = 0  # records skipped beyond those listed
+
+
+def _patterns(types: Collection[str]) -> tuple[bytes, re.Pattern[bytes]]:
+    """A fast hint every matching line holds (the names' common start) and the exact pattern."""
+    quoted = [b'"' + t.encode() + b'"' for t in sorted(types)]
+    hint = os.path.commonprefix(quoted) if quoted else b'"'
+    names = b"|".join(re.escape(q[1:-1]) for q in quoted)
+    return hint, re.compile(rb'"type"\s*:\s*"(?:' + names + rb')"')
+
+
+def scan(path: str | os.PathLike[str], types: Collection[str], take: Callable[[dict], str | None]) -> ReadAhead:
+    """Find the records of `types` in a log file and `take` each. Read in chunks cut at a newline
+    (a longer line is held whole, as the reader holds it), so memory does not follow the file."""
+    if not types:
+        return ReadAhead([], 0)
+    hint, find = _patterns(types)
+    problems: list[tuple[int, str]] = []  # line number, reason
+    records = more = 0
+    line_base = 1  # the number of the first line of the chunk
+    with open(path, "rb") as f:
+        pending: list[bytes] = []  # the start of a line that runs past the chunks read so far
+        while block := f.read(CHUNK):
+            cut = block.rfind(b"\n") + 1
+            if not cut:
+                pending.append(block)
+                continue
+            chunk = b"".join([*pending, block[:cut]]) if pending else block[:cut]
+            pending = [block[cut:]] if cut < len(block) else []
+            counted = 0  # newlines before `counted` are counted
+            line = line_base
+            at = chunk.find(hint)
+            while at >= 0:  # bytes.find runs at memory speed; the regex only checks the lines it finds
+                start = chunk.rfind(b"\n", 0, at) + 1
+                end = chunk.find(b"\n", at)  # found: the chunk ends with one
+                at = chunk.find(hint, end)
+                if not find.search(chunk, start, end):
+                    continue
+                try:
+                    data = orjson.loads(chunk[start:end])
+                except orjson.JSONDecodeError:
+                    continue  # the pass reports bad lines
+                if not isinstance(data, dict) or data.get("type") not in types:
+                    continue
+                records += 1
+                reason = take(data)
+                if reason is not None:
+                    if len(problems) < MAX_PROBLEMS:
+                        line += chunk.count(b"\n", counted, start)
+                        counted = start
+                        problems.append((line, reason))
+                    else:
+                        more += 1
+            line_base += chunk.count(b"\n")
+    # What is pending is a truncated last line: the pass reports it.
+    return ReadAhead(problems, records, more)
