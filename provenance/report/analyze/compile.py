@@ -54,7 +54,7 @@ from provenance.report.read.profile_records import LoggedProfile
 if TYPE_CHECKING:
     from provenance.report.render.source_files import SourceCache
 
-__all__ = ["CompileBuilder", "PageSink", "parse_ops"]
+__all__ = ["CompileBuilder", "PageSink", "frames_of", "parse_ops"]
 
 
 class PageSink(Protocol):
@@ -120,7 +120,7 @@ def _cache(value: Any) -> CacheCounts | None:
     return CacheCounts(as_int(value.get("hits")), as_int(value.get("misses")), as_int(value.get("calls")))
 
 
-def _frames(value: Any) -> list[StackFrame]:
+def frames_of(value: Any) -> list[StackFrame]:
     """A stack from the log ([file, line, function, text, user] lists), tolerating junk."""
     out = []
     for frame in value if isinstance(value, list) else ():
@@ -233,9 +233,9 @@ class CompileBuilder:
             cache=_cache(end.get("cache")), final=final, coverage=coverage(final),
             passes=[PassSummary(v.list, v.index, v.pass_name, v.ms, v.n_ops if v.same_as is None else None, v.counts)
                     for v in self.passes],
-            pages=self.pages, call_stack=_frames(self.start.get("call_stack")),
-            jit_stack=_frames(self.start.get("jit_stack")),
-            call_site=site_of(_frames(self.start.get("call_stack")) or _frames(self.start.get("jit_stack"))),
+            pages=self.pages, call_stack=frames_of(self.start.get("call_stack")),
+            jit_stack=frames_of(self.start.get("jit_stack")),
+            call_site=site_of(frames_of(self.start.get("call_stack")) or frames_of(self.start.get("jit_stack"))),
             error=ErrorSummary(compile_error.type, compile_error.message[:500]) if compile_error else None,
             disabled=DisabledCapture(str(disabled.get("hook", "?")), str(disabled.get("error", ""))[:500])
             if disabled else None,
@@ -284,7 +284,7 @@ class CompileBuilder:
         last = as_int(error.get("last_prov"))
         info = self.provs.info(last)
         text = without_our_frames(str(error.get("traceback") or ""))
-        logged = _frames([error["user_frame"]]) if error.get("user_frame") else []
+        logged = frames_of([error["user_frame"]]) if error.get("user_frame") else []
         return CompileError(type=str(error.get("error_type") or "?"), message=str(error.get("message") or ""),
                             traceback=text, last_prov=last, last_info=info,
                             last_stack=[self.provs.stack_frame(f) for f in info.stack] if info else [],

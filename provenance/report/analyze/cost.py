@@ -13,13 +13,27 @@ from __future__ import annotations
 import os
 import statistics
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from provenance.profile import CompileProfile
 from provenance.record import Provenance
 from provenance.report.analyze.handlers import READ_AHEAD, handler_of
-from provenance.report.model import PROV, SYM, TraceView
+from provenance.report.model import (
+    HEAT,
+    PROV,
+    STRAGGLER,
+    SYM,
+    CompileTime,
+    IcicleBox,
+    LineTime,
+    OpTime,
+    RankLine,
+    RankTable,
+    RunTime,
+    TimeRow,
+    TimeSummary,
+    TraceView,
+)
 from provenance.report.read.coerce import hashable
 from provenance.report.read.log_file import LogFile, log_files
 from provenance.report.read.profile_records import (
@@ -32,13 +46,8 @@ from provenance.report.read.profile_records import (
 from provenance.report.read.read_ahead import scan
 from provenance.rollup import BETWEEN, NO_MODULE, ROOT, CostRow, line_texts, merge, rollup, summary
 
-__all__ = ["HEAT", "LEGEND", "STRAGGLER", "CompileTime", "IcicleBox", "LineTime", "OpTime", "RankLine", "RankTable",
-           "RunTime", "TimeRow", "TimeSummary", "compile_time", "heat", "icicle", "load_profiles", "op_times",
-           "run_time"]
+__all__ = ["HREFS_KEPT", "compile_time", "heat", "icicle", "load_profiles", "op_times", "run_time"]
 
-HEAT = (0.10, 0.03, 0.01, 0.003, 0.001)  # share of the profiled time -> heat 5, 4, 3, 2, 1 (else 0)
-LEGEND = [(5 - i, f"{100 * limit:g}%") for i, limit in enumerate(HEAT)]  # for the pages: (heat, threshold)
-STRAGGLER = 1.5  # a rank whose time on a line is >= this times the ranks' median is flagged
 TOP_LINES, TOP_MODULES, RUN_LINES, RANK_LINES = 15, 12, 25, 30
 ICICLE_MIN_WIDTH = 0.25  # percent of the profiled time: narrower modules are not drawn
 ICICLE_MAX_DEPTH = 12
@@ -61,27 +70,6 @@ def _ms(ns: float, calls: int) -> float:
     return ns / (calls or 1) / 1e6
 
 
-@dataclass(slots=True)
-class TimeRow:
-    """A row of a time table: per profiled call (`ms`...) and over all of them (`total_ms`)."""
-
-    key: str
-    label: str
-    text: str  # a line's source text; a module's class
-    kind: str  # key | fusion | between
-    members: list[str]  # a fusion's member keys (labels)
-    ms: float
-    forward_ms: float
-    backward_ms: float
-    recompute_ms: float
-    shared_ms: float
-    total_ms: float
-    share: float
-    heat: int
-    calls: int
-    href: str | None = None  # the line in a source view
-
-
 def _time_row(row: CostRow, texts: dict[str, str], href: str | None = None) -> TimeRow:
     calls = row.calls
     return TimeRow(key=row.key, label=row.label, text=texts.get(row.key, ""), kind=row.kind,
@@ -98,94 +86,6 @@ def _short(key: str) -> str:
     return f"{path.rsplit('/', 1)[-1]}:{line}"
 
 
-@dataclass(slots=True)
-class IcicleBox:
-    """A module of the icicle chart: its row (depth), horizontal extent in percent of the
-    profiled time, and what its tooltip says."""
-
-    depth: int
-    left: float
-    width: float
-    label: str
-    title: str
-    heat: int
-
-
-@dataclass(slots=True)
-class LineTime:
-    """A source line's time per profiled call, for the source view's gutter."""
-
-    ms: float
-    forward_ms: float
-    backward_ms: float
-    recompute_ms: float
-    shared_ms: float
-    share: float
-    heat: int
-
-    @property
-    def title(self) -> str:
-        parts = [f"{self.ms:.3f} ms per call ({self.share:.1%})", f"forward {self.forward_ms:.3f}",
-                 f"backward {self.backward_ms:.3f}"]
-        if self.recompute_ms:
-            parts.append(f"recompute {self.recompute_ms:.3f}")
-        if self.shared_ms:
-            parts.append(f"+ {self.shared_ms:.3f} in fusions shared with other lines")
-        return ", ".join(parts)
-
-
-@dataclass(slots=True)
-class OpTime:
-    """An op's time per profiled call on its trace."""
-
-    label: str  # "1.234 ms"
-    heat: int
-
-
-@dataclass(slots=True)
-class CompileTime:
-    """The Time section of a compile page."""
-
-    calls: int
-    clock: str
-    wall_ms: float  # per call, forward + backward
-    traces: list[tuple[str, float, int]]  # (forward | backward, wall ms per call, calls)
-    coverage: float
-    between_ms: float
-    lines: list[TimeRow]
-    more_lines: int
-    modules: list[TimeRow]
-    roles: list[TimeRow]
-    kinds: list[TimeRow]
-    icicle: list[IcicleBox]
-    icicle_depth: int
-    legend: list[tuple[int, str]] = field(default_factory=lambda: LEGEND)
-
-
-@dataclass
-class TimeSummary:
-    """What the run keeps of a compile's profile: its rows by line and role (for the run's page
-    and the rank comparison), and the figures compile_directory.json lists."""
-
-    calls: int
-    clock: str
-    wall_ns: int
-    attributed_ns: int
-    lines: list[CostRow]
-    roles: list[CostRow]
-    texts: dict[str, str]
-    hrefs: dict[str, str] = field(default_factory=dict)  # line key -> its source view line
-    legend: list[tuple[int, str]] = field(default_factory=lambda: LEGEND, repr=False)
-
-    def directory(self) -> dict[str, Any]:
-        return {"calls": self.calls, "clock": self.clock, "wall_ns": self.wall_ns,
-                "attributed_ns": self.attributed_ns,
-                "lines": [{"key": r.key, "total_ns": r.total_ns, "forward_ns": r.forward_ns,
-                           "backward_ns": r.backward_ns, "recompute_ns": r.recompute_ns, "shared_ns": r.shared_ns}
-                          for r in self.lines[:10]]}
-
-
-# -- a compile ------------------------------------------------------------------------------------
 def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Provenance | None], fn: str,
                  ) -> tuple[CompileTime, TimeSummary, dict[tuple[str, int], LineTime]]:
     """A compile's Time section, what the run keeps of it, and each user line's time
@@ -303,48 +203,6 @@ def op_times(view: TraceView, trace: LoggedTrace) -> dict[int, OpTime]:
 
 
 # -- the run ----------------------------------------------------------------------------------------
-@dataclass(slots=True)
-class RankLine:
-    """A line (or role) across ranks: its time per profiled call on each (None: not there)."""
-
-    key: str
-    label: str
-    text: str
-    cells: list[float | None]
-    stragglers: list[bool]
-    median: float
-    width: list[float]  # each cell's bar, percent of the row's largest
-
-    @property
-    def flagged(self) -> bool:
-        return any(self.stragglers)
-
-
-@dataclass(slots=True)
-class RankTable:
-    labels: list[str]
-    lines: list[RankLine]
-    roles: list[RankLine]
-    stragglers: int  # lines with a flagged rank
-    more: int  # lines not listed
-
-
-@dataclass(slots=True)
-class RunTime:
-    """time.html: the run's profiled compiles, their lines and roles, and the ranks compared."""
-
-    compiles: int
-    calls: int
-    wall_ms: float  # all profiled calls
-    coverage: float
-    lines: list[TimeRow]
-    roles: list[TimeRow]
-    more_lines: int
-    ranks: RankTable | None
-    straggler: float = STRAGGLER
-    legend: list[tuple[int, str]] = field(default_factory=lambda: LEGEND)
-
-
 def run_time(labels: list[str], compiles: Iterable[tuple[int, TimeSummary]]) -> RunTime | None:
     """The run's time page from each profiled compile's summary, with its log's index (the
     position of its label in `labels`)."""

@@ -32,7 +32,7 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
                 sources: SourceCache, line_time: dict[tuple[str, int], Any] | None = None,
                 line_ops: dict[tuple[str, int], list] | None = None) -> SourcePage:
     """The user files behind the final traces, each line with what it produced (and with
-    `line_time`, a profiled compile's (path, line) -> timing.LineTime, what it cost). With
+    `line_time`, a profiled compile's (path, line) -> model.LineTime, what it cost). With
     `line_ops`, also fills it (see _quote): (path, line) -> what the final traces made there (a
     ThunderFX piece: its graph's page shows every piece's)."""
     provs = table.closure({op[PROV] for view in finals for op in view.ops if op[PROV] is not None})

@@ -91,9 +91,9 @@ def provs_script(provs: dict[int, ProvInfo], paths: dict[int, str]) -> Markup:
     compile's two pages both embed them."""
     parts = []
     for prov_id, info in provs.items():
-        if info._json is None:
-            info._json = json_bytes(info.compact())
-        parts.append(b'"%d":%s' % (prov_id, info._json))
+        if info.script_json is None:
+            info.script_json = json_bytes(info.compact())
+        parts.append(b'"%d":%s' % (prov_id, info.script_json))
     return Markup((b'{"provs":{%s},"paths":%s}' % (b",".join(parts), json_bytes(paths))).decode())
 
 

@@ -96,7 +96,7 @@ class DistributedPage(Page):
 @register
 class TimePage(Page):
     """Where the profiled calls' time went, over the run: lines and roles across compiles, and
-    each line's time per rank side by side, stragglers flagged (timing.py)."""
+    each line's time per rank side by side, stragglers flagged (analyze/cost.py)."""
 
     file = template = "time.html"
     title = "Time"

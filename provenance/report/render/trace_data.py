@@ -56,7 +56,7 @@ class LazyTrace(NamedTuple):
 
 def _data(view: TraceView, numbers: list[int]) -> bytes:
     data: dict = {"l": numbers, "o": list(chain.from_iterable(map(_LINE_N_PROV, view.ops)))}
-    if view.times:  # a profiled final trace: [op index, heat, time per call, ...] (timing.py: our text)
+    if view.times:  # a profiled final trace: [op index, heat, time per call, ...] (analyze/cost.py: our text)
         data["c"] = [x for i, t in sorted(view.times.items()) for x in (i, t.heat, t.label)]
     return json_bytes(data)
 

@@ -1,0 +1,137 @@
+"""The views of ThunderFX (analyze/fx_graphs.py makes them): Dynamo graphs, the pieces Thunder's
+splitter cut them into and why, graph breaks, and each graph's source view."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from provenance.report.model.core import CompileSummary, StackFrame
+
+__all__ = ["FxRun", "FxSourceFile", "GraphBreakView", "GraphView", "PieceView", "SplitView"]
+
+
+@dataclass(slots=True)
+class SplitView:
+    """Why Thunder's splitter left an FX node to torch."""
+
+    piece: str | None
+    kind: str
+    info: str
+    exception: str | None
+    node: str | None
+    frame: StackFrame | None  # the node's user line
+    module: str | None
+    module_type: str | None
+
+
+@dataclass(slots=True)
+class PieceView:
+    name: str
+    index: int | None
+    compiler: str  # thunder | inductor | eager | ? (unknown)
+    nodes: int | None
+    frames: list[StackFrame]  # its user lines
+    reasons: list[SplitView] = field(default_factory=list)
+    compiles: list[CompileSummary] = field(default_factory=list)  # a Thunder piece's (re)compiles
+
+    @property
+    def thunder(self) -> bool:
+        return self.compiler == "thunder"
+
+
+@dataclass(slots=True)
+class GraphBreakView:
+    rank_label: str
+    log: int
+    compile_id: str | None
+    summary: str  # the reason's first line
+    reason: str
+    frame: StackFrame | None  # the user's line
+    stack: list[StackFrame]
+    graph: GraphView | None = None  # the graph it ended (none: Dynamo skipped the frame)
+
+
+@dataclass(slots=True)
+class GraphView:
+    key: str  # unique in the report: its page's name
+    log: int
+    rank_label: str
+    number: int | None
+    compile_id: str | None
+    start_ns: int | None
+    time_ns: int | None
+    pieces: list[PieceView]
+    reasons: list[SplitView]
+    breaks: list[GraphBreakView] = field(default_factory=list)
+    files: list[FxSourceFile] = field(default_factory=list)  # made by FxGraphs.finish()
+    lines: dict[str, list[dict]] = field(default_factory=dict)  # "L<file>-<line>" -> what each piece did there
+    dropped_pieces: int = 0
+
+    @property
+    def page(self) -> str:
+        return f"graphs/{self.key}.html"
+
+    @property
+    def label(self) -> str:
+        """tlparse's [frame/recompile]; [graph N] when torch gave no compile id."""
+        return f"[{self.compile_id}]" if self.compile_id is not None else f"[graph {self.number}]"
+
+    @property
+    def split(self) -> bool:
+        return any(not p.thunder for p in self.pieces)
+
+    def anchor(self, frame: StackFrame) -> str:
+        """The id of the frame's line on this graph's page ("" if it does not show it)."""
+        index = next((f.index for f in self.files if f.path == frame.file), None)
+        return f"L{index}-{frame.line}" if index is not None else ""
+
+    @property
+    def fallbacks(self) -> list[PieceView]:
+        return [p for p in self.pieces if not p.thunder]
+
+
+@dataclass(slots=True)
+class FxSourceFile:
+    index: int
+    path: str
+    name: str
+    from_disk: bool
+    rows: list[tuple[int, str, list[int] | None, str] | None]  # (line, html, counts, marks) or a gap
+
+
+@dataclass(slots=True)
+class FxRun:
+    """The run's ThunderFX graphs and breaks, for index.html, graphs.html and the graph pages."""
+
+    graphs: list[GraphView]
+    breaks: list[GraphBreakView]
+    dropped_graphs: int = 0
+    dropped_breaks: int = 0
+
+    @property
+    def pieces(self) -> int:
+        return sum(len(g.pieces) for g in self.graphs)
+
+    @property
+    def fallbacks(self) -> list[tuple[GraphView, PieceView]]:
+        return [(g, p) for g in self.graphs for p in g.pieces if not p.thunder]
+
+    def directory(self) -> dict[str, Any]:
+        """compile_directory.json's `dynamo_graphs`: each graph, its pieces (a Thunder piece's
+        compiles by key, a fallback's reasons) and breaks, user lines as `file:line`."""
+        def where(frame: StackFrame | None) -> str | None:
+            return f"{frame.file}:{frame.line}" if frame is not None else None
+
+        return {
+            "graphs": [{
+                "key": g.key, "log": g.log, "rank_label": g.rank_label, "graph": g.number, "compile_id": g.compile_id,
+                "page": g.page, "start_ns": g.start_ns, "end_ns": g.time_ns,
+                "pieces": [{"name": p.name, "compiler": p.compiler, "nodes": p.nodes,
+                            "compiles": [c.key for c in p.compiles],
+                            "reasons": [{"kind": r.kind, "node": r.node, "info": r.info, "line": where(r.frame)}
+                                        for r in p.reasons]} for p in g.pieces],
+                "breaks": [{"reason": b.summary, "line": where(b.frame)} for b in g.breaks],
+            } for g in self.graphs],
+            "breaks": len(self.breaks), "not_listed": {"graphs": self.dropped_graphs, "breaks": self.dropped_breaks},
+        }
