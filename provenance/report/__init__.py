@@ -1,13 +1,14 @@
-"""Reports from THUNDER_TRACE logs (`thunder-trace report`): read -> model -> render, in one pass.
+"""Reports from THUNDER_TRACE logs (`thunder-trace report`): one pass, in folders that are its
+pipeline (docs/report.md lists every module):
 
-- read: reader.py (records, tolerant of bad lines), logs.py (the run's log files, their labels),
-  provinfo.py (a log's provenance records as the pages show them), profiles.py (profile records,
-  read ahead of the pass: they follow their compile's end).
-- model: build.py (build_report, the whole pipeline), run.py (record dispatch over the logs, the
-  run's model), compiles.py (one compile's records -> its pages' models), diffs.py, source_view.py,
-  ranks.py, call_sites.py, timing.py (where profiled calls' time went); model.py holds the
-  dataclasses every template reads.
-- render: pages.py (the registry of the run's pages), output.py (the output directory, a compile's
-  pages), html.py (jinja2 and the fragments built in Python), directory.py
-  (compile_directory.json), perfetto.py, highlight.py, templates/.
+- read/: the log files, records one at a time, checked against provenance.events; records read
+  ahead of the pass (profiles).
+- analyze/: one handler per event type (handlers.py) hands each record to the run (run.py) or
+  its compile (compile.py); the analyses: diffs, recompiles, phases, source view, ranks,
+  call sites, ThunderFX graphs, time.
+- model/: the dataclasses the pages are made from (imports nothing of the report).
+- render/: pages, HTML, trace data for the pages' script, Perfetto, compile_directory.json,
+  templates.
+
+cli.py is the command, build.py the pipeline (build_report), workers.py its worker processes.
 """
