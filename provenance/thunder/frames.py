@@ -42,15 +42,20 @@ def is_user_path(path: str) -> bool:
 @CACHES.lru("frames.library_dirs")
 @lru_cache(maxsize=1)
 def _library_dirs() -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """(package folder, its user subfolders) of each library package (found, not imported)."""
-    dirs = []
+    """(package folder, its user subfolders) of each library package (found, not imported; a
+    registered dotted name imports its parent package)."""
+    dirs: list[tuple[str, tuple[str, ...]]] = []
     for name in usercode.library_packages():
         try:
             spec = importlib.util.find_spec(name)
         except (ImportError, ValueError):  # a registered subpackage of a package that is not there
-            spec = None
+            continue
+        if spec is None or spec.submodule_search_locations is None:  # a registered module: its file
+            if spec is not None and spec.has_location:
+                dirs.append((os.path.abspath(spec.origin), ()))
+            continue
         subpackages = [s.removeprefix(name + ".") for s in usercode.USER_SUBPACKAGES if s.startswith(name + ".")]
-        for location in (spec.submodule_search_locations or ()) if spec is not None else ():
+        for location in spec.submodule_search_locations:
             folder = os.path.abspath(location) + os.sep
             dirs.append((folder, tuple(folder + s.replace(".", os.sep) + os.sep for s in subpackages)))
     return tuple(dirs)
