@@ -45,12 +45,14 @@ def _otel_by(tables: ProfileTables, calls: list[dict], label: str | None) -> Cou
 
 
 def test_rollup_and_the_otel_tables_charge_a_real_profile_alike(tmp_path):
+    """nanoGPT (1 layer): bookkeeping, ops with and without a module, backward ops derived from
+    forward ones; the exporter reads the records from the log's prov events."""
+    model, x = models.nanogpt()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     provenance.enable(tmp_path / "logs", profile=2)
     try:
-        jm = thunder.jit(models.Net(n=8, depth=2))
-        x = torch.randn(4, 8)
+        jm = thunder.jit(model)
         for _ in range(3):
             models.forward_backward(jm, x)
         (profile,) = provenance.profiles(jm)
@@ -67,6 +69,10 @@ def test_rollup_and_the_otel_tables_charge_a_real_profile_alike(tmp_path):
         modules = [table.attributes[i]["thunder.module"] for i in table.labels]
         assert modules == [attribution.common_module(attribution.modules(op.record)) or "<root>"
                            if attribution.modules(op.record) else "" for op in timed.ops]
+
+    lines = tables.tables[(profile.compile_id, "backward")].lines
+    backward = [op for op in profile.traces["backward"].ops if op.record is not None and op.record.derived_from]
+    assert len(backward) > 10 and "(bookkeeping)" in lines
 
     by_line = _otel_by(tables, calls, None)
     rows = {r.key: r.total_ns for r in rollup([profile], "line") if r.kind == "key"}
