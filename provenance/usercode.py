@@ -27,7 +27,7 @@ import os
 import re
 from collections.abc import Callable
 
-__all__ = ["GENERATED", "LIBRARY_PACKAGES", "USER_SUBPACKAGES", "excluded_prefixes", "is_excluded_path",
+__all__ = ["GENERATED", "LIBRARY_PACKAGES", "STDLIB_DIR", "USER_SUBPACKAGES", "is_excluded_path",
            "is_generated", "is_library_module", "is_library_path", "is_pseudo_file", "is_stdlib_file",
            "library_packages", "on_change", "register_exclusion", "remove_exclusion"]
 
@@ -41,7 +41,7 @@ _packages: list[str] = []  # registered packages, dotted names
 _prefixes: list[str] = []  # registered path prefixes, absolute
 _listeners: list[Callable[[], None]] = []
 _SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
-_TEXT_STDLIB = re.compile(r"[/\\]lib[/\\]python\d+\.\d+[/\\]")
+_TEXT_STDLIB = re.compile(r"[/\\]lib[/\\]python\d+\.\d+[/\\]")  # POSIX layouts (not Windows' `Lib`)
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
@@ -61,11 +61,6 @@ _user_text = _compile(USER_SUBPACKAGES)
 def library_packages() -> tuple[str, ...]:
     """The library packages: the built-in ones, then the registered ones."""
     return LIBRARY_PACKAGES + tuple(_packages)
-
-
-def excluded_prefixes() -> tuple[str, ...]:
-    """The registered path prefixes (absolute)."""
-    return tuple(_prefixes)
 
 
 def _is_path(what: str) -> bool:
