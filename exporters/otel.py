@@ -27,13 +27,15 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Status, StatusCode
 
+from provenance import attribution
 from provenance._version import __version__
 from provenance.events import Event
+from provenance.record import user_frame
 
 WaitSnapshot = Callable[[], dict[tuple[str | None, str | None], tuple[float, int]]]  # provenance.waits
 
@@ -46,12 +48,17 @@ MAX_PIECE_SPANS = 1024  # ThunderFX pieces whose span a later compile can be a c
 MAX_PENDING_BREAKS = 256  # Dynamo compile ids whose graph breaks wait for their graph
 
 
+def _logged_user(frame: list) -> bool:
+    """Whether a logged frame, `[file, line, function, text, user, ...]`, is the user's."""
+    return len(frame) >= 5 and bool(frame[4])
+
+
 def _code_attributes(frames: list) -> dict[str, Any]:
-    """Semantic conventions for code: the innermost user frame of a [file, line, fn, text, user] stack."""
-    user = [f for f in frames if f[4]]
-    if not user:
+    """Semantic conventions for code: the innermost user frame of a logged stack, outermost first."""
+    user = user_frame(reversed(frames), is_user=_logged_user)
+    if user is None:
         return {}
-    file, line, function = user[-1][:3]
+    file, line, function = user[:3]
     return {"code.file.path": file, "code.line.number": line, "code.function.name": function}
 
 
@@ -378,35 +385,49 @@ class _Table:
         self.frames: dict[str, tuple[str, int, str]] = {}
 
 
+class _Frame(NamedTuple):
+    file: str
+    line: int
+    function: str
+    text: str
+
+
+class _Record:
+    """A `prov` event read as provenance.attribution reads a record: its references are
+    resolved by id when read (a record may name one that arrives later)."""
+
+    __slots__ = ("kind", "module", "role", "user_frame", "_derived", "_members", "_records")
+
+    def __init__(self, event: Event, records: dict[int, _Record]) -> None:
+        self.kind, self.module, self.role = event.get("kind"), event.get("module"), event.get("role")
+        user = user_frame(event.get("source") or (), is_user=_logged_user)
+        self.user_frame = _Frame(*user[:4]) if user is not None else None
+        self._derived, self._members = event.get("derived_from"), tuple(event.get("members") or ())
+        self._records = records
+
+    @property
+    def derived_from(self) -> _Record | None:
+        return self._records.get(self._derived)
+
+    @property
+    def members(self) -> tuple[_Record | None, ...]:
+        return tuple(map(self._records.get, self._members))
+
+
 class ProfileTables:
     """What the profile records need from the other events (provenance records, function names),
     bounded: the label sets of thunder.op.duration have no op id, shape or line, only the
-    function, trace, module (the op's, a backward op's forward module, a fusion's members'
-    innermost common one; `<root>` the jitted module itself, "" none) and role."""
+    function, trace, module (provenance.attribution's: the op's, a backward op's forward module,
+    a fusion's members' innermost common one; `<root>` the jitted module itself, "" none) and role."""
 
     def __init__(self) -> None:
-        # prov id -> (kind, module, role, derived_from, members, user frame (file, line, function, text))
-        self.records: dict[int, tuple] = {}
+        self.records: dict[int, _Record] = {}
         self.fns: OrderedDict[Any, str] = OrderedDict()
         self.tables: OrderedDict[tuple, _Table] = OrderedDict()
         self.label_sets: dict[tuple, dict[str, Any]] = {}
 
     def prov(self, event: Event) -> None:
-        user = next((f for f in event.get("source") or () if len(f) >= 5 and f[4]), None)
-        self.records[event["id"]] = (event.get("kind"), event.get("module"), event.get("role"),
-                                     event.get("derived_from"), tuple(event.get("members") or ()),
-                                     (user[0], user[1], user[2], user[3]) if user else None)
-
-    def _follow(self, prov_id: Any, field: int) -> Any:
-        """A field of a record, else of the record it derives from (a backward op's forward op)."""
-        for _ in range(64):
-            record = self.records.get(prov_id)
-            if record is None:
-                return None
-            if record[field] is not None:
-                return record[field]
-            prov_id = record[3]
-        return None
+        self.records[event["id"]] = _Record(event, self.records)
 
     def table(self, event: Event, common: dict[str, Any]) -> None:
         fn = self.fns.get(event["compile"], "?")
@@ -427,35 +448,23 @@ class ProfileTables:
             table.lines.append(line)
             if frame is not None:
                 table.frames.setdefault(line, frame[:3])
-                table.texts.setdefault(line, frame[3])
+                table.texts.setdefault(line, frame.text)
         self.tables[(event["compile"], event["trace"])] = table
         while len(self.tables) > MAX_PROFILED:
             self.tables.popitem(last=False)
 
-    def _describe(self, prov_id: Any, symbol: str) -> tuple[str, str, str, tuple | None]:
-        """An op's module and role labels, and its line key (and frame)."""
+    def _describe(self, prov_id: Any, symbol: str) -> tuple[str, str, str, _Frame | None]:
+        """An op's module and role labels, and its line key (and frame), by provenance.attribution."""
         record = self.records.get(prov_id)
-        members = record[4] if record is not None and record[0] == "fusion" else (prov_id,)
-        modules = [m for m in dict.fromkeys(self._follow(m, 1) for m in members) if m is not None]
-        roles = {self.records[m][2] if m in self.records else None for m in members}
-        frames = list(dict.fromkeys(self._follow(m, 5) for m in members))
-        if not modules:
-            module = ""
-        else:
-            parts = [m.split(".") if m else [] for m in modules]
-            common = []
-            for names in zip(*parts):
-                if len(set(names)) != 1:
-                    break
-                common.append(names[0])
-            module = ".".join(common) or "<root>"
-        role = (roles.pop() or "") if len(roles) == 1 else "(mixed)"
-        if len(frames) == 1 and frames[0] is not None:
-            return module, role, f"{frames[0][0]}:{frames[0][1]}", frames[0]
-        if len(frames) > 1:
-            return module, role, f"{symbol} (fusion of {len(frames)} lines)", None
-        kind = record[0] if record is not None else None
-        return module, role, "(bookkeeping)" if kind == "bookkeeping" else "(no user line)", None
+        paths = attribution.modules(record)
+        module = (attribution.common_module(paths) or attribution.ROOT) if paths else ""
+        roles = attribution.keys(record, lambda r: attribution.role_of(r) or "")
+        role = roles[0] if len(roles) == 1 else "(mixed)"
+        lines = attribution.keys(record, attribution.line_key)
+        if len(lines) > 1:
+            return module, role, f"{symbol} (fusion of {len(lines)} lines)", None
+        frame = next(filter(None, map(attribution.line_frame, attribution.charged(record))), None)
+        return module, role, lines[0], frame
 
     def run(self, event: Event) -> tuple[_Table, list[int], dict[str, int]] | None:
         """A profiled run's op times summed per label set and per line, or None (unknown table).

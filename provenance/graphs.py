@@ -16,13 +16,9 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from provenance.record import Frame
+from provenance.record import Frame, user_frame
 
 __all__ = ["DynamoGraph", "GraphBreak", "Piece", "SplitReason"]
-
-
-def _user_frame(frames: tuple[Frame, ...]) -> Frame | None:
-    return next((f for f in frames if f.user), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +36,7 @@ class GraphBreak:
 
     @property
     def user_frame(self) -> Frame | None:
-        return _user_frame(self.frames)
+        return user_frame(self.frames)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +53,7 @@ class SplitReason:
 
     @property
     def user_frame(self) -> Frame | None:
-        return _user_frame(self.frames)
+        return user_frame(self.frames)
 
 
 @dataclass(eq=False, slots=True)

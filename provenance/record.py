@@ -11,12 +11,13 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from provenance.caches import CACHES
 
-__all__ = ["Frame", "Span", "Provenance", "Kind", "intern", "of", "BSYM_ATTR"]
+__all__ = ["Frame", "Span", "Provenance", "Kind", "intern", "of", "user_frame", "BSYM_ATTR"]
 
 BSYM_ATTR = "_provenance"  # the bound-symbol attribute holding its record
 
@@ -56,6 +57,19 @@ class Frame:
     @property
     def location(self) -> str:
         return f"{self.file}:{self.line}"
+
+
+F = TypeVar("F")
+
+
+def user_frame(frames: Iterable[F], is_user: Callable[[F], Any] | None = None) -> F | None:
+    """THE innermost user frame of `frames` (innermost first): the first that is the user's, by
+    its `user` flag (decided at capture) or by `is_user` (a logged `[file, line, ...]` list, a
+    frame parsed from text: see provenance.usercode.is_library_path). A stack listed outermost
+    first (a traceback) is given `reversed`."""
+    if is_user is None:
+        return next((f for f in frames if f.user), None)  # type: ignore[attr-defined]
+    return next((f for f in frames if is_user(f)), None)
 
 
 _span_ids = itertools.count(1)
@@ -123,7 +137,7 @@ class Provenance:
     @property
     def user_frame(self) -> Frame | None:
         """The innermost frame of the user's own code (the line to show)."""
-        return next((f for f in self.source if f.user), None)
+        return user_frame(self.source)
 
     @property
     def generated_frame(self) -> Frame | None:

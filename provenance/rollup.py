@@ -6,8 +6,9 @@ or ones rebuilt from a log, so the in-process API and the report roll up the sam
 Rules (docs/cost.md):
 - Columns. An op of the forward trace is forward time. In the backward trace, an op whose record
   is `recompute(...)` (or a forward op re-run there) is recompute time, every other op backward time.
-- Keys. A backward or recomputed op is charged to the forward op it came from (`derived_from`):
-  its user line, module and role. An op with no user line is `(bookkeeping)` or `(no user line)`.
+- Keys (provenance.attribution, shared with the OTel exporter). A backward or recomputed op is
+  charged to the forward op it came from (`derived_from`): its user line and module. An op with
+  no user line is `(bookkeeping)` or `(no user line)`.
 - Fusions. A fusion's time is never split among its members. If its members all have one key,
   the fusion is charged to it; otherwise the fusion is a row of its own listing the members' keys,
   and each of those keys' rows shows the fusion's time in `shared_ns` (not in its total).
@@ -22,18 +23,18 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from provenance import attribution
+from provenance.attribution import BOOKKEEPING, NO_LINE, ROOT, line_key
 from provenance.profile import BACKWARD, FORWARD, CompileProfile, Op
 from provenance.record import Frame, Kind, Provenance
 
-__all__ = ["BY", "CostRow", "merge", "rollup", "summary", "table"]
+# BOOKKEEPING, NO_LINE, ROOT, line_key: attribution's, re-exported as the cost tables' keys
+__all__ = ["BOOKKEEPING", "BY", "NO_LINE", "ROOT", "CostRow", "line_key", "merge", "rollup", "summary", "table"]
 
 BY = ("line", "module", "role", "kind", "op")
 BETWEEN = "(between ops)"
-BOOKKEEPING = "(bookkeeping)"
-NO_LINE = "(no user line)"
 NO_MODULE = "(no module)"
 NO_ROLE = "(no role)"
-ROOT = "<root>"
 _FORWARD_KINDS = (Kind.OP, Kind.DECOMPOSITION, Kind.RECOMPUTE)
 
 
@@ -75,30 +76,12 @@ def column(trace: str, record: Provenance | None) -> str:
 
 
 def user_frame(record: Provenance | None) -> Frame | None:
-    while record is not None:
-        if record.user_frame is not None:
-            return record.user_frame
-        record = record.derived_from
-    return None
-
-
-def line_key(record: Provenance | None) -> str:
-    frame = user_frame(record)
-    if frame is not None:
-        return f"{frame.file}:{frame.line}"
-    return BOOKKEEPING if record is not None and record.kind == Kind.BOOKKEEPING else NO_LINE
-
-
-def module_of(record: Provenance | None) -> str | None:
-    while record is not None:
-        if record.module is not None:
-            return record.module
-        record = record.derived_from
-    return None
+    """The user frame an op's time goes to (a backward op: its forward op's)."""
+    return attribution.line_frame(record)
 
 
 def role_key(record: Provenance | None) -> str:
-    return (record.role if record is not None else None) or NO_ROLE
+    return attribution.role_of(record) or NO_ROLE
 
 
 def _kind_key(trace: str, record: Provenance | None) -> str:
@@ -113,16 +96,6 @@ def _ancestors(path: str) -> list[str]:
     """`h.0.attn` -> ['h.0.attn', 'h.0', 'h', ROOT]; '' (the root module) -> [ROOT]."""
     parts = path.split(".") if path else []
     return [".".join(parts[:i]) for i in range(len(parts), 0, -1)] + [ROOT]
-
-
-def _common_module(paths: list[str]) -> str:
-    split = [p.split(".") if p else [] for p in paths]
-    common: list[str] = []
-    for parts in zip(*split):
-        if len(set(parts)) != 1:
-            break
-        common.append(parts[0])
-    return ".".join(common)
 
 
 class _Table:
@@ -220,28 +193,23 @@ def _charge(table: _Table, by: str, compile_id: int, trace: str, op: Op, ns: int
         _charge_module(table, compile_id, op, col, ns, op_id)
         return
     key_of = line_key if by == "line" else role_key
-    if record is None or record.kind != Kind.FUSION:
-        table.charge(key_of(record), col, ns, op_id, compile_id)
-        return
-    keys = list(dict.fromkeys(key_of(m) for m in record.members)) or [key_of(None)]
-    if len(keys) == 1:
-        table.charge(keys[0], col, ns, op_id, compile_id)
+    found = attribution.keys(record, key_of)
+    if len(found) == 1:
+        table.charge(found[0], col, ns, op_id, compile_id)
         return
     fusion_key = f"{op.name} ({trace}, compile {compile_id})"
-    table.charge(fusion_key, col, ns, op_id, compile_id, kind="fusion", members=tuple(keys),
-                 label=f"fusion {op.name} ({trace}) of {len(keys)} {by}s")
-    for key in keys:
+    table.charge(fusion_key, col, ns, op_id, compile_id, kind="fusion", members=tuple(found),
+                 label=f"fusion {op.name} ({trace}) of {len(found)} {by}s")
+    for key in found:
         table.share(key, ns, compile_id)
 
 
 def _charge_module(table: _Table, compile_id: int, op: Op, col: str, ns: int, op_id: tuple) -> None:
-    record = op.record
-    members = record.members if record is not None and record.kind == Kind.FUSION else (record,)
-    paths = list(dict.fromkeys(p for p in map(module_of, members) if p is not None))
+    paths = attribution.modules(op.record)
     if not paths:
         table.charge(NO_MODULE, col, ns, op_id, compile_id)
         return
-    common = _common_module(paths)
+    common = attribution.common_module(paths)
     for key in _ancestors(common):
         table.charge(key, col, ns, op_id, compile_id)
     below = {a for path in paths for a in _ancestors(path)} - set(_ancestors(common))
@@ -303,10 +271,8 @@ def line_texts(profiles: Iterable[CompileProfile]) -> dict[str, str]:
     for profile in profiles:
         for trace in profile.traces.values():
             for op in trace.ops:
-                records = op.record.members if op.record is not None and op.record.kind == Kind.FUSION else (
-                    op.record,)
-                for record in records:
-                    frame = user_frame(record)
+                for record in attribution.charged(op.record):
+                    frame = attribution.line_frame(record)
                     if frame is not None and frame.text:
-                        texts.setdefault(f"{frame.file}:{frame.line}", frame.text)
+                        texts.setdefault(attribution.location(frame), frame.text)
     return texts

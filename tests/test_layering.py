@@ -19,12 +19,14 @@ ALLOWED = {
     "provenance._version": set(),
     "provenance.caches": set(),
     "provenance.record": {"provenance.caches"},
+    "provenance.usercode": set(),
+    "provenance.attribution": {"provenance.record"},
     "provenance.scope": {"provenance.record"},
     "provenance.events": {"provenance.record"},
     "provenance.session": {"provenance._version", "provenance.events", "provenance.record", "provenance.scope"},
     "exporters.base": {"provenance.events"},
     "exporters.jsonl": {"exporters.base", "provenance.scope"},
-    "exporters.otel": {"provenance._version", "provenance.events"},
+    "exporters.otel": {"provenance._version", "provenance.events", "provenance.record", "provenance.attribution"},
 }
 
 

@@ -266,15 +266,15 @@ _modules_by_file: dict[str, str] = {}
 
 def user_frame(exc: BaseException) -> Frame | None:
     """The innermost frame of the exception's traceback that is the user's code: where it failed."""
-    found = None
-    for frame, line in traceback.walk_tb(exc.__traceback__):
-        path = frame.f_code.co_filename
-        if path.startswith("<"):
-            continue
-        module_name = _module_name(frame)
-        if is_user_code(module_name, path):
-            found = (path, line, frame.f_code.co_qualname, module_name)
-    return frame_of(*found) if found is not None else None
+    from provenance.record import user_frame as innermost
+
+    walked = [(frame, line) for frame, line in traceback.walk_tb(exc.__traceback__)
+              if not frame.f_code.co_filename.startswith("<")]
+    found = innermost(reversed(walked), is_user=lambda w: is_user_code(_module_name(w[0]), w[0].f_code.co_filename))
+    if found is None:
+        return None
+    frame, line = found
+    return frame_of(frame.f_code.co_filename, line, frame.f_code.co_qualname, _module_name(frame))
 
 
 def trace_event(compile_id: int, list_name: str, index: int, trace: Any) -> Trace:

@@ -1,0 +1,115 @@
+"""Which user line, module and role an op is charged to: the one rule behind provenance.rollup
+(cost tables, the report's Time pages) and exporters/otel.py (thunder.op.duration, the profiled
+runs' spans). No torch or thunder import.
+
+It reads anything shaped like a `Provenance` record (`kind`, `module`, `role`, `user_frame`,
+`derived_from`, `members`; a frame with `file` and `line`): live records, records rebuilt from
+a log, or the OTel exporter's view of the `prov` events it received.
+
+- An op is charged as its record; a fusion as its members (a fusion's time is never split).
+- A backward or recomputed op is charged to the user line and module of the forward op it
+  came from (`derived_from`); its role is its own.
+- An op with no user line is `(bookkeeping)` (a bookkeeping symbol) or `(no user line)`.
+- A fusion's module is its members' innermost common module; "" is the root (`<root>`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from provenance.record import Kind
+
+__all__ = ["BOOKKEEPING", "NO_LINE", "ROOT", "charged", "common_module", "keys", "line_frame", "line_key",
+           "location", "module_of", "modules", "role_of"]
+
+BOOKKEEPING = "(bookkeeping)"
+NO_LINE = "(no user line)"
+ROOT = "<root>"
+MAX_DEPTH = 64  # derived_from chains are a few records long; a bound against a cyclic log
+
+
+class Located(Protocol):
+    file: str
+    line: int
+
+
+class Attributed(Protocol):
+    kind: str | None
+    module: str | None
+    role: str | None
+
+    @property
+    def user_frame(self) -> Any: ...
+
+    @property
+    def derived_from(self) -> Attributed | None: ...
+
+    @property
+    def members(self) -> Sequence[Attributed | None]: ...
+
+
+def charged(record: Attributed | None) -> Sequence[Attributed | None]:
+    """The records an op is charged as: a fusion's members, else the op's own (None: it has none)."""
+    if record is not None and record.kind == Kind.FUSION:
+        return record.members
+    return (record,)
+
+
+def _follow(record: Attributed | None, get: Callable[[Attributed], Any]) -> Any:
+    """`get` of the record, else of the record it derives from (a backward op's forward op)."""
+    for _ in range(MAX_DEPTH):
+        if record is None:
+            return None
+        value = get(record)
+        if value is not None:
+            return value
+        record = record.derived_from
+    return None
+
+
+def line_frame(record: Attributed | None) -> Any:
+    """The user frame a record is charged to (a backward op: its forward op's), or None."""
+    return _follow(record, lambda r: r.user_frame)
+
+
+def module_of(record: Attributed | None) -> str | None:
+    """The module path a record is charged to (a backward op: its forward op's), or None."""
+    return _follow(record, lambda r: r.module)
+
+
+def role_of(record: Attributed | None) -> str | None:
+    return record.role if record is not None else None
+
+
+def location(frame: Located) -> str:
+    """A line's key: `file:line`."""
+    return f"{frame.file}:{frame.line}"
+
+
+def line_key(record: Attributed | None) -> str:
+    frame = line_frame(record)
+    if frame is not None:
+        return location(frame)
+    return BOOKKEEPING if record is not None and record.kind == Kind.BOOKKEEPING else NO_LINE
+
+
+def keys(record: Attributed | None, key_of: Callable[[Attributed | None], str]) -> list[str]:
+    """The distinct keys of an op's charged records, in order: one, or a fusion's several."""
+    return list(dict.fromkeys(map(key_of, charged(record)))) or [key_of(None)]
+
+
+def modules(record: Attributed | None) -> list[str]:
+    """The distinct modules of an op's charged records (none: an op outside every module)."""
+    return list(dict.fromkeys(p for p in map(module_of, charged(record)) if p is not None))
+
+
+def common_module(paths: Sequence[str]) -> str:
+    """The innermost module containing every path ("": the root)."""
+    split = [p.split(".") if p else [] for p in paths]
+    common: list[str] = []
+    for parts in zip(*split):
+        if len(set(parts)) != 1:
+            break
+        common.append(parts[0])
+    return ".".join(common)
