@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup, escape
 
+from provenance.record import user_frame
 from provenance.report.analyze.compile import frames_of
 from provenance.report.model import (
     CompileSummary,
@@ -25,7 +26,6 @@ from provenance.report.model import (
     GraphView,
     PieceView,
     SplitView,
-    StackFrame,
 )
 from provenance.report.read.coerce import as_int
 from provenance.report.read.processes import RunLog
@@ -50,18 +50,14 @@ def _opt(value: Any) -> str | None:
     return value[:MAX_REASON] if isinstance(value, str) else None
 
 
-def _user(frames: list[StackFrame]) -> StackFrame | None:
-    """The innermost user frame (frames innermost first)."""
-    return next((f for f in frames if f.user), None)
-
-
 def _split(data: Any) -> SplitView | None:
     if not isinstance(data, dict):
         return None
     frames = frames_of(data.get("frames"))
     return SplitView(piece=_opt(data.get("piece")), kind=_text(data.get("kind"), 200) or "?",
                      info=_text(data.get("info")), exception=_opt(data.get("exception")), node=_opt(data.get("node")),
-                     frame=_user(frames), module=_opt(data.get("module")), module_type=_opt(data.get("module_type")))
+                     frame=user_frame(frames), module=_opt(data.get("module")),
+                     module_type=_opt(data.get("module_type")))
 
 
 class FxGraphs:
@@ -116,7 +112,7 @@ class FxGraphs:
         self._breaks.append(GraphBreakView(rank_label=log.page_label, log=log.index,
                                            compile_id=_opt(data.get("compile_id")),
                                            summary=reason.strip().partition("\n")[0][:300] or "?", reason=reason,
-                                           frame=_user(stack), stack=stack))
+                                           frame=user_frame(stack), stack=stack))
 
     def piece_compile(self, log: RunLog, key: str, start: dict) -> None:
         """A compile_start: if it compiles a piece, remember which (its summary comes later)."""

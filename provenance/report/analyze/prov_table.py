@@ -12,6 +12,7 @@ import zlib
 from typing import Any
 
 from provenance.annotation import header
+from provenance.attribution import line_frame
 from provenance.record import Provenance
 from provenance.report.model import FrameRef, ProvInfo, StackFrame
 from provenance.report.read.log_file import LogFile
@@ -116,9 +117,7 @@ class ProvTable:
         return out
 
     def _describe(self, prov_id: int, raw: dict, record: Provenance) -> ProvInfo:
-        user = record.user_frame
-        if user is None and record.derived_from is not None:
-            user = record.derived_from.user_frame  # a backward op shows its forward op's line
+        user = line_frame(record)  # a backward op shows its forward op's line
         members = raw.get("members") if isinstance(raw.get("members"), list) else []
         derived = raw.get("derived_from")
         role = None if record.role is None else str(record.role)

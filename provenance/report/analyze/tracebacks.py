@@ -10,15 +10,15 @@ from __future__ import annotations
 import os
 import re
 
+from provenance.record import user_frame
 from provenance.report.model import StackFrame
+from provenance.usercode import is_library_path
 
 __all__ = ["user_frame_of", "without_our_frames"]
 
 _FRAME = re.compile(r'  File "(?P<file>[^"\n]*)", line (?P<line>\d+), in (?P<fn>[^\n]*)\n(?:    (?P<text>[^\n]*)\n)?')
 # The hooks that wrap Thunder's functions (provenance/thunder/): never part of the user's story.
 _OURS = re.compile(r"(^|[/\\])provenance[/\\]thunder[/\\][^/\\]+\.py$")
-# Library code: installed packages, the standard library, frozen and generated code.
-_LIBRARY = re.compile(r"([/\\](site|dist)-packages[/\\])|([/\\]lib[/\\]python\d+\.\d+[/\\])|(^<)")
 
 
 def _frame_blocks(text: str) -> list[tuple[int, int, re.Match]]:
@@ -47,12 +47,10 @@ def without_our_frames(text: str) -> str:
 
 
 def user_frame_of(text: str) -> StackFrame | None:
-    """The innermost frame of the traceback that is the user's code (not a library's)."""
-    found = None
-    for _start, _end, match in _frame_blocks(text):
-        path = match.group("file")
-        if not _LIBRARY.search(path) and not _OURS.search(path):
-            found = match
+    """The innermost frame of the traceback that is the user's code, by the one user-code rule
+    (provenance.usercode, read from a path: third-party model code counts as the user's)."""
+    frames = [match for _start, _end, match in _frame_blocks(text)]  # outermost first, as printed
+    found = user_frame(reversed(frames), is_user=lambda m: not is_library_path(m.group("file")))
     if found is None:
         return None
     path = found.group("file")
