@@ -29,9 +29,11 @@ __all__ = [
     "Header", "OpJSON", "PhaseJSON", "Phases", "PieceJSON", "PieceRef", "ProfileCall", "ProfileOpJSON", "ProfileOps",
     "Prov", "Recompile", "RejectedEntry", "SpanEnd", "SpanStart", "SplitReasonJSON", "Trace", "TraceRepeat", "forms",
     "frame_json", "frames_json", "problems",
+    "MAX_PHASES",
 ]
 
 SCHEMA_VERSION = "1.4"  # major.minor: readers refuse another major and read a newer minor
+MAX_PHASES = 4096  # phases a `phases` record holds at most
 
 # A stack frame is a JSON array, [file, line, function, source text, user code?], and for code
 # generated at run time (FX's `forward`) two more: [..., generated?, FX node or null] (schema 1.4).

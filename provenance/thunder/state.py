@@ -15,7 +15,7 @@ from thunder.core.compile_data import _compile_data
 from thunder.core.trace import _tracectx
 
 from provenance.caches import CACHES
-from provenance.events import CaptureDisabled
+from provenance.events import MAX_PHASES, CaptureDisabled
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.record import Frame, Kind, Provenance, Span, intern
 from provenance.scope import _current_span
@@ -78,12 +78,10 @@ class CompileState:
         self.fusion_hints[tuple(map(id, subsymbols))] = (record, tuple(subsymbols))
 
 
-MAX_PHASES = 4096  # per compile: nested phases beyond are dropped (counted)
-
-
 @dataclass(eq=False, slots=True)
 class PhaseLog:
-    """A compile's phases as they run, in start order: [name, start, end, depth, detail] with
+    """A compile's phases as they run, in start order (at most MAX_PHASES: those beyond are dropped,
+    counted): [name, start, end, depth, detail] with
     perf_counter_ns times (depth 0: top level; a phase called inside another is one deeper).
     `window_start`: where the compile's wall time begins (the call's cache lookup, when Thunder's
     timers say so); `wall_offset`: time_ns() - perf_counter_ns(), to log wall-clock times."""
