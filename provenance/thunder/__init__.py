@@ -75,6 +75,6 @@ def profile_setting() -> int:
 def compile_stats_of(jfn: object) -> object | None:
     """`thunder.compile_stats(jfn)` (None for what thunder.jit did not return), without importing
     Thunder: the owner of a jitted function's profiles."""
-    from provenance.thunder.compat import COMPILE_STATS_ATTR
+    from provenance.thunder import compat
 
-    return getattr(jfn, COMPILE_STATS_ATTR, None)
+    return getattr(jfn, compat.TABLES[compat.series()].names["compile_stats_attr"], None)

@@ -1,4 +1,8 @@
-"""Per-compile capture state, the stamping rule, and the never-break-the-program guard."""
+"""Per-compile capture state, the stamping rule, and the never-break-the-program guard.
+
+What lives as long as an enable() (settings, counters, the tests' fault injection) is the running
+`capture.Capture`'s; this module keeps no state of its own beyond the two fallback CompileStates.
+"""
 
 from __future__ import annotations
 
