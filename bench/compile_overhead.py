@@ -148,7 +148,7 @@ def wrapper_cost(log_dir: str) -> None:
     counts = [len(r["phases"]) for path in glob.glob(f"{log_dir}/*.jsonl")
               for r in map(orjson.loads, open(path, "rb")) if r.get("type") == "phases"]
     stats = CompileStats()
-    setattr(stats, COMPILE_ATTR, CompileState())
+    setattr(stats, COMPILE_ATTR, CompileState(id=1))
     noop = phases.timed(lambda: None, "bench")
     with compile_data_and_stats(None, stats):
         n = 100_000

@@ -34,11 +34,11 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200_000)
     args = parser.parse_args()
     import provenance
-    from provenance.thunder.waits import WAIT_SYMBOL, _call_ctx
+    from provenance.thunder.wait_hooks import WAIT_SYMBOL, call_ctx
 
-    plain_fn = _call_ctx()[WAIT_SYMBOL]
+    plain_fn = call_ctx()[WAIT_SYMBOL]
     provenance.enable(wait_counters=True)
-    counted_fn = _call_ctx()[WAIT_SYMBOL]
+    counted_fn = call_ctx()[WAIT_SYMBOL]
     assert counted_fn is not plain_fn
     plain, counted = [], []
     for _ in range(7):

@@ -21,8 +21,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from provenance._version import __version__
-from provenance.annotation import annotate
-from provenance.coverage_stats import Coverage, coverage
+from provenance.coverage_stats import Coverage
 from provenance.graphs import DynamoGraph, GraphBreak, Piece, SplitReason
 from provenance.record import Frame, Kind, Provenance, Span, of
 from provenance.scope import current_span, scope
@@ -97,14 +96,14 @@ def _logging_to(directory: str | os.PathLike[str]) -> bool:
 
 
 def _profile_setting(profile: int | None) -> int:
+    from provenance import thunder as integration
     from provenance.profile import parse_count
-    from provenance.thunder import profiling
 
     if profile is not None:
         return parse_count(profile, "profile")
     value = os.environ.get(PROFILE_ENV)
     if value is None:
-        return profiling.requested if enabled() else 0
+        return integration.profile_setting()  # unchanged (0 when disabled)
     try:
         return parse_count(value, PROFILE_ENV)
     except ValueError as exc:
@@ -114,14 +113,12 @@ def _profile_setting(profile: int | None) -> int:
 
 def disable() -> None:
     """Remove every hook (Thunder then runs exactly as without this package), close the logs and
-    exporters, and empty capture's memo tables (provenance.caches)."""
+    exporters, and drop what capture kept (its memo tables, provenance.caches, emptied)."""
     from provenance import thunder as integration
-    from provenance.caches import CACHES
     from provenance.session import SESSION
 
     integration.uninstall()
     SESSION.close()
-    CACHES.clear()
 
 
 def add_exporter(exporter: Exporter) -> None:
@@ -151,6 +148,27 @@ def stats() -> dict[str, dict[str, Any]]:
     from provenance.session import SESSION
 
     return SESSION.stats()
+
+
+def annotate(trace: Any, *, print_depth: int = -1, group: bool = False) -> str:
+    """`trace`'s Python source (as `print(trace)` shows it) with provenance comments: a header
+    above each op whose record differs from the previous one's, a tag on each subsymbol line and
+    bookkeeping statement. `print_depth` as in Thunder's `TraceCtx.python` (-1: every level);
+    `group=True`: a run of ops sharing a distributed role is one labelled block. See
+    provenance.annotation.annotate."""
+    from provenance import annotation
+    from provenance.thunder import printing
+
+    return annotation.annotate(trace, printing, print_depth=print_depth, group=group)
+
+
+def coverage(trace: Any, *, deep: bool = False) -> Coverage:
+    """How many of the trace's top-level bound symbols (every nesting level with `deep=True`)
+    have a record, a user line, a module (see provenance.coverage_stats.Coverage)."""
+    from provenance import coverage_stats
+    from provenance.thunder import passes
+
+    return coverage_stats.coverage(trace, passes.is_bookkeeping, deep=deep)
 
 
 def enabled() -> bool:
@@ -213,10 +231,11 @@ def profiles(jfn=None) -> list:  # noqa: ANN001 - list[provenance.profile.Compil
     """The per-op profiles of `jfn`'s compiles (a function or module from thunder.jit), or of
     every compile the process kept (the last 256) when `jfn` is None. See provenance.profile."""
     from provenance import profile
+    from provenance import thunder as integration
 
     if jfn is None:
         return profile.profiles()
-    compile_stats = getattr(jfn, "_lc_cs", None)  # thunder.compile_stats(), without importing thunder
+    compile_stats = integration.compile_stats_of(jfn)
     if compile_stats is None:
         raise TypeError(f"expected a function or module returned by thunder.jit, got {type(jfn).__name__}")
     return profile.profiles(compile_stats)

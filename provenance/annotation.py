@@ -3,6 +3,9 @@
 Above each top-level bound symbol whose record differs from the previous one: one header line
 (module, user file:line and source text, lineage, role). Inside subsymbol comment blocks: a short
 tag per line. The generated code itself is Thunder's, untouched.
+
+This module reads records only: how a trace prints (Thunder's printing, with each op's place) is
+the `Printer` its caller passes, provenance.thunder.printing (`provenance.annotate` does).
 """
 
 from __future__ import annotations
@@ -10,11 +13,20 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from provenance.record import Kind, Provenance, of
 
-__all__ = ["THUNDER_SOURCE_COMMENT", "annotate", "group_header", "header", "tag"]
+__all__ = ["THUNDER_SOURCE_COMMENT", "Printer", "annotate", "group_header", "header", "tag"]
+
+
+class Printer(Protocol):
+    """How a trace prints: provenance.thunder.printing."""
+
+    def layout(self, trace: Any, *, print_depth: int = 1) -> tuple[list[str], list[tuple[Any, int, int]]]: ...
+
+    def tracing_context(self, trace: Any) -> AbstractContextManager: ...
 
 
 def _where(record: Provenance) -> str | None:
@@ -118,22 +130,20 @@ def _bsym_lines(bsym: Any, indent: int, commented: bool, depth: int) -> Iterator
 THUNDER_SOURCE_COMMENT = re.compile(r"^\s*# .+:\d+: \t")
 
 
-def annotate(trace: Any, *, print_depth: int = -1, group: bool = False) -> str:
+def annotate(trace: Any, printer: Printer, *, print_depth: int = -1, group: bool = False) -> str:
     """`trace`'s Python source (as `print(trace)` shows it) with provenance comments.
 
     `print_depth` as in Thunder's `TraceCtx.python`: -1 shows every level of subsymbols.
     `group=True`: a run of consecutive ops sharing a distributed role is one labelled block
     (`# row_parallel.post · net2 (Linear) · model.py:27`), so the ops a transform inserted read
     as one step. Bookkeeping statements (del, return, unpack) get a short trailing tag instead
-    of a header, so they never interrupt the op headers.
+    of a header, so they never interrupt the op headers. `printer`: how the trace prints.
     """
-    from provenance.thunder.printing import layout, tracing_context
-
-    text, placed = layout(trace, print_depth=print_depth)
+    text, placed = printer.layout(trace, print_depth=print_depth)
     out: list[str] = []
     pos = 0
     previous = None  # the last header printed: unchanged headers are not repeated
-    with tracing_context(trace):
+    with printer.tracing_context(trace):
         for bsym, start, length in placed:
             out.extend(line for line in text[pos:start] if line and not THUNDER_SOURCE_COMMENT.match(line))
             record = of(bsym)

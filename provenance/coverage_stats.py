@@ -1,8 +1,12 @@
-"""How much of a trace carries provenance: the figure the capture core is judged by."""
+"""How much of a trace carries provenance: the figure the capture core is judged by.
+
+Reads records only; which symbols without one are bookkeeping is the caller's rule
+(provenance.thunder.passes.is_bookkeeping, which `provenance.coverage` passes).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,10 +44,9 @@ def _walk(bsyms: Iterable[Any], deep: bool) -> Iterable[Any]:
             yield from _walk(bsym.subsymbols, deep)
 
 
-def coverage(trace: Any, *, deep: bool = False) -> Coverage:
-    """Counts over the trace's top-level bound symbols (every nesting level with `deep=True`)."""
-    from provenance.thunder.passes import is_bookkeeping  # for symbols without a record
-
+def coverage(trace: Any, is_bookkeeping: Callable[[Any], bool], *, deep: bool = False) -> Coverage:
+    """Counts over the trace's top-level bound symbols (every nesting level with `deep=True`);
+    `is_bookkeeping(symbol)` classifies the symbols without a record."""
     cov = Coverage()
     for bsym in _walk(trace.bound_symbols, deep):
         record = of(bsym)

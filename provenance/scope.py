@@ -22,15 +22,17 @@ __all__ = ["attribute_value", "current_span", "scope", "text"]
 
 MAX_REPR = 200  # characters of an attribute's repr
 
-_current_span: ContextVar[Span | None] = ContextVar("provenance_span", default=None)
-# Observers of span starts and ends (the session); a span's end is an event, not part of the record.
+# The innermost span of this thread/task (capture's bind hook reads it for every new symbol).
+innermost_span: ContextVar[Span | None] = ContextVar("provenance_span", default=None)
+# Observers of span starts and ends: the session, while it has exporters (empty at import).
+# A span's end is an event, not part of the record.
 span_start_listeners: list = []
 span_end_listeners: list = []
 
 
 def current_span() -> Span | None:
     """The innermost active span of this thread/task, or None."""
-    return _current_span.get()
+    return innermost_span.get()
 
 
 def text(value: str) -> str:
@@ -90,17 +92,17 @@ def scope(name: str, *, role: str | None = None, **attributes: Any) -> Iterator[
         raise ValueError(f"provenance.scope() needs a non-empty name, got {_repr(name)}")
     if role is not None and not isinstance(role, str):
         raise TypeError(f"provenance.scope() needs a string role, got {_repr(role)}")
-    parent = _current_span.get()
+    parent = innermost_span.get()
     if role is None and parent is not None:
         role = parent.role
     values = tuple(sorted((key, attribute_value(value)) for key, value in attributes.items()))
     span = Span(name=text(name), parent=parent, attributes=values, role=None if role is None else text(role))
-    token = _current_span.set(span)
+    token = innermost_span.set(span)
     for listener in span_start_listeners:
         listener(span)
     try:
         yield span
     finally:
-        _current_span.reset(token)
+        innermost_span.reset(token)
         for listener in span_end_listeners:
             listener(span)

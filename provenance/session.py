@@ -4,10 +4,17 @@ Capture hooks call the `Session` with plain values; it turns them into events (t
 `provenance.events`, schema in docs/log-schema.md), emits each provenance record and span once
 with an id before its first reference, and hands every event to every exporter
 (`exporters.base.Exporter`). With no exporter, nothing is built: capture alone costs nothing here.
-Integrations name what they add to the header (`add_version`): this module knows nothing of
+Integrations name what they add to the header (`add_version`) and hand over plain values (a
+compiled function's call counters come from the reader it passes): this module knows nothing of
 Thunder or torch.
 
-Nothing here keeps a user's object alive: jitted functions' stats are held weakly, scope
+Importing this module registers nothing. The session hooks into the process when it gets its
+first exporter (enable() with a log, or add_exporter): an exit handler that closes the exporters,
+and the scope listeners that log spans; `close()` (disable(), or the exit) removes both. Its fork
+handlers are registered then too, once per process (os.register_at_fork cannot unregister):
+they do nothing while the session has no exporter.
+
+Nothing here keeps a user's object alive: jitted functions' owners are held weakly, scope
 attributes are plain values (provenance.scope converts them). A process forked from a logging
 one (os.fork, multiprocessing) starts afresh: its own header, record ids from 1, and each
 exporter's `after_fork()` (the JSONL log opens a file of the child's own at its first event).
@@ -63,13 +70,15 @@ class Session:
         self._prov_ids: dict[Provenance, int] = {}
         self._span_ids: set[int] = set()
         self._interned: list[Event] = []  # prov and span events, replayed to a joining exporter
-        # id(CompileStats) -> (weak reference to it, fn name, compile ids, counts) of the jitted
-        # functions alive, for the exit summary. Weak: the stats hold the traces, which hold the
-        # model, and nothing of ours may keep a model alive. `counts` ([calls, cache hits, cache
-        # misses], also at COUNTS_ATTR on the stats) is copied after each call by the integration,
-        # so a function collected before exit still gets its summary: its entry moves to `_dead`.
-        self._compiles: dict[int, tuple[weakref.ref, str, list[int], list[int]]] = {}
+        # id(owner) -> (weak reference to it, its counter reader, fn name, compile ids, counts) of
+        # the jitted functions alive, for the exit summary (the owner: what holds a function's
+        # counters, Thunder's CompileStats). Weak: the owner holds the traces, which hold the model,
+        # and nothing of ours may keep a model alive. `counts` ([calls, cache hits, cache misses])
+        # is the list the integration copies the counters into after each call, so a function
+        # collected before exit still gets its summary: its entry moves to `_dead`.
+        self._compiles: dict[int, tuple[weakref.ref, CountReader, str, list[int], list[int]]] = {}
         self._dead: list[tuple[str, list[int], list[int]]] = []
+        self._hooked = False  # the exit handler and scope listeners are registered
 
     # -- exporters ---------------------------------------------------------------------------
     @property
@@ -91,6 +100,25 @@ class Session:
                 for event in [self._header(), *self._interned]:
                     exporter.emit(event)
             self.exporters.append(exporter)
+            self._hook()
+
+    def _hook(self) -> None:
+        """Close at exit, log scope spans, follow forks: while the session has exporters."""
+        if not self._hooked:
+            self._hooked = True
+            atexit.register(self.close)
+            span_start_listeners.append(self.span_started)
+            span_end_listeners.append(self.span_ended)
+            _register_fork_handlers()
+
+    def _unhook(self) -> None:
+        if self._hooked:
+            self._hooked = False
+            atexit.unregister(self.close)
+            for listeners, listener in ((span_start_listeners, self.span_started),
+                                        (span_end_listeners, self.span_ended)):
+                while listener in listeners:
+                    listeners.remove(listener)
 
     def remove_exporter(self, exporter: Exporter) -> None:
         """Detach `exporter` and close it (an exporter not attached is left alone)."""
@@ -116,8 +144,10 @@ class Session:
         self._versions[name] = read
 
     def close(self) -> None:
-        """Summarize runtime calls, then close every exporter (at disable() or exit)."""
+        """Summarize runtime calls, then close every exporter (at disable() or exit), and remove
+        the session's exit handler and scope listeners."""
         with self._lock:
+            self._unhook()
             if not self.exporters:
                 return
             self.emit_call_summaries()
@@ -131,13 +161,13 @@ class Session:
             self._span_ids.clear()
             self._interned.clear()
 
-    def _before_fork(self) -> None:
+    def before_fork(self) -> None:
         self._lock.acquire()  # no other thread is then halfway through an event
 
-    def _after_fork_in_parent(self) -> None:
+    def after_fork_in_parent(self) -> None:
         self._lock.release()
 
-    def _after_fork_in_child(self) -> None:
+    def after_fork_in_child(self) -> None:
         """A forked child logs on its own: a header of its own, record ids from 1, compiles of
         its own to summarize, and exporters told (the JSONL one opens a file of the child's)."""
         self._lock = threading.RLock()
@@ -251,16 +281,16 @@ class Session:
                 self.emit(event)
 
     # -- compiles ----------------------------------------------------------------------------
-    def track_compile(self, compile_stats: Any, fn_name: str, compile_id: int) -> int:
-        """Remember a jitted function's stats (weakly) for the runtime summary; its compile's index.
-        `compile_stats` has `calls`, `cache_hits` and `cache_misses`; it gets the list its
-        integration copies them into after each call (COUNTS_ATTR)."""
+    def track_compile(self, owner: Any, read: CountReader, fn_name: str, compile_id: int) -> tuple[int, list[int]]:
+        """Remember a jitted function (by `owner`, held weakly) for the runtime summary: its
+        compile's index, and the counts list ([calls, cache hits, cache misses]) the integration
+        copies `read(owner)` into after each call (read once more at the exit, if alive)."""
         with self._lock:
-            key = id(compile_stats)
+            key = id(owner)
             entry = self._compiles.get(key)
-            if entry is not None and entry[0]() is compile_stats:
-                entry[2].append(compile_id)
-                return len(entry[2]) - 1
+            if entry is not None and entry[0]() is owner:
+                entry[3].append(compile_id)
+                return len(entry[3]) - 1, entry[4]
             if len(self._dead) > MAX_DEAD:  # a program that jits in a loop: summarize the dead now
                 self._summarize_dead()
 
@@ -268,20 +298,19 @@ class Session:
                 entry = self._compiles.get(key)
                 if entry is not None and entry[0] is ref:
                     self._compiles.pop(key, None)
-                    self._dead.append(entry[1:])
+                    self._dead.append(entry[2:])
 
-            counts = compile_stats.__dict__.setdefault(COUNTS_ATTR, [0, 0, 0])
-            counts[:] = (compile_stats.calls, compile_stats.cache_hits, compile_stats.cache_misses)
-            self._compiles[key] = (weakref.ref(compile_stats, died), fn_name, [compile_id], counts)
-            return 0
+            counts = list(read(owner))
+            self._compiles[key] = (weakref.ref(owner, died), read, fn_name, [compile_id], counts)
+            return 0, counts
 
     def emit_call_summaries(self) -> None:
-        """Runtime calls per jitted function, read from Thunder's own counters (no per-call
+        """Runtime calls per jitted function, read from the integration's counters (no per-call
         event): live for the functions alive, as of their last call for those collected."""
-        for held, fn_name, ids, counts in list(self._compiles.values()):
-            cs = held()
-            if cs is not None:
-                counts[:] = (cs.calls, cs.cache_hits, cs.cache_misses)
+        for held, read, fn_name, ids, counts in list(self._compiles.values()):
+            owner = held()
+            if owner is not None:
+                counts[:] = read(owner)
                 self._emit_calls(fn_name, ids, counts)
         self._summarize_dead()
 
@@ -297,12 +326,40 @@ class Session:
 
 
 MAX_DEAD = 1024  # summaries of collected functions kept for the exit; beyond, written at once
-COUNTS_ATTR = "_provenance_counts"  # on a jitted function's stats: [calls, cache hits, cache misses]
-
+CountReader = Callable[[Any], tuple[int, int, int]]  # a jitted function's (calls, cache hits, cache misses)
 
 SESSION = Session()
-atexit.register(SESSION.close)
-os.register_at_fork(before=SESSION._before_fork, after_in_parent=SESSION._after_fork_in_parent,
-                    after_in_child=SESSION._after_fork_in_child)
-span_start_listeners.append(SESSION.span_started)
-span_end_listeners.append(SESSION.span_ended)
+_fork_handlers = False  # registered (once per process: os.register_at_fork cannot unregister)
+
+
+def _register_fork_handlers() -> None:
+    global _fork_handlers
+    if not _fork_handlers:
+        _fork_handlers = True
+        os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                            after_in_child=_after_fork_in_child)
+
+
+# Each does nothing while the session has no exporter (after close(), or before any).
+_locked_for_fork = False
+
+
+def _before_fork() -> None:
+    global _locked_for_fork
+    if SESSION.active:
+        SESSION.before_fork()
+        _locked_for_fork = True
+
+
+def _after_fork_in_parent() -> None:
+    global _locked_for_fork
+    if _locked_for_fork:
+        _locked_for_fork = False
+        SESSION.after_fork_in_parent()
+
+
+def _after_fork_in_child() -> None:
+    global _locked_for_fork
+    if _locked_for_fork:
+        _locked_for_fork = False
+        SESSION.after_fork_in_child()

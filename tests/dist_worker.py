@@ -18,7 +18,7 @@ import torch.distributed as dist
 from thunder.distributed import column_parallel, ddp, fsdp, row_parallel
 
 import provenance
-from provenance.thunder import state
+from provenance.thunder import capture
 from provenance.thunder.workarounds import tensor_parallel_on_cpu
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
@@ -109,13 +109,13 @@ def main() -> None:
     result["tensor_parallel"] = describe(tp)
 
     # A fault inside the distributed hooks: one warning, the same results.
-    state.fault_injection = "distributed"
+    capture.ACTIVE.fault_injection = "distributed"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         faulty = tensor_parallel(copy.deepcopy(toy))
         faulty_out = faulty(x)
         faulty_out.sum().backward()
-    state.fault_injection = None
+    capture.ACTIVE.fault_injection = None
     result["fault"] = {
         "warnings": [str(w.message) for w in caught if "thunder-provenance" in str(w.message)],
         "same_output": torch.equal(out, faulty_out),

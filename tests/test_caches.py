@@ -6,7 +6,7 @@ import thunder
 import torch
 
 import provenance
-import provenance.thunder.waits  # registers the wait-site table
+import provenance.thunder.wait_hooks  # registers the wait-site table
 from provenance.caches import CACHES, Memo
 from provenance.record import Provenance, intern
 

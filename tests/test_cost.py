@@ -22,7 +22,7 @@ import provenance
 from provenance import Kind
 from provenance.profile import BACKWARD, FORWARD, RECENT_CALLS
 from provenance.rollup import BETWEEN
-from provenance.thunder import profiling, state
+from provenance.thunder import capture, profiling
 
 MODELS_FILE = models.__file__
 
@@ -287,7 +287,7 @@ def test_a_profiling_failure_warns_once_and_the_call_still_returns_the_right_res
     expected = model(x)
     jm = thunder.jit(model)
     jm(x)
-    monkeypatch.setattr(state, "fault_injection", "profile")
+    monkeypatch.setattr(capture.ACTIVE, "fault_injection", "profile")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         outs = [jm(x) for _ in range(3)]
@@ -304,7 +304,7 @@ def test_a_profiling_failure_warns_once_and_the_call_still_returns_the_right_res
 
 @pytest.mark.parametrize("profiled", [2], indirect=True)
 def test_a_failure_to_build_the_timed_code_leaves_the_compile_unprofiled(profiled, monkeypatch):
-    monkeypatch.setattr(state, "fault_injection", "profile_build")
+    monkeypatch.setattr(capture.ACTIVE, "fault_injection", "profile_build")
     jm = thunder.jit(models.Net(n=8, depth=1))
     x = torch.randn(4, 8)
     with pytest.warns(RuntimeWarning, match="cannot profile .*Net.* it runs unprofiled") as caught:
@@ -350,8 +350,8 @@ class _FakeCudaEvent:
 
 @pytest.mark.parametrize("profiled", [2], indirect=True)
 def test_the_cuda_clock_pairs_one_event_per_mark(profiled, monkeypatch):
-    monkeypatch.setattr(profiling, "force_clock", "cuda")
-    monkeypatch.setattr(profiling, "cuda_event_factory", _FakeCudaEvent)
+    monkeypatch.setattr(capture.ACTIVE, "force_clock", "cuda")
+    monkeypatch.setattr(capture.ACTIVE, "cuda_event_factory", _FakeCudaEvent)
     jm = thunder.jit(models.OneBigLine())
     x = torch.randn(384, 384)
     for _ in range(3):
@@ -442,7 +442,7 @@ def test_profiling_with_logs_and_a_bad_environment_value(tmp_path, monkeypatch):
     monkeypatch.setenv("THUNDER_TRACE_PROFILE", "three")
     with pytest.warns(RuntimeWarning, match="THUNDER_TRACE_PROFILE must be a number of calls .*'three'"):
         provenance.enable()
-    assert profiling.requested == 0 and provenance.enabled()
+    assert capture.ACTIVE.profile == 0 and provenance.enabled()
     monkeypatch.setenv("THUNDER_TRACE_PROFILE", "1")
     provenance.enable(tmp_path)  # logs and profiling together (the environment's setting)
     try:
@@ -471,9 +471,9 @@ def test_profiling_off_installs_nothing_for_it(monkeypatch):
 
     provenance.enable()  # capture alone
     try:
-        assert not profiling_hook() and not profiling.installed and profiling.requested == 0
+        assert not profiling_hook() and not capture.ACTIVE.profiling_installed and capture.ACTIVE.profile == 0
         provenance.enable(profile=2)
-        assert profiling_hook() and profiling.installed
+        assert profiling_hook() and capture.ACTIVE.profiling_installed
     finally:
         provenance.disable()
-    assert TraceCtx.python_callable is thunders_own and profiling.requested == 0
+    assert TraceCtx.python_callable is thunders_own and capture.ACTIVE is None

@@ -16,7 +16,7 @@ from collecting import Collect
 
 import provenance
 from provenance import events, schema
-from provenance.thunder import state
+from provenance.thunder import capture
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "log-schema.md"
 
@@ -123,11 +123,11 @@ def test_what_the_writers_emit_is_what_events_declares():
             thunder.jit(lambda x: torch.nn.functional.conv2d(x, x, stride=(1, 2, 3)))(torch.ones(1, 1, 3, 3))
         with warnings.catch_warnings():  # an internal fault: capture stops, and the log says so
             warnings.simplefilter("ignore")
-            state.fault_injection = "processor"
+            capture.ACTIVE.fault_injection = "processor"
             try:
                 thunder.jit(lambda x: torch.cos(x) * 2)(torch.ones(3))
             finally:
-                state.fault_injection = None
+                capture.ACTIVE.fault_injection = None
     finally:
         provenance.disable()
     (error,) = [e for e in collect.events if e["type"] == "compile_error"]

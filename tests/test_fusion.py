@@ -82,12 +82,12 @@ def test_fault_in_rematerialization_hook_warns_once_and_results_stay_correct(tra
 
     from thunder.executors.torch_compile import torch_compile_ex
 
-    from provenance.thunder import state
+    from provenance.thunder import capture
 
     net = models.Net(n=8, depth=1)
     x = torch.randn(3, 8)
     expected = net(x)
-    monkeypatch.setattr(state, "fault_injection", "rematerialize")
+    monkeypatch.setattr(capture.ACTIVE, "fault_injection", "rematerialize")
     jm = thunder.jit(net, executors=[torch_compile_ex, *thunder.get_default_executors()])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -23,7 +23,7 @@ import torch
 import provenance
 from provenance import schema
 from provenance.report.cli import main
-from provenance.thunder import state
+from provenance.thunder import capture
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -227,9 +227,9 @@ def test_thunder_trace_and_enable_write_one_log(odd_process):
 # -- 17. capture disabled by an internal fault ------------------------------------------------------------
 @pytest.mark.parametrize("hook", ["processor", "set_provenance"])
 def test_a_compile_whose_capture_failed_says_so_in_the_log(tmp_path, monkeypatch, hook, capsys):
-    monkeypatch.setattr(state, "fault_injection", hook)
     with warnings.catch_warnings(record=True), provenance.tracing(tmp_path / "logs"):
         warnings.simplefilter("always")
+        monkeypatch.setattr(capture.ACTIVE, "fault_injection", hook)
         out = thunder.jit(lambda x: torch.sin(x) * 2)(torch.ones(3))
     torch.testing.assert_close(out, torch.sin(torch.ones(3)) * 2)
     records = _records(next((tmp_path / "logs").glob("*.jsonl")))

@@ -27,6 +27,13 @@ ALLOWED = {
     "exporters.base": {"provenance.events"},
     "exporters.jsonl": {"exporters.base", "provenance.scope"},
     "exporters.otel": {"provenance._version", "provenance.events", "provenance.record", "provenance.attribution"},
+    # the API's trace readers get Thunder's printing and bookkeeping rule from their caller
+    "provenance.annotation": {"provenance.record"},
+    "provenance.coverage_stats": {"provenance.record"},
+    # capture's seam and state: below every hook module
+    "provenance.thunder.compat": set(),
+    "provenance.thunder.patching": set(),
+    "provenance.thunder.capture": {"provenance.caches", "provenance.thunder.patching"},
 }
 
 

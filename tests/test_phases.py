@@ -192,7 +192,7 @@ def test_the_torch_compile_executors_own_compile_is_timed_at_the_first_call(tmp_
 
     from thunder.executors.torch_compile import torch_compile_ex
 
-    from provenance.thunder import state
+    from provenance.thunder import capture
 
     def f(x, w):
         return torch.tanh(x @ w).sum() * 2
@@ -225,9 +225,9 @@ def test_the_torch_compile_executors_own_compile_is_timed_at_the_first_call(tmp_
 
     # a fault in the executor hook: one warning, the results stay right
     x.grad = w.grad = None
-    monkeypatch.setattr(state, "fault_injection", "executor_compile")
     with warnings.catch_warnings(record=True) as caught, provenance.tracing():
         warnings.simplefilter("always")
+        monkeypatch.setattr(capture.ACTIVE, "fault_injection", "executor_compile")
         out_ = thunder.jit(f, executors=[torch_compile_ex])(x, w)
         out_.backward()
     ours = [str(w.message) for w in caught if "thunder-provenance" in str(w.message)]

@@ -16,7 +16,7 @@ from test_events import Collect
 import provenance
 from provenance import schema
 from provenance.report.cli import main as report_main
-from provenance.thunder import emit, recompile, state
+from provenance.thunder import capture, emit, recompile
 
 SCALE = 2
 
@@ -195,10 +195,10 @@ def test_a_cache_hit_runs_no_prologue_of_ours_and_thunders_figures_are_unchanged
 
 
 def test_a_fault_reading_the_reasons_warns_once_and_the_program_runs_on(monkeypatch):
-    monkeypatch.setattr(state, "fault_injection", "recompile")
     x = torch.randn(2, 4, requires_grad=True)
     with warnings.catch_warnings(record=True) as caught, provenance.tracing():
         warnings.simplefilter("always")
+        monkeypatch.setattr(capture.ACTIVE, "fault_injection", "recompile")
         collect = Collect()
         provenance.add_exporter(collect)
         jf = thunder.jit(scaled)

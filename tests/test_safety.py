@@ -18,7 +18,7 @@ from thunder.core.trace import TraceCtx
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
 import provenance
-from provenance.thunder import UnsupportedThunderVersion, check_version, hooks, state
+from provenance.thunder import UnsupportedThunderVersion, capture, check_version, hooks, state
 
 _PRINT_CODE = textwrap.dedent("""
     import re, sys, torch, thunder
@@ -78,7 +78,7 @@ def test_fault_in_any_hook_warns_once_and_results_stay_correct(traced, hook, mon
     expected_out, expected_grads = _reference(net, x)
     net.zero_grad()
 
-    monkeypatch.setattr(state, "fault_injection", hook)
+    monkeypatch.setattr(capture.ACTIVE, "fault_injection", hook)
     with warnings.catch_warnings(record=True) as caught, provenance.tracing(tmp_path):  # logging hooks too
         warnings.simplefilter("always")
         jm = thunder.jit(net)
@@ -94,7 +94,7 @@ def test_fault_in_any_hook_warns_once_and_results_stay_correct(traced, hook, mon
         torch.testing.assert_close(p.grad, g)
 
     # the next compile traces again
-    monkeypatch.setattr(state, "fault_injection", None)
+    monkeypatch.setattr(capture.ACTIVE, "fault_injection", None)
     jm2 = thunder.jit(models.Net(n=8, depth=1))
     models.forward_backward(jm2, x)
     assert provenance.coverage(thunder.last_traces(jm2)[-1]).missing == []

@@ -20,7 +20,7 @@ from test_events import Collect
 
 import provenance
 from provenance import Kind, schema
-from provenance.thunder import state
+from provenance.thunder import capture, state
 from provenance.thunder.state import COMPILE_ATTR
 
 L = models.line_of
@@ -419,7 +419,7 @@ def test_the_splitters_trial_runs_are_not_captured(traced, monkeypatch):
 def test_fault_in_thunderfx_hook_warns_once_and_results_stay_correct(traced, monkeypatch):
     model, x = models.Net(n=8, depth=1), torch.randn(3, 8)
     expected = model(x)
-    monkeypatch.setattr(state, "fault_injection", "thunderfx")
+    monkeypatch.setattr(capture.ACTIVE, "fault_injection", "thunderfx")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = thunder.dynamo.thunderfx(model)(x)

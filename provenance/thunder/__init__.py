@@ -1,45 +1,21 @@
 """The only code that touches Thunder internals, behind a version check.
 
 Capture relies on Thunder's private structure (BoundSymbol fields, the interpreter's frame stack,
-autograd's processor classes), so it refuses any Thunder it was not written and tested against.
+autograd's processor classes), so it refuses any Thunder it was not written and tested against:
+compat.py holds the version check and, per Thunder series, every name capture uses. Importing this
+package imports neither Thunder nor torch and installs nothing; install() does.
 """
 
 from __future__ import annotations
 
 import threading
-from importlib import metadata
 
-SUPPORTED_THUNDER = ("0.2.6",)  # release series this integration was written and tested against
+from provenance.thunder.compat import SUPPORTED_THUNDER, UnsupportedThunderVersion, check_version, thunder_version
 
-
-class UnsupportedThunderVersion(RuntimeError):
-    pass
-
-
-def thunder_version() -> str:
-    try:
-        return metadata.version("lightning-thunder")
-    except metadata.PackageNotFoundError:
-        import thunder
-
-        return getattr(thunder, "__version__", "unknown")
-
-
-def check_version(version: str | None = None) -> str:
-    """Raise UnsupportedThunderVersion unless `version` (default: the installed one) is supported."""
-    version = version or thunder_version()
-    base = version.split("+")[0]
-    if not any(base == v or base.startswith(v + ".") for v in SUPPORTED_THUNDER):
-        raise UnsupportedThunderVersion(
-            f"thunder-provenance supports lightning-thunder {', '.join(SUPPORTED_THUNDER)}, "
-            f"but {version} is installed. Install a supported release "
-            f"(pip install 'lightning-thunder=={SUPPORTED_THUNDER[-1]}') or upgrade thunder-provenance."
-        )
-    return version
-
+__all__ = ["SUPPORTED_THUNDER", "UnsupportedThunderVersion", "check_version", "compile_stats_of", "install",
+           "installed", "profile_setting", "thunder_version", "uninstall"]
 
 _lock = threading.Lock()
-_patcher = None
 
 
 def _torch_version() -> str:
@@ -51,45 +27,54 @@ def _torch_version() -> str:
 def install(*, wait_counters: bool = False, profile: int = 0) -> None:
     """Install every hook (idempotent); `wait_counters` also counts collective waits; `profile`
     times the ops of that many calls (after the first) of every compile from now on (0: off). Log
-    headers name the torch and Thunder versions from then on."""
-    global _patcher
+    headers name the torch and Thunder versions from then on. The hooks and all they keep belong
+    to one `capture.Capture`, dropped by uninstall()."""
     with _lock:
         check_version()
         from provenance.session import SESSION
-        from provenance.thunder import hooks, profiling, waits
-        from provenance.thunder.patching import Patcher
+        from provenance.thunder import capture, hooks, profiling, wait_hooks
 
         SESSION.add_version("torch", _torch_version)
         SESSION.add_version("thunder", thunder_version)
-        if not _patcher:
-            patcher = Patcher()
+        if capture.ACTIVE is None:
             try:
-                hooks.install(patcher)
+                hooks.install(capture.start())
             except BaseException:
-                patcher.undo()
+                capture.stop()
                 raise
-            _patcher = patcher
-        if wait_counters and not waits.active:
-            waits.install(_patcher)
+        running = capture.ACTIVE
+        if wait_counters and not running.waits_active:
+            wait_hooks.install(running)
         if profile:
-            profiling.install(_patcher)
-        profiling.requested = profile
+            profiling.install(running)
+        running.profile = profile
 
 
 def uninstall() -> None:
     """Remove every hook: Thunder runs exactly as without this package."""
-    global _patcher
     with _lock:
-        if _patcher:
-            _patcher.undo()
-            from provenance.thunder import phases, profiling, recompile, waits
+        from provenance.thunder import capture
 
-            waits.uninstalled()
-            profiling.uninstalled()
-            phases.uninstalled()
-            recompile.entry_compiles.clear()  # compile ids of this session's logs
-        _patcher = None
+        capture.stop()
 
 
 def installed() -> bool:
-    return bool(_patcher)
+    from provenance.thunder import capture
+
+    return capture.ACTIVE is not None
+
+
+def profile_setting() -> int:
+    """The running capture's profiling setting (calls to time after the first); 0 when disabled."""
+    from provenance.thunder import capture
+
+    running = capture.ACTIVE
+    return running.profile if running is not None else 0
+
+
+def compile_stats_of(jfn: object) -> object | None:
+    """`thunder.compile_stats(jfn)` (None for what thunder.jit did not return), without importing
+    Thunder: the owner of a jitted function's profiles."""
+    from provenance.thunder import compat
+
+    return getattr(jfn, compat.TABLES[compat.series()].names["compile_stats_attr"], None)

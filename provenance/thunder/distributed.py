@@ -18,24 +18,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import thunder.core.rematerialization as rematerialization
-import thunder.distributed.tensor_parallel.column_wise  # defines pre/post-processors install() wraps
-import thunder.distributed.tensor_parallel.row_wise  # noqa: F401 - likewise
-from thunder.core.proxies import Proxy
-from thunder.distributed.tensor_parallel.common import (
-    ComputationTraceTransformVisitorForTensorParallel,
-    PrePostProcessInterface,
-    TensorParallelLayerType,
-)
-from thunder.distributed.transforms.ddp_v2 import DDPTransform
-from thunder.distributed.transforms.fsdp_v2 import FSDPTransform
-
 from provenance.caches import CACHES
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.record import Kind, Provenance, of
 from provenance.thunder import passes
+from provenance.thunder.compat import api
 from provenance.thunder.patching import Patcher
 from provenance.thunder.state import Processing, check_fault, current_compile, fail, processing
+
+T = api()  # this Thunder's objects (compat.py)
+Proxy, TensorParallelLayerType = T.Proxy, T.TensorParallelLayerType
+# The tensor-parallel pre/post-processors, one per layer type.
+PRE_POST_PROCESSORS = (T.ColumnParallelLinear, T.ColumnParallelEmbedding, T.RowParallelLinear, T.RowParallelEmbedding)
 
 _TP_TRANSFORM = {
     TensorParallelLayerType.COLUMN_PARALLEL_LINEAR: "column_parallel",
@@ -171,11 +165,10 @@ def _rematerialize_for_consumer(orig: Callable) -> Callable:
 
 
 def install(patcher: Patcher) -> None:
-    patcher.wrap(ComputationTraceTransformVisitorForTensorParallel, "__call__", _visitor_call)
-    for cls in PrePostProcessInterface.__subclasses__():
-        if hasattr(cls, "layer_type"):
-            patcher.wrap(cls, "preprocess", lambda f: _pre_post(f, "pre"))
-            patcher.wrap(cls, "postprocess", lambda f: _pre_post(f, "post"))
-    patcher.wrap(FSDPTransform, "transform_traces_pre_prologue", lambda f: _data_parallel(f, "fsdp", "fsdp.unshard"))
-    patcher.wrap(DDPTransform, "transform_traces_pre_prologue", lambda f: _data_parallel(f, "ddp", "ddp.sync_param"))
-    patcher.wrap(rematerialization, "apply_rematerialization_for_consumer", _rematerialize_for_consumer)
+    patcher.wrap(T.TensorParallelVisitor, "__call__", _visitor_call)
+    for cls in PRE_POST_PROCESSORS:
+        patcher.wrap(cls, "preprocess", lambda f: _pre_post(f, "pre"))
+        patcher.wrap(cls, "postprocess", lambda f: _pre_post(f, "post"))
+    patcher.wrap(T.FSDPTransform, "transform_traces_pre_prologue", lambda f: _data_parallel(f, "fsdp", "fsdp.unshard"))
+    patcher.wrap(T.DDPTransform, "transform_traces_pre_prologue", lambda f: _data_parallel(f, "ddp", "ddp.sync_param"))
+    patcher.wrap(T.rematerialization, "apply_rematerialization_for_consumer", _rematerialize_for_consumer)

@@ -7,13 +7,11 @@ import sys
 import time
 import traceback
 import warnings
-import weakref
 from typing import Any
 
 import torch
-from thunder.core.options import CACHE_OPTIONS
-from thunder.core.proxies import Proxy
 
+from provenance.caches import CACHES
 from provenance.coverage_stats import coverage
 from provenance.events import (
     CompileEnd,
@@ -40,19 +38,20 @@ from provenance.profile import FORWARD, CompileProfile, ProfiledCall
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.record import Frame
 from provenance.session import SESSION
-from provenance.thunder import passes
+from provenance.thunder import capture, passes
 from provenance.thunder import recompile as recompiles
+from provenance.thunder.compat import api
 from provenance.thunder.frames import frame_of, is_user_code
 from provenance.thunder.passes import pass_label
 from provenance.thunder.printing import printed_layout
 from provenance.thunder.stack import python_stack
-from provenance.thunder.state import LABELLED_AT, MADE_BY, CompileState, check_fault
+from provenance.thunder.state import COUNTS_ATTR, LABELLED_AT, MADE_BY, CompileState, check_fault
 
-# The user stack of each thunder.jit call, by its CompileData.
-jit_stacks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+T = api()  # this Thunder's objects (compat.py)
+Proxy = T.Proxy
 
 
-def _fn_name(fn: Any) -> str:
+def fn_name(fn: Any) -> str:
     """`module.qualname` of the jitted function, or of the class of a jitted nn.Module."""
     if fn is None:
         return "?"
@@ -70,15 +69,19 @@ def compile_started(state: CompileState, compile_data: Any, compile_stats: Any) 
     fn = getattr(compile_data, "fn", None)
     piece: Piece | None = state.piece
     graph = piece.graph if piece is not None else None
-    state.fn_name = f"{graph_label(graph)} {piece.name}" if graph is not None else _fn_name(fn)
-    state.index = SESSION.track_compile(compile_stats, state.fn_name, state.id) if compile_stats else 0
+    state.fn_name = f"{graph_label(graph)} {piece.name}" if graph is not None else fn_name(fn)
+    if compile_stats:  # the hooks copy its counters into `counts` after each call
+        state.index, counts = SESSION.track_compile(compile_stats, call_counts, state.fn_name, state.id)
+        compile_stats.__dict__[COUNTS_ATTR] = counts
+    running = capture.ACTIVE
+    jit_stack = running.jit_stacks.get(compile_data, ()) if running is not None else ()
     call_stack = python_stack()
     state.call_frame = call_stack[-1] if call_stack else None
     event: CompileStart = {
         "type": "compile_start", "compile": state.id, "fn": state.fn_name, "index": state.index,
         "is_module": isinstance(fn, torch.nn.Module),
         "time_ns": state.phases.window_start + state.phases.wall_offset,  # the call that missed the cache
-        "jit_stack": frames_json(jit_stacks.get(compile_data, ())),
+        "jit_stack": frames_json(jit_stack),
         "call_stack": frames_json(call_stack),
     }
     if graph is not None:
@@ -111,7 +114,7 @@ def graph_break(found: GraphBreak) -> None:
     SESSION.emit(event)
 
 
-_LOOKS_UP = (CACHE_OPTIONS.CONSTANT_VALUES, CACHE_OPTIONS.SYMBOLIC_VALUES)  # modes that try the cached entries
+_LOOKS_UP = (T.CACHE_OPTIONS.CONSTANT_VALUES, T.CACHE_OPTIONS.SYMBOLIC_VALUES)  # modes that try the cached entries
 
 
 def recompiled(state: CompileState, compile_data: Any, compile_stats: Any, args: tuple, kwargs: dict) -> None:
@@ -124,8 +127,10 @@ def recompiled(state: CompileState, compile_data: Any, compile_stats: Any, args:
     # Thunder's prologue wrapper times itself into the stats: leave them as Thunder left them.
     timers = ("last_prologue_execution_start", "last_prologue_execution_stop")
     saved = [getattr(compile_stats, t, None) for t in timers]
+    running = capture.ACTIVE
+    built_by = running.entry_compiles if running is not None else {}
     try:
-        found, more = recompiles.rejections(entries, args, kwargs, getattr(compile_data, "fn", None))
+        found, more = recompiles.rejections(entries, args, kwargs, getattr(compile_data, "fn", None), built_by)
     finally:
         for name, value in zip(timers, saved):
             setattr(compile_stats, name, value)
@@ -176,7 +181,7 @@ def compile_finished(state: CompileState, entry: Any, compile_stats: Any) -> Non
             SESSION.emit(trace_event(state.id, list_name, index, trace))
     final = [t for t in (entry.computation_traces[-1] if entry.computation_traces else None,
                          entry.backward_traces[-1] if entry.backward_traces else None) if t is not None]
-    covs = [coverage(t) for t in final]
+    covs = [coverage(t, passes.is_bookkeeping) for t in final]
     state.ended = True
     state.phases.end(logging)
     now = time.perf_counter_ns()
@@ -256,12 +261,12 @@ def _module_name(frame: Any) -> str:
         return name
     found = _modules_by_file.get(path)
     if found is None:
-        found = _modules_by_file[path] = next(
-            (n for n, m in list(sys.modules.items()) if getattr(m, "__file__", None) == path), "")
+        found = _modules_by_file.put(path, next(
+            (n for n, m in list(sys.modules.items()) if getattr(m, "__file__", None) == path), ""))
     return found
 
 
-_modules_by_file: dict[str, str] = {}
+_modules_by_file = CACHES.memo("emit.modules_by_file", 1 << 12)  # file -> module name (tracebacks)
 
 
 def user_frame(exc: BaseException) -> Frame | None:
@@ -297,10 +302,14 @@ def trace_event(compile_id: int, list_name: str, index: int, trace: Any) -> Trac
     return event
 
 
+def call_counts(compile_stats: Any) -> tuple[int, int, int]:
+    """A jitted function's (calls, cache hits, cache misses), for the session's runtime summary."""
+    return compile_stats.calls, compile_stats.cache_hits, compile_stats.cache_misses
+
+
 # -- profiles (provenance/thunder/profiling.py): the ops table once per compile and trace, then one
 # record per profiled run. A call record goes only to the exporters its profile's ops table went to
-# (one attached later never saw the table that says what the times are of).
-_logged: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # profile -> the exporters it went to
+# (one attached later never saw the table that says what the times are of): Capture.profiles_logged.
 
 
 def _logged_index(traces: Any, trace: Any) -> int | None:
@@ -320,7 +329,8 @@ def _logged_index(traces: Any, trace: Any) -> int | None:
 
 def profile_started(profile: CompileProfile, entry: Any, traces: dict[str, Any]) -> None:
     """Write the ops table of each profiled trace of a compile (at the end of the compile)."""
-    if not SESSION.active:
+    running = capture.ACTIVE
+    if not SESSION.active or running is None:
         return
     for name, trace in traces.items():
         timed = profile.traces[name]
@@ -332,13 +342,14 @@ def profile_started(profile: CompileProfile, entry: Any, traces: dict[str, Any])
             "ops": [(op.position, op.name, SESSION.prov_id(op.record), op.printed) for op in timed.ops],
         }
         SESSION.emit(event)
-    _logged[profile] = tuple(SESSION.exporters)
+    running.profiles_logged[profile] = tuple(SESSION.exporters)
 
 
 def profile_called(profile: CompileProfile, call: ProfiledCall) -> None:
     """A profiled run of a trace (provenance.profile.call_listeners): one record, written as it is
     (the op times are a tuple of ints already; orjson writes it as an array)."""
-    targets = _logged.get(profile)
+    running = capture.ACTIVE
+    targets = running.profiles_logged.get(profile) if running is not None else None
     if not targets or not SESSION.active:
         return
     try:
@@ -348,6 +359,6 @@ def profile_called(profile: CompileProfile, call: ProfiledCall) -> None:
         }
         SESSION.emit(event, only=targets)
     except Exception as exc:  # this compile's calls go unlogged; the others' are still written
-        _logged.pop(profile, None)
+        running.profiles_logged.pop(profile, None)
         warnings.warn(f"thunder-provenance: logging the profile of {profile.fn_name} failed ({exc!r}); its "
                       f"calls are still profiled, not logged.", RuntimeWarning, stacklevel=2)

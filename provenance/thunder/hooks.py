@@ -24,24 +24,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import thunder
-import thunder.transforms.autodiff as autodiff
-from thunder.core.compile_data import get_compile_data
-from thunder.core.symbol import BoundSymbol, BoundSymbolTag
-from thunder.core.trace import TraceCtx
-from thunder.core.trace_interpreter import TraceSubstitutionProcessor
-
 from provenance.record import Kind, of
 from provenance.scope import current_span
-from provenance.session import COUNTS_ATTR, SESSION
-from provenance.thunder import distributed, emit, passes, phases, profiling, recompile, thunderfx
-from provenance.thunder import state as state_module
-from provenance.thunder.patching import Patcher
+from provenance.session import SESSION
+from provenance.thunder import distributed, emit, passes, phases, profiling, thunderfx
+from provenance.thunder.capture import Capture
+from provenance.thunder.compat import api
 from provenance.thunder.printing import printed_ops
 from provenance.thunder.stack import python_stack
 from provenance.thunder.state import (
     ATTR,
     COMPILE_ATTR,
+    COUNTS_ATTR,
     LABELLED_AT,
     MADE_BY,
     NO_DICT,
@@ -66,12 +60,16 @@ CORE_HOOKS = ("bind", "from_bsym", "source_location", "processor", "set_provenan
 # Run only when a call misses a cache that holds entries (tests/test_recompile.py injects its fault).
 RECOMPILE_HOOK = "recompile"
 
-_BACKWARD = BoundSymbolTag.BACKWARD
+T = api()  # this Thunder's objects (compat.py)
+thunder, autodiff, get_compile_data = T.thunder, T.autodiff, T.get_compile_data
+BoundSymbol, TraceCtx, TraceSubstitutionProcessor = T.BoundSymbol, T.TraceCtx, T.TraceSubstitutionProcessor
+
+_BACKWARD = T.BoundSymbolTag.BACKWARD
 # Autograd's processors (local classes of grad_transform_on_trace) and what their output is.
-_PROCESSOR_MODES = {"AugmentedForwardProcessor": "grad", "InsertRecomputationsProcessor": "recompute"}
+_PROCESSOR_MODES = {T.names["grad_processor"]: "grad", T.names["recompute_processor"]: "recompute"}
 
 
-def _post_init(orig: Callable) -> Callable:
+def _post_init(orig: Callable, running: Capture) -> Callable:
     # Runs for every bound symbol Thunder creates (~30 000 in a small model's compile): the
     # lookups of current_compile() and stamp() are inlined, module globals bound to locals.
     get_compile_data, get_processing, no_dict = read_compile_data, processing.get, NO_DICT
@@ -80,7 +78,7 @@ def _post_init(orig: Callable) -> Callable:
     def __post_init__(self: BoundSymbol) -> None:
         orig(self)
         try:
-            if state_module.fault_injection is not None:
+            if running.fault_injection is not None:
                 check_fault("bind")
             state = getattr(get_compile_data()[1], "__dict__", no_dict).get(COMPILE_ATTR) or current_compile()
             if state.disabled:  # e.g. the splitter's trial symbols: as cheap as possible
@@ -110,7 +108,7 @@ def _post_init(orig: Callable) -> Callable:
     return __post_init__
 
 
-def _from_bsym(orig: Callable) -> Callable:
+def _from_bsym(orig: Callable, running: Capture) -> Callable:
     get_compile_data, no_dict = read_compile_data, NO_DICT
 
     def from_bsym(self: BoundSymbol, **kwargs: Any) -> BoundSymbol:
@@ -129,12 +127,12 @@ def _from_bsym(orig: Callable) -> Callable:
                 new = orig(self, **kwargs)
             finally:
                 state.copying = None
-            if state_module.fault_injection is not None:
+            if running.fault_injection is not None:
                 _check_copy_fault()
             return new
         new = orig(self, **kwargs)
         try:
-            if state_module.fault_injection is not None:
+            if running.fault_injection is not None:
                 check_fault("from_bsym")
             if record is not None and not current_compile().disabled:
                 new._provenance = record
@@ -203,6 +201,9 @@ def _processor_call(orig: Callable) -> Callable:
     return __call__
 
 
+_PROCESS, _ADD_UNPROCESSED = T.names["process_bsym"], T.names["add_unprocessed_bsyms"]
+
+
 class _ProcessorHooks:
     """Per-processor wrappers: the symbol being processed is the context of what gets created."""
 
@@ -212,19 +213,19 @@ class _ProcessorHooks:
         self.current: BoundSymbol | None = None
         # Subsymbols a pass flattened to the top level, by id (held, so ids are not reused).
         self.decomposed: dict[int, BoundSymbol] = {}
-        self.inner_process = processor.process_bsym
-        self.inner_add_unprocessed = processor.add_unprocessed_bsyms
+        self.inner_process = getattr(processor, _PROCESS)
+        self.inner_add_unprocessed = getattr(processor, _ADD_UNPROCESSED)
 
     def install(self) -> None:
         # Instance attributes shadow the class's methods for this processor only.
-        self.processor.process_bsym = self.process_bsym
-        self.processor.add_unprocessed_bsyms = self.add_unprocessed_bsyms
+        setattr(self.processor, _PROCESS, self.process_bsym)
+        setattr(self.processor, _ADD_UNPROCESSED, self.add_unprocessed_bsyms)
 
     def uninstall(self) -> None:
         # The processor and these wrappers refer to each other: left in place, the cycle would
         # keep the processor's traces (every symbol the pass made or dropped) for the garbage
         # collector to find, instead of letting reference counting free them.
-        for name in ("process_bsym", "add_unprocessed_bsyms"):
+        for name in (_PROCESS, _ADD_UNPROCESSED):
             vars(self.processor).pop(name, None)
         self.decomposed.clear()
 
@@ -322,7 +323,7 @@ def _pass(orig: Callable, name: str) -> Callable:
     return wrapped
 
 
-def _jit(orig: Callable) -> Callable:
+def _jit(orig: Callable, running: Capture) -> Callable:
     """thunder.jit: remember where the user called it (the compile's call site)."""
 
     @functools.wraps(orig)
@@ -331,7 +332,7 @@ def _jit(orig: Callable) -> Callable:
         try:
             check_fault("jit")
             if SESSION.active:
-                emit.jit_stacks[thunder.compile_data(jfn)] = python_stack()
+                running.jit_stacks[thunder.compile_data(jfn)] = python_stack()
         except Exception as exc:
             fail("jit", exc)
         return jfn
@@ -347,7 +348,7 @@ def _with_cache_info_ctx(orig: Callable) -> Callable:
 
     def _with_cache_info_ctx(fn: Callable) -> Callable:
         inner = orig(fn)
-        stats = _closure(fn, "weakref_cs")  # Thunder's weak reference to the function's CompileStats
+        stats = _closure(fn, T.names["stats_closure"])  # Thunder's weak reference to the function's CompileStats
 
         def cache_info_wrapper(*args: Any, **kwargs: Any) -> Any:
             try:
@@ -455,7 +456,7 @@ def _open_window(state: Any) -> None:
         log.add("cache_lookup", host, missed)
 
 
-def _cache_entry(orig: type) -> type:
+def _cache_entry(orig: type, running: Capture) -> type:
     class CacheEntry(orig):  # type: ignore[misc, valid-type]
         """Thunder's CacheEntry; building one ends a compile: every trace gets fixed up."""
 
@@ -475,26 +476,27 @@ def _cache_entry(orig: type) -> type:
                             passes.fix_up(trace.bound_symbols, name)
                     state.phases.end(ours)
                     if SESSION.active and state.id:
-                        recompile.entry_compiles[entry.prologue_fn] = state.id
+                        running.entry_compiles[entry.prologue_fn] = state.id
                         emit.compile_finished(state, entry, get_compile_stats())
             except Exception as exc:
                 fail("compile", exc)
             finally:
                 end_compile(current_compile())
-            if profiling.requested:  # never raises: a failure is one warning and Thunder's entry
-                entry = profiling.profiled_entry(entry, current_compile(), get_compile_stats())
+            if running.profile:  # never raises: a failure is one warning and Thunder's entry
+                entry = profiling.profiled_entry(running, entry, current_compile(), get_compile_stats())
             return entry
 
     CacheEntry.__qualname__ = orig.__qualname__
     return CacheEntry
 
 
-def install(patcher: Patcher) -> None:
+def install(running: Capture) -> None:
+    patcher = running.patcher
     # The record is an attribute (`ATTR`) with a class default: hooks read and write it as
     # `bsym._provenance`, which keeps CPython's inline instance values (no per-symbol dict).
     patcher.set_attribute(BoundSymbol, ATTR, None)
-    patcher.wrap(BoundSymbol, "__post_init__", _post_init)
-    patcher.wrap(BoundSymbol, "from_bsym", _from_bsym)
+    patcher.wrap(BoundSymbol, "__post_init__", lambda f: _post_init(f, running))
+    patcher.wrap(BoundSymbol, "from_bsym", lambda f: _from_bsym(f, running))
     patcher.wrap(BoundSymbol, "python", _python)
     patcher.wrap(TraceCtx, "set_current_source_location", _set_current_source_location)
     patcher.wrap(TraceCtx, "set_provenance", _set_provenance)
@@ -502,9 +504,9 @@ def install(patcher: Patcher) -> None:
     patcher.wrap(TraceSubstitutionProcessor, "__call__", _processor_call)
     patcher.wrap(autodiff, "split_into_forward_and_backward", lambda f: _pass(f, "split_forward_backward"))
     patcher.wrap(thunder, "thunder_general_jit", _general_jit)
-    patcher.wrap(thunder, "CacheEntry", _cache_entry)
-    patcher.wrap(thunder, "jit", _jit)
+    patcher.wrap(thunder, "CacheEntry", lambda c: _cache_entry(c, running))
+    patcher.wrap(thunder, "jit", lambda f: _jit(f, running))
     patcher.wrap(thunder, "_with_cache_info_ctx", _with_cache_info_ctx)
     distributed.install(patcher)
-    phases.install(patcher)
+    phases.install(running)
     thunderfx.install(patcher)

@@ -6,12 +6,13 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from thunder.core.prims import PrimIDs
-from thunder.core.proxies import Proxy
-
 from provenance.caches import CACHES
 from provenance.record import Kind, Provenance, intern
+from provenance.thunder.compat import api
 from provenance.thunder.state import set_record
+
+T = api()  # this Thunder's objects (compat.py)
+PrimIDs, Proxy = T.PrimIDs, T.Proxy
 
 # Thunder's TraceProvenance labels -> short lineage names (unknown labels are slugified).
 _PASS_NAMES = {

@@ -50,5 +50,9 @@ class Patcher:
             else:
                 setattr(owner, name, own)
 
+    def points(self) -> list[tuple[Any, str]]:
+        """(owner, attribute or key) of every replacement in place, oldest first."""
+        return [(owner, name) for owner, name, _ in self._undo]
+
     def __bool__(self) -> bool:
         return bool(self._undo)

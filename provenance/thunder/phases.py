@@ -25,25 +25,20 @@ import sys
 import threading
 import time
 import types
-import weakref
 from collections.abc import Callable
 from typing import Any
 
-import thunder
-import thunder.core.transform_common as transform_common
-import thunder.executors.passes as executor_passes
-import thunder.transforms.autodiff as autodiff
-from thunder.core.trace import TraceCtx, TraceTag
-
 from provenance.session import SESSION
-from provenance.thunder import emit
-from provenance.thunder.patching import Patcher
+from provenance.thunder import capture, emit
+from provenance.thunder.capture import Capture
+from provenance.thunder.compat import api, loaded
 from provenance.thunder.state import MADE_BY, CompileState, check_fault, current_compile, fail
+
+T = api()  # this Thunder's objects (compat.py)
+thunder, autodiff, TraceCtx, TraceTag = T.thunder, T.autodiff, T.TraceCtx, T.TraceTag
 
 TRANSFORM_METHODS = ("transform_traces_pre_prologue", "transform_trace_post_optimization")
 
-_patcher: Patcher | None = None
-_patched: set[tuple[type, str]] = set()
 _lock = threading.Lock()
 
 
@@ -148,25 +143,27 @@ def _transform_method(orig: Callable, which: str) -> Callable:
 
 def watch_transforms(transforms: Any) -> None:
     """Time the compile-time methods of these transforms' classes from now on (once per class)."""
-    if _patcher is None:
+    running = capture.ACTIVE
+    if running is None:
         return
+    patched = running.patched_transforms
     for transform in transforms or ():
         for which in TRANSFORM_METHODS:
             owner = next((k for k in type(transform).__mro__ if which in vars(k)), None)
             # a plain function only: a staticmethod or classmethod is not called with the instance
-            if owner is None or (owner, which) in _patched or not isinstance(vars(owner)[which], types.FunctionType):
+            if owner is None or (owner, which) in patched or not isinstance(vars(owner)[which], types.FunctionType):
                 continue
             with _lock:
-                if (owner, which) not in _patched:
-                    _patched.add((owner, which))
-                    _patcher.wrap(owner, which, lambda f, w=which: _transform_method(f, w.removeprefix("transform_")))
+                if (owner, which) not in patched:
+                    patched.add((owner, which))
+                    running.patcher.wrap(owner, which,
+                                         lambda f, w=which: _transform_method(f, w.removeprefix("transform_")))
 
 
 # -- the torch.compile executor's own (lazy) compile ----------------------------------------------------
-# compiled function (the closure of Thunder's `compiled_func_wrapper`) -> (compile id, fusion, executor)
-_fusions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_wrapper_code: list = []  # the code object of Thunder's compiled_func_wrapper, once seen
-_pending = threading.local()
+# Capture.fusions: compiled function (the closure of Thunder's `compiled_func_wrapper`) -> (compile
+# id, fusion, executor); Capture.fusion_wrapper_code: the code object of that wrapper, once seen.
+_pending = threading.local()  # per thread: the executor compile dynamo is running
 
 
 def _closure_value(fn: Any, name: str) -> Any:
@@ -176,7 +173,7 @@ def _closure_value(fn: Any, name: str) -> Any:
     return fn.__closure__[code.co_freevars.index(name)].cell_contents
 
 
-def _fuse(orig: Callable) -> Callable:
+def _fuse(orig: Callable, running: Capture) -> Callable:
     """TorchCompileExecutor.fuse: remember which compile each fusion's compiled function belongs to."""
 
     def fuse(self: Any, region: Any, fusion_counter: int) -> Any:
@@ -185,12 +182,12 @@ def _fuse(orig: Callable) -> Callable:
             check_fault("executor_compile")
             state = _active()
             if state is not None and SESSION.active:
-                wrapper = (bsym._call_ctx or {}).get(bsym.sym.name)
-                inner = _closure_value(wrapper, "compiled_func")
+                wrapper = (getattr(bsym, T.names["fusion_call_ctx"]) or {}).get(bsym.sym.name)
+                inner = _closure_value(wrapper, T.names["compiled_func"])
                 if inner is not None:
-                    if not _wrapper_code:
-                        _wrapper_code.append(wrapper.__code__)
-                    _fusions[inner] = (state.id, bsym.sym.name, str(self.name))
+                    if not running.fusion_wrapper_code:
+                        running.fusion_wrapper_code.append(wrapper.__code__)
+                    running.fusions[inner] = (state.id, bsym.sym.name, str(self.name))
         except Exception as exc:
             fail("executor_compile", exc)
         return bsym
@@ -200,18 +197,19 @@ def _fuse(orig: Callable) -> Callable:
 
 def _dynamo_started(_args: Any) -> None:
     try:
-        if not _wrapper_code or not SESSION.active:
+        running = capture.ACTIVE
+        if running is None or not running.fusion_wrapper_code or not SESSION.active:
             return
-        code = _wrapper_code[0]
+        code = running.fusion_wrapper_code[0]
         frame = sys._getframe(1)
         found = trace = None
         while frame is not None:
             if found is None and frame.f_code is code:
-                entry = _fusions.get(frame.f_locals.get("compiled_func"))
+                entry = running.fusions.get(frame.f_locals.get(T.names["compiled_func"]))
                 if entry is None:
                     return
                 found = entry
-            elif found is not None and frame.f_code.co_filename.startswith("thunder."):
+            elif found is not None and frame.f_code.co_filename.startswith(T.names["generated_file"]):
                 trace = _generated_name(frame.f_code.co_name)
                 break
             frame = frame.f_back
@@ -233,9 +231,8 @@ def _dynamo_ended(_args: Any) -> None:
         pass
 
 
-def install(patcher: Patcher) -> None:
-    global _patcher
-    _patcher = patcher
+def install(running: Capture) -> None:
+    patcher = running.patcher
     thunder_names = {
         "wrap_return_value_together_with_arguments": ("wrap_return_value", None),
         "remove_context_manager_prims_from_trace": ("remove_context_manager_prims", None),
@@ -249,47 +246,37 @@ def install(patcher: Patcher) -> None:
         patcher.wrap(thunder, attr, lambda f, n=name, d=detail: timed(f, n, d))
     patcher.wrap(autodiff, "grad_transform_on_trace", lambda f: timed(f, "grad"))
     patcher.wrap(autodiff, "split_into_forward_and_backward", lambda f: timed(f, "split_forward_backward"))
-    patcher.wrap(executor_passes, "_transform_for_operator_executor_execution",
+    patcher.wrap(T.executor_passes, "_transform_for_operator_executor_execution",
                  lambda f: timed(f, "executor_claiming"))
-    patcher.wrap(executor_passes, "del_last_used", lambda f: timed(f, "del_last_used", _trace_list))
-    patcher.wrap(transform_common, "_inplace_copy_sanity_check", lambda f: timed(f, "inplace_copy_check"))
+    patcher.wrap(T.executor_passes, "del_last_used", lambda f: timed(f, "del_last_used", _trace_list))
+    patcher.wrap(T.transform_common, "_inplace_copy_sanity_check", lambda f: timed(f, "inplace_copy_check"))
     patcher.wrap(TraceCtx, "python_callable", _codegen)
-    try:
-        import thunder.distributed.utils as distributed_utils
-
-        patcher.wrap(distributed_utils, "maybe_sort_waits", lambda f: timed(f, "sort_waits"))
-    except ImportError:  # torch without distributed
-        pass
-    _install_fusion_executors(patcher)
+    if T.distributed_utils is not None:  # None: torch without distributed
+        patcher.wrap(T.distributed_utils, "maybe_sort_waits", lambda f: timed(f, "sort_waits"))
+    _install_fusion_executors(running)
+    running.on_stop.append(_stopped)
 
 
-def _install_fusion_executors(patcher: Patcher) -> None:
-    import thunder.executors.torch_compile as torch_compile
-
-    patcher.wrap(torch_compile.TorchCompileExecutor, "fusion_pass",
+def _install_fusion_executors(running: Capture) -> None:
+    torch_compile, patcher = T.torch_compile, running.patcher
+    patcher.wrap(T.TorchCompileExecutor, "fusion_pass",
                  lambda f: timed(f, "fusion", lambda self, *_, **__: str(self.name)))
-    patcher.wrap(torch_compile.TorchCompileExecutor, "fuse", _fuse)
+    patcher.wrap(T.TorchCompileExecutor, "fuse", lambda f: _fuse(f, running))
     patcher.wrap(torch_compile, "make_compiled", lambda f: timed(f, "torch_compile_setup"))
     patcher.wrap(torch_compile, "rematerialize", lambda f: timed(f, "rematerialization"))
     patcher.wrap(torch_compile, "update_fusion_call_ctx", lambda f: timed(f, "update_fusion_call_ctx"))
-    nvfuser = sys.modules.get("thunder.executors.nvfuserex_impl")  # imported only where nvFuser is
+    nvfuser = loaded("nvfuser")  # Thunder imports it only where nvFuser is
     if nvfuser is not None:
-        patcher.wrap(nvfuser.nvFuserExecutor, "fusion_pass",
+        patcher.wrap(loaded("nvFuserExecutor"), "fusion_pass",
                      lambda f: timed(f, "fusion", lambda self, *_, **__: str(self.name)))
         patcher.wrap(nvfuser, "rematerialize", lambda f: timed(f, "rematerialization"))
-    from torch._dynamo.callback import callback_handler
-
-    callback_handler.register_start_callback(_dynamo_started)
-    callback_handler.register_end_callback(_dynamo_ended)
+    T.dynamo_callbacks.register_start_callback(_dynamo_started)
+    T.dynamo_callbacks.register_end_callback(_dynamo_ended)
 
 
-def uninstalled() -> None:
-    """The patcher undid every wrap: forget what was patched, stop listening to dynamo."""
-    global _patcher
-    _patcher = None
-    _patched.clear()
-    _fusions.clear()
-    from torch._dynamo.callback import callback_handler
+def _stopped() -> None:
+    """The patcher undid every wrap: stop listening to dynamo."""
+    callback_handler = T.dynamo_callbacks
 
     while _dynamo_started in callback_handler.start_callbacks:
         callback_handler.remove_start_callback(_dynamo_started)

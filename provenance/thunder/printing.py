@@ -5,9 +5,11 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Any
 
-from thunder.core.trace import tracectx as tracing_context  # printing a symbol reads names from its trace
+from provenance.thunder.compat import api
 
 __all__ = ["find_block", "layout", "printed_layout", "printed_ops", "tracing_context"]
+
+tracing_context = api().tracectx  # printing a symbol reads names from its trace
 
 # While set (by printed_layout), the hook on BoundSymbol.python (hooks.py) appends each top-level
 # symbol with the lines it printed, so a trace is printed once and each op's place is known.

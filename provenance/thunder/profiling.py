@@ -33,13 +33,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import thunder
-from thunder.core.compile_data import get_compile_data
-from thunder.core.devices import DeviceType
-from thunder.core.prims import PrimIDs
-from thunder.core.proxies import TensorProxy
-from thunder.core.trace import TraceCtx
-
 from provenance.profile import (
     BACKWARD,
     FORWARD,
@@ -52,20 +45,21 @@ from provenance.profile import (
     register,
 )
 from provenance.record import BSYM_ATTR as ATTR
-from provenance.thunder import emit
-from provenance.thunder.patching import Patcher
+from provenance.thunder import capture, emit
+from provenance.thunder.capture import Capture
+from provenance.thunder.compat import api
 from provenance.thunder.printing import printed_layout
 from provenance.thunder.state import CompileState, check_fault, current_compile, fail
 
-requested = 0  # calls to profile after the first, for compiles from now on; 0: off
-installed = False
-force_clock: str | None = None  # tests: "cuda" times with cuda_event_factory's events on any device
-cuda_event_factory: Callable[[], Any] | None = None  # default: torch.cuda.Event(enable_timing=True)
+T = api()  # this Thunder's objects (compat.py)
+thunder, get_compile_data, TraceCtx = T.thunder, T.get_compile_data, T.TraceCtx
+DeviceType, PrimIDs, TensorProxy = T.DeviceType, T.PrimIDs, T.TensorProxy
 
+# The settings (Capture.profile: calls to profile after the first, for compiles from now on;
+# force_clock, cuda_event_factory) and the open windows are the running Capture's.
 MARK = "_provenance_stamps[{}] = _provenance_clock(); "  # the clock at an op boundary
 _GENERATED = "_provenance_generated"  # CompileState attribute: {id(fn): (fn, trace)} of this compile
-_names = itertools.count()
-_windows: weakref.WeakSet = weakref.WeakSet()  # open profiling windows, to close at uninstall
+_names = itertools.count()  # unique file names for the timed twins' source (linecache), process-wide
 
 
 class ProfilingError(RuntimeError):
@@ -73,11 +67,11 @@ class ProfilingError(RuntimeError):
 
 
 # -- knowing which trace a generated function was printed from -------------------------------
-def _python_callable(orig: Callable) -> Callable:
+def _python_callable(orig: Callable, running: Capture) -> Callable:
     def python_callable(self: TraceCtx, **kwargs: Any) -> Callable:
         fn = orig(self, **kwargs)
         try:
-            if requested and not kwargs:  # the computation and backward use the default printing
+            if running.profile and not kwargs:  # the computation and backward use the default printing
                 state = current_compile()
                 if state.id and not state.disabled:
                     state.__dict__.setdefault(_GENERATED, {})[id(fn)] = (fn, self)
@@ -88,22 +82,20 @@ def _python_callable(orig: Callable) -> Callable:
     return python_callable
 
 
-def install(patcher: Patcher) -> None:
-    global installed
-    if not installed:
-        patcher.wrap(TraceCtx, "python_callable", _python_callable)
+def install(running: Capture) -> None:
+    if not running.profiling_installed:
+        running.patcher.wrap(TraceCtx, "python_callable", lambda f: _python_callable(f, running))
         if emit.profile_called not in call_listeners:  # profile_call records, when a log is written
             call_listeners.append(emit.profile_called)
-        installed = True
+        running.profiling_installed = True
+        running.on_stop.append(lambda: _stopped(running))
 
 
-def uninstalled() -> None:
+def _stopped(running: Capture) -> None:
     """The hooks are gone: close every open window (Thunder's own entries go back in place)."""
-    global installed, requested
-    installed, requested = False, 0
-    for window in list(_windows):
+    for window in list(running.profile_windows):
         window.finish()
-    if emit.profile_called in call_listeners:
+    while emit.profile_called in call_listeners:
         call_listeners.remove(emit.profile_called)
 
 
@@ -131,8 +123,7 @@ class CudaClock:
 
     name = "cuda"
 
-    def __init__(self, marks: int) -> None:
-        make = cuda_event_factory
+    def __init__(self, marks: int, make: Callable[[], Any] | None = None) -> None:
         if make is None:
             import torch
 
@@ -197,7 +188,7 @@ def _source(fn: Callable) -> str | None:
     return "".join(entry[2]) if entry is not None and len(entry) == 4 else None
 
 
-def twin(trace: TraceCtx, original: Callable, which: str) -> Timed:
+def twin(trace: TraceCtx, original: Callable, which: str, running: Capture) -> Timed:
     """The timed twin of `original`, which Thunder generated from `trace`: a clock reading at
     every boundary between two ops (before the first, after the last)."""
     text, placed = printed_layout(trace)
@@ -223,8 +214,8 @@ def twin(trace: TraceCtx, original: Callable, which: str) -> Timed:
     else:  # no return statement: the last op ends after its block
         lines.append(f"{indent}{MARK.format(len(ops)).rstrip('; ')}")
     marks = len(ops) + 1
-    clock = CudaClock(marks) if (force_clock or ("cuda" if _on_cuda(trace) else "cpu")) == "cuda" \
-        else CpuClock(marks)
+    on = running.force_clock or ("cuda" if _on_cuda(trace) else "cpu")
+    clock = CudaClock(marks, running.cuda_event_factory) if on == "cuda" else CpuClock(marks)
     stamps = [0] * marks
     ctx = trace.python_ctx()  # what TraceCtx.python_callable gives the original
     ctx["__function_obj"] = trace.fn
@@ -236,10 +227,10 @@ def twin(trace: TraceCtx, original: Callable, which: str) -> Timed:
     exec(compile(program, filename, "exec"), ctx)
     linecache.cache[filename] = (len(program), None, program.splitlines(keepends=True), filename)
     fn = ctx[trace.siginfo().name]
-    from provenance.thunder import waits
+    if running.waits_active:  # the twin's lines are the original's: its waits map the same way
+        from provenance.thunder import wait_hooks
 
-    if waits.active:  # the twin's lines are the original's: its waits map the same way
-        waits.register_sites(fn, trace)
+        wait_hooks.register_sites(fn, trace)
     return Timed(fn, tuple(ops), stamps, clock, filename, threading.Lock())
 
 
@@ -301,7 +292,9 @@ class Window:
                 break
         self.original = None
         self.forward = None
-        _windows.discard(self)
+        running = capture.ACTIVE
+        if running is not None:
+            running.profile_windows.discard(self)
 
 
 def _forget_sources(filenames: tuple) -> None:
@@ -358,32 +351,29 @@ def _backward_dispatcher(window: Window) -> Callable:
     return backward_fn
 
 
-def _fn_name(fn: Any) -> str:
-    return emit._fn_name(fn)
-
-
-def profiled_entry(entry: Any, state: CompileState, compile_stats: Any) -> Any:
+def profiled_entry(running: Capture, entry: Any, state: CompileState, compile_stats: Any) -> Any:
     """The cache entry to store: `entry` itself, or one whose functions run a profiling window."""
+    requested = running.profile
     if not requested or not state.id or state.disabled or compile_stats is None:
         return entry
     generated = state.__dict__.pop(_GENERATED, {})
     profile = None
     try:
         compile_data = get_compile_data()
-        profile = CompileProfile(state.id, _fn_name(getattr(compile_data, "fn", None)), requested)
+        profile = CompileProfile(state.id, emit.fn_name(getattr(compile_data, "fn", None)), requested)
         check_fault("profile_build")
         found = generated.get(id(entry.computation_fn))
         if found is None or found[0] is not entry.computation_fn:
             raise ProfilingError("the computation function was not generated from a trace")
         traces = {FORWARD: found[1]}
-        forward = twin(found[1], entry.computation_fn, FORWARD)
+        forward = twin(found[1], entry.computation_fn, FORWARD, running)
         backward = None
         if entry.backward_fn is not None:
             found = generated.get(id(entry.backward_fn))
             if found is None or found[0] is not entry.backward_fn:
                 raise ProfilingError("the backward function was not generated from a trace")
             traces[BACKWARD] = found[1]
-            backward = twin(found[1], entry.backward_fn, BACKWARD)
+            backward = twin(found[1], entry.backward_fn, BACKWARD, running)
         profile.traces[FORWARD] = TraceProfile(FORWARD, forward.ops, clock=forward.clock.name)
         if backward is not None:
             profile.traces[BACKWARD] = TraceProfile(BACKWARD, backward.ops, clock=backward.clock.name)
@@ -394,7 +384,7 @@ def profiled_entry(entry: Any, state: CompileState, compile_stats: Any) -> Any:
         if backward is not None:
             replaced = replaced._replace(backward_fn=_backward_dispatcher(window))
         register(profile, owner=compile_stats)
-        _windows.add(window)
+        running.profile_windows.add(window)
     except Exception as exc:
         name = profile.fn_name if profile is not None else "a function"
         warnings.warn(f"thunder-provenance: cannot profile {name} ({exc!r}); it runs unprofiled.",

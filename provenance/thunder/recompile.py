@@ -19,20 +19,20 @@ import inspect
 import linecache
 import re
 import traceback
-import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from thunder.core.prims import PrimIDs
-from thunder.core.proxies import Proxy
+
+from provenance.thunder.compat import api
+
+T = api()  # this Thunder's objects (compat.py)
+PrimIDs, Proxy = T.PrimIDs, T.Proxy
+_PROLOGUE_FILE = T.names["prologue_file"]
 
 MAX_ENTRIES = 16  # entries analysed per compile (newest first); Thunder tries them all
 _VALUE_CHARS = 80
-
-# The compile that built each cache entry, by its prologue function (weakly: Thunder owns the entry).
-entry_compiles: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 # Thunder's cache_info keys (thunder/__init__.py, populate_cache_info) in the user's words.
 _CACHE_INFO = {
@@ -67,17 +67,19 @@ class Rejection:
     error: str  # Thunder's words: the exception
 
 
-def rejections(entries: list, args: tuple, kwargs: dict, fn: Any) -> tuple[list[Rejection], int]:
+def rejections(entries: list, args: tuple, kwargs: dict, fn: Any,
+               built_by: Mapping[Any, int]) -> tuple[list[Rejection], int]:
     """Why each cached entry (`cs.interpreter_cache`, oldest first) rejected this call, newest
-    first as Thunder tried them; and how many older entries were not analysed."""
+    first as Thunder tried them; and how many older entries were not analysed. `built_by`: the
+    compile that built each entry, by its prologue function (Capture.entry_compiles)."""
     tried = list(reversed(entries))
-    out = [_rejection(entry, args, kwargs, fn) for entry in tried[:MAX_ENTRIES]]
+    out = [_rejection(entry, args, kwargs, fn, built_by) for entry in tried[:MAX_ENTRIES]]
     return out, max(0, len(tried) - MAX_ENTRIES)
 
 
-def _rejection(entry: Any, args: tuple, kwargs: dict, fn: Any) -> Rejection:
+def _rejection(entry: Any, args: tuple, kwargs: dict, fn: Any, built_by: Mapping[Any, int]) -> Rejection:
     prologue = entry.prologue_fn
-    compile_id = entry_compiles.get(prologue)
+    compile_id = built_by.get(prologue)
     try:
         prologue(*args, **kwargs)
     except Exception as exc:
@@ -123,7 +125,7 @@ def _prologue_frame(exc: BaseException) -> Any:
     found = None
     tb = exc.__traceback__
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename.startswith("thunder.prologue"):
+        if tb.tb_frame.f_code.co_filename.startswith(_PROLOGUE_FILE):
             found = tb.tb_frame
         tb = tb.tb_next
     return found

@@ -4,7 +4,7 @@ Thunder records only the innermost non-Thunder frame. The interpreter's frame st
 whole chain, including each module's `self`, so an `nn.Linear` op can point at the user's
 `self.fc(x)` line (and still show linear.py, marked as library code) and know its module path.
 Under ThunderFX the interpreter runs FX's generated `forward`: that frame is kept (generated,
-not the user's) and followed by the user's frames its FX node recorded (see fx.py).
+not the user's) and followed by the user's frames its FX node recorded (see fx_source.py).
 """
 
 from __future__ import annotations
@@ -15,11 +15,14 @@ from dataclasses import replace
 from typing import Any
 
 import torch
-from thunder.core.interpreter import get_interpreterruntimectx, unwrap
 
 from provenance.record import Frame, Kind, Provenance, Span, intern
-from provenance.thunder import fx
+from provenance.thunder import fx_source
+from provenance.thunder.compat import api
 from provenance.thunder.frames import frame_of, is_user_code
+
+T = api()  # this Thunder's objects (compat.py)
+get_interpreterruntimectx, unwrap = T.get_interpreterruntimectx, T.unwrap
 
 # Frames of Thunder's interpreter machinery: never part of an op's story.
 _SKIPPED_MODULES = frozenset({"thunder.core.interpreter", "thunder.core.jit_ext", "thunder.torch"})
@@ -64,7 +67,7 @@ class StackReader:
     def _build(self, relevant: list, span: Span | None) -> Provenance:
         source: list[Frame] = []
         modules: list[torch.nn.Module] = []
-        node: fx.FxNode | None = None  # the FX node of the innermost generated frame (ThunderFX)
+        node: fx_source.FxNode | None = None  # the FX node of the innermost generated frame (ThunderFX)
         for frame, module, line, module_name in reversed(relevant):  # innermost first
             if module is not None and (not modules or modules[-1] is not module):
                 modules.append(module)
@@ -73,7 +76,7 @@ class StackReader:
             record_frame = frame_of(frame.code.co_filename, line, frame.code.co_qualname, module_name)
             if node is None and record_frame.generated and module is not None:
                 # FX's generated forward: the node this line computes knows the user's stack
-                node = fx.node_at(module, frame.code, line)
+                node = fx_source.node_at(module, frame.code, line)
                 if node is not None:
                     source.append(replace(record_frame, fx_node=node.name))
                     source.extend(node.frames)

@@ -1,9 +1,11 @@
-"""Per-compile capture state, the stamping rule, and the never-break-the-program guard."""
+"""Per-compile capture state, the stamping rule, and the never-break-the-program guard.
+
+What lives as long as an enable() (settings, counters, the tests' fault injection) is the running
+`capture.Capture`'s; this module keeps no state of its own beyond the two fallback CompileStates.
+"""
 
 from __future__ import annotations
 
-import itertools
-import os
 import time
 import traceback
 import warnings
@@ -11,34 +13,23 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from thunder.core.compile_data import _compile_data
-from thunder.core.trace import _tracectx
-
 from provenance.caches import CACHES
-from provenance.events import CaptureDisabled
+from provenance.events import MAX_PHASES, CaptureDisabled
 from provenance.record import BSYM_ATTR as ATTR
 from provenance.record import Frame, Kind, Provenance, Span, intern
-from provenance.scope import _current_span
+from provenance.scope import innermost_span
 from provenance.session import SESSION
+from provenance.thunder import capture
+from provenance.thunder.compat import api
 from provenance.thunder.stack import StackReader
+
+T = api()  # this Thunder's objects (compat.py)
 
 TRACE_SOURCE_ATTR = "_provenance_source"  # on a TraceCtx being acquired: the current op's record
 COMPILE_ATTR = "_provenance_compile"  # on thunder's CompileStats: the CompileState
 LABELLED_AT = "_provenance_labelled_ns"  # on a TraceCtx: when its pass labelled it (its end)
 MADE_BY = "_provenance_made_by"  # on a TraceCtx a transform returned: the transform's pass name
-
-_compile_ids = itertools.count(1)
-
-
-def _ids_afresh() -> None:
-    global _compile_ids
-    _compile_ids = itertools.count(1)  # a forked child's log is its own: its compiles count from 1
-
-
-os.register_at_fork(after_in_child=_ids_afresh)
-
-# Test hook: the name of a hook that should raise (fault injection).
-fault_injection: str | None = None
+COUNTS_ATTR = "_provenance_counts"  # on thunder's CompileStats: [calls, cache hits, cache misses]
 
 
 class InjectedFault(RuntimeError):
@@ -49,7 +40,7 @@ class InjectedFault(RuntimeError):
 class CompileState:
     """What capture knows about one thunder.jit compile."""
 
-    id: int = field(default_factory=lambda: next(_compile_ids))
+    id: int  # from the running capture's counter; 0: no compile (_DETACHED, _SUSPENDED)
     disabled: bool = False
     ended: bool = False
     started: bool = False  # its compile_start was emitted
@@ -78,12 +69,10 @@ class CompileState:
         self.fusion_hints[tuple(map(id, subsymbols))] = (record, tuple(subsymbols))
 
 
-MAX_PHASES = 4096  # per compile: nested phases beyond are dropped (counted)
-
-
 @dataclass(eq=False, slots=True)
 class PhaseLog:
-    """A compile's phases as they run, in start order: [name, start, end, depth, detail] with
+    """A compile's phases as they run, in start order (at most MAX_PHASES: those beyond are dropped,
+    counted): [name, start, end, depth, detail] with
     perf_counter_ns times (depth 0: top level; a phase called inside another is one deeper).
     `window_start`: where the compile's wall time begins (the call's cache lookup, when Thunder's
     timers say so); `wall_offset`: time_ns() - perf_counter_ns(), to log wall-clock times."""
@@ -126,7 +115,7 @@ suspended: ContextVar[bool] = ContextVar("provenance_suspended", default=False)
 
 
 def get_compile_stats() -> Any:
-    return _compile_data.get()[1]  # (CompileData, CompileStats) while thunder.jit compiles
+    return T.compile_data_var.get()[1]  # (CompileData, CompileStats) while thunder.jit compiles
 
 
 def current_compile() -> CompileState:
@@ -139,7 +128,7 @@ def current_compile() -> CompileState:
     return _SUSPENDED if suspended.get() else _DETACHED
 
 
-read_compile_data = _compile_data.get
+read_compile_data = T.compile_data_var.get
 NO_DICT: dict = {}
 
 
@@ -151,7 +140,10 @@ def start_compile() -> CompileState | None:
     cs = get_compile_stats()
     if cs is None:
         return None
-    state = CompileState()
+    running = capture.ACTIVE
+    if running is None:  # disabled meanwhile (another thread)
+        return None
+    state = CompileState(id=next(running.compile_ids))
     setattr(cs, COMPILE_ATTR, state)
     active_compile.set(state)
     _DETACHED.disabled = False  # a failure outside a compile only skipped its own step
@@ -166,7 +158,9 @@ def end_compile(state: CompileState) -> None:
 
 
 def check_fault(hook: str) -> None:
-    if fault_injection == hook:
+    """Tests: raise in `hook` if the running capture's `fault_injection` names it."""
+    running = capture.ACTIVE
+    if running is not None and running.fault_injection == hook:
         raise InjectedFault(f"fault injected into provenance hook {hook!r}")
 
 
@@ -232,8 +226,8 @@ def with_span(record: Provenance | None, span: Span) -> Provenance:
     return found
 
 
-_get_tracectx = _tracectx.get
-_get_span = _current_span.get
+_get_tracectx = T.tracectx_var.get
+_get_span = innermost_span.get
 
 
 def ambient_record(is_bookkeeping: bool, proc: Processing | None) -> Provenance | None:

@@ -2,7 +2,7 @@
 
 - `ThunderCompiler.__call__` (both `thunderfx()` and `torch.compile(backend=ThunderCompiler())`
   call it once per Dynamo graph): after the split, reads the `SubgraphInfo` Thunder appended
-  (pieces, `split_reasons`) into a `DynamoGraph`; tells fx.py where the traced frame's `self`
+  (pieces, `split_reasons`) into a `DynamoGraph`; tells fx_source.py where the traced frame's `self`
   sits in the model; maps each Thunder piece's CompileData to its `Piece`, so the compiles of
   the piece (lazily, at its first call) are linked to it (`attach`).
 - `thunder.dynamo.utils.try_execute_thunder_symbol`: the splitter runs each FX node's Thunder
@@ -27,20 +27,20 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-import thunder
-import thunder.dynamo.utils as dynamo_utils
 import torch
-from thunder.dynamo.compiler import ThunderCompiler
-from torch._dynamo import symbolic_convert
 from torch.fx import GraphModule
 
 from provenance.graphs import DynamoGraph, GraphBreak, Piece, SplitReason
 from provenance.record import Frame
 from provenance.session import SESSION
-from provenance.thunder import emit, fx, state
+from provenance.thunder import capture, emit, fx_source, state
+from provenance.thunder.compat import api
 from provenance.thunder.frames import frame_at
 from provenance.thunder.patching import Patcher
 from provenance.thunder.state import CompileState, check_fault, fail
+
+T = api()  # this Thunder's objects (compat.py)
+thunder, ThunderCompiler, symbolic_convert = T.thunder, T.ThunderCompiler, T.symbolic_convert
 
 MAX_GRAPHS = 256  # kept per process (and per backend): the most recent
 MAX_BREAKS = 1024
@@ -51,7 +51,6 @@ _graphs: deque[DynamoGraph] = deque(maxlen=MAX_GRAPHS)
 _breaks: deque[GraphBreak] = deque(maxlen=MAX_BREAKS)
 _by_backend: weakref.WeakKeyDictionary[Any, deque[DynamoGraph]] = weakref.WeakKeyDictionary()
 _breaks_by_backend: weakref.WeakKeyDictionary[Any, deque[GraphBreak]] = weakref.WeakKeyDictionary()
-_pieces: weakref.WeakKeyDictionary[Any, Piece] = weakref.WeakKeyDictionary()  # CompileData -> Piece
 
 # Called (in the compiling thread) with each new DynamoGraph / GraphBreak; an exception in a
 # listener is an internal error (one warning), never the user's.
@@ -80,13 +79,15 @@ def breaks(compiled: Any = None) -> list[GraphBreak]:
 
 
 def piece_of(compile_data: Any) -> Piece | None:
-    """The piece a thunder.jit function (by its CompileData) compiles, if ThunderFX made it."""
-    return _pieces.get(compile_data)
+    """The piece a thunder.jit function (by its CompileData) compiles, if ThunderFX made it
+    while this capture runs (Capture.pieces)."""
+    running = capture.ACTIVE
+    return running.pieces.get(compile_data) if running is not None and compile_data is not None else None
 
 
 def attach(state: CompileState, compile_data: Any) -> None:
     """At the start of a thunder.jit compile: link it to its ThunderFX piece, if it has one."""
-    piece = _pieces.get(compile_data) if compile_data is not None else None
+    piece = piece_of(compile_data)
     if piece is not None:
         state.piece = piece
         with _lock:
@@ -99,7 +100,7 @@ _WRAPPERS = ("_backend", "_torchdynamo_orig_backend", "_inner_convert", "compile
 def backend_of(obj: Any, depth: int = 8) -> ThunderCompiler | None:
     """The ThunderCompiler behind `obj`: itself, what thunderfx() returned, the module
     torch.compile returned, or Dynamo's wrappers of a backend (WrapBackendDebug, ConvertFrame)."""
-    if isinstance(obj, torch._dynamo.eval_frame.OptimizedModule):
+    if isinstance(obj, T.OptimizedModule):
         obj = getattr(obj.dynamo_ctx, "callback", None)
     for _ in range(depth):
         if obj is None or isinstance(obj, ThunderCompiler):
@@ -158,7 +159,7 @@ def _suspended(orig: Callable) -> Callable:
 
 def install(patcher: Patcher) -> None:
     patcher.wrap(ThunderCompiler, "__call__", _compiler_call)
-    patcher.wrap(dynamo_utils, "try_execute_thunder_symbol", _suspended)
+    patcher.wrap(T.dynamo_utils, "try_execute_thunder_symbol", _suspended)
     patcher.wrap(symbolic_convert, "log_graph_break", _log_graph_break)
 
 
@@ -173,33 +174,31 @@ def _current_tx() -> Any:
 def _compile_id(gm: GraphModule) -> str | None:
     compile_id = gm.meta.get("dynamo_compile_id") if isinstance(getattr(gm, "meta", None), dict) else None
     if compile_id is None:
-        from torch._guards import CompileContext
-
-        compile_id = CompileContext.current_compile_id()
+        compile_id = T.CompileContext.current_compile_id()
     return str(compile_id) if compile_id is not None else None
 
 
-def _graph_context() -> fx.GraphContext:
+def _graph_context() -> fx_source.GraphContext:
     """Where the frame Dynamo traced sits: its `self`, and that module's path in the model the
     user compiled (the OptimizedModule's, else the outermost module on the Python stack)."""
     tx = _current_tx()
     if tx is None:
-        return fx.GraphContext()
+        return fx_source.GraphContext()
     self_ = tx.f_locals.get("self") if isinstance(tx.f_locals, dict) else None
     module = self_ if isinstance(self_, torch.nn.Module) else None
-    resumed = fx.RESUME.match(tx.f_code.co_name)
+    resumed = fx_source.RESUME.match(tx.f_code.co_name)
     stack = _stack_modules()  # innermost first: (code, module)
     if module is None and resumed:  # a resume function without `self`: the function it resumes
         module = next((m for code, m in stack if code.co_name == resumed["name"]
                        and code.co_filename == tx.f_code.co_filename), None)
     if module is None:
-        return fx.GraphContext()
-    compiled = next((m for _, m in stack if isinstance(m, torch._dynamo.eval_frame.OptimizedModule)), None)
+        return fx_source.GraphContext()
+    compiled = next((m for _, m in stack if isinstance(m, T.OptimizedModule)), None)
     root = getattr(compiled, "_orig_mod", None) if compiled is not None else (stack[-1][1] if stack else None)
     prefix = ""
     if isinstance(root, torch.nn.Module) and root is not module:
         prefix = next((name for name, m in root.named_modules(remove_duplicate=False) if m is module), "")
-    return fx.GraphContext(prefix=prefix, root_type=type(module).__name__)
+    return fx_source.GraphContext(prefix=prefix, root_type=type(module).__name__)
 
 
 def _stack_modules() -> list[tuple[Any, torch.nn.Module]]:
@@ -218,11 +217,11 @@ def _stack_modules() -> list[tuple[Any, torch.nn.Module]]:
 _NODE_NAME = re.compile(r"node with name: (?P<name>\S+) and target")
 
 
-def _split_reason(reason: Any, nodes: dict[str, Any], context: fx.GraphContext) -> SplitReason:
+def _split_reason(reason: Any, nodes: dict[str, Any], context: fx_source.GraphContext) -> SplitReason:
     info = str(getattr(reason, "info", "") or "")
     named = _NODE_NAME.search(info)  # every SplitReason Thunder 0.2.6 makes names its node so
     node = nodes.get(named["name"]) if named else None
-    where = fx.node_info(node, context) if node is not None else None
+    where = fx_source.node_info(node, context) if node is not None else None
     kind = getattr(reason, "reason_type", None)
     exception = getattr(reason, "exception", None)
     return SplitReason(
@@ -232,7 +231,7 @@ def _split_reason(reason: Any, nodes: dict[str, Any], context: fx.GraphContext) 
     )
 
 
-def _record(backend: ThunderCompiler, info: Any, compile_id: str | None, context: fx.GraphContext,
+def _record(backend: ThunderCompiler, info: Any, compile_id: str | None, context: fx_source.GraphContext,
             start_ns: int) -> None:
     nodes = {n.name: n for n in info.original_graph_module.graph.nodes}
     reasons = tuple(_split_reason(r, nodes, context) for r in info.split_reasons or ())
@@ -251,7 +250,7 @@ def _record(backend: ThunderCompiler, info: Any, compile_id: str | None, context
         compiler = "thunder" if thunder_piece else ("eager" if isinstance(fn, GraphModule) else "inductor")
         piece = Piece(
             name=name, index=index, compiler=compiler, nodes=names,
-            frames=_distinct_lines(fx.node_info(n, context) for n in submodule.graph.nodes if n.name in names),
+            frames=_distinct_lines(fx_source.node_info(n, context) for n in submodule.graph.nodes if n.name in names),
             reasons=tuple(r for r in reasons if r.node in names),
         )
         if fn is not None:
@@ -259,9 +258,11 @@ def _record(backend: ThunderCompiler, info: Any, compile_id: str | None, context
         if thunder_piece and fn is not None:
             compile_data = thunder.compile_data(fn)
             if compile_data is not None:
-                _pieces[compile_data] = piece
+                running = capture.ACTIVE
+                if running is not None:
+                    running.pieces[compile_data] = piece
                 if isinstance(compile_data.fn, GraphModule):
-                    fx.set_context(compile_data.fn, context)
+                    fx_source.set_context(compile_data.fn, context)
         pieces.append(piece)
     with _lock:
         graph_breaks = tuple(b for b in _breaks_by_backend.get(backend, ()) if b.compile_id == compile_id)
@@ -291,12 +292,11 @@ def _record_break(reason: str, user_stack: Any) -> None:
     backend = backend_of(getattr(getattr(tx, "output", None), "compiler_fn", None)) if tx is not None else None
     if backend is None:
         return  # not a ThunderFX compile
-    from torch._guards import CompileContext, TracingContext
-
     if user_stack is None:
-        user_stack = TracingContext.extract_stack()  # what log_graph_break itself falls back to
-    frames = tuple(frame_at(s.filename, s.lineno or 0, fx.function_name(s.name)) for s in reversed(list(user_stack)))
-    compile_id = CompileContext.current_compile_id()
+        user_stack = T.TracingContext.extract_stack()  # what log_graph_break itself falls back to
+    frames = tuple(frame_at(s.filename, s.lineno or 0, fx_source.function_name(s.name))
+                   for s in reversed(list(user_stack)))
+    compile_id = T.CompileContext.current_compile_id()
     graph_break = GraphBreak(reason=reason, frames=frames, compile_id=str(compile_id) if compile_id else None,
                              time_ns=time.time_ns())
     with _lock:

@@ -18,8 +18,9 @@ def tensor_parallel_on_cpu() -> Iterator[None]:
     same device to `column_parallel(..., device=torch.device("cpu", rank))`. On a GPU machine
     this is not needed. The class is restored on exit.
     """
-    from thunder.distributed.tensor_parallel.common import TransformForTensorParallel
+    from provenance.thunder.compat import api
 
+    TransformForTensorParallel = api().TransformForTensorParallel
     original = TransformForTensorParallel.__post_init__
 
     def __post_init__(self: TransformForTensorParallel) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 import warnings
-import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -26,6 +25,8 @@ from torch.fx import GraphModule, Node
 
 from provenance.caches import CACHES
 from provenance.record import Frame
+from provenance.thunder import capture
+from provenance.thunder.compat import api
 from provenance.thunder.frames import frame_at
 
 __all__ = ["FxNode", "GraphContext", "node_at", "node_info", "set_context", "split_module_path"]
@@ -58,44 +59,47 @@ class GraphContext:
         return ".".join(p for p in (self.prefix, path) if p)
 
 
-# Per GraphModule (weakly: nothing here keeps a model alive): its context (set by the
-# ThunderCompiler hook) and its line table (built at the first lookup, rebuilt on recompile).
-_contexts: weakref.WeakKeyDictionary[GraphModule, GraphContext] = weakref.WeakKeyDictionary()
-_tables: weakref.WeakKeyDictionary[GraphModule, tuple[Any, dict[int, FxNode]]] = weakref.WeakKeyDictionary()
-_warned = False
+_LINENO_MAP = api().names["lineno_map"]  # torch's private map of generated lines to nodes
+
+# Per GraphModule, on the running Capture (weakly: nothing here keeps a model alive): its context
+# (set by the ThunderCompiler hook, `fx_contexts`) and its line table (built at the first lookup,
+# rebuilt on recompile, `fx_line_tables`).
 
 
 def set_context(gm: GraphModule, context: GraphContext) -> None:
     """`context` for `gm` and the GraphModules inside it (e.g. checkpointed bodies)."""
+    running = capture.ACTIVE
+    if running is None:
+        return
     for module in gm.modules():
         if isinstance(module, GraphModule):
-            _contexts[module] = context
-            _tables.pop(module, None)
+            running.fx_contexts[module] = context
+            running.fx_line_tables.pop(module, None)
 
 
 def node_at(module: Any, code: Any, line: int) -> FxNode | None:
     """The node computed by `line` of `module`'s generated `forward` (code object `code`)."""
-    global _warned
-    if not isinstance(module, GraphModule):
+    running = capture.ACTIVE
+    if not isinstance(module, GraphModule) or running is None:
         return None
     try:
-        cached = _tables.get(module)
+        tables = running.fx_line_tables
+        cached = tables.get(module)
         if cached is None or cached[0] is not code:  # recompiled: a new code object, a new map
-            cached = _tables[module] = (code, _line_table(module, code))
+            cached = tables[module] = (code, _line_table(module, code, running.fx_contexts.get(module)))
         return cached[1].get(line)
     except Exception as exc:  # a GraphModule unlike torch 2.9's: keep the generated frame
-        if not _warned:
-            _warned = True
+        if not running.fx_warned:
+            running.fx_warned = True
             warnings.warn(f"thunder-provenance: FX source mapping failed ({type(exc).__name__}: {exc}); "
                           f"ops keep FX's generated line.", RuntimeWarning, stacklevel=2)
         return None
 
 
-def _line_table(gm: GraphModule, code: Any) -> dict[int, FxNode]:
-    lineno_map = getattr(gm, "_lineno_map", None)
+def _line_table(gm: GraphModule, code: Any, context: GraphContext | None) -> dict[int, FxNode]:
+    lineno_map = getattr(gm, _LINENO_MAP, None)
     if not lineno_map:
         return {}
-    context = _contexts.get(gm)
     nodes = list(gm.graph.nodes)
     infos: dict[int, FxNode] = {}
     table: dict[int, FxNode] = {}

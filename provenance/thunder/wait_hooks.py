@@ -1,4 +1,5 @@
-"""Counting the collective waits Thunder's torch executor generates (opt-in; see provenance.waits).
+"""The hooks that time the collective waits Thunder's torch executor generates (opt-in), into the
+counters of provenance.waits.
 
 `torch_wait_prim_impl` reaches generated code through the call context its symbol gives every
 bound symbol (one shared dict). We put a counting wrapper there, so code generated from then on
@@ -13,34 +14,32 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from thunder.core.trace import TraceCtx
-
 from provenance.caches import CACHES
 from provenance.record import BSYM_ATTR as ATTR
-from provenance.thunder.patching import Patcher
+from provenance.thunder.capture import Capture
+from provenance.thunder.compat import api
 from provenance.thunder.state import fail
 from provenance.waits import WAITS
 
-WAIT_SYMBOL = "torch_wait_prim_impl"
+T = api()  # this Thunder's objects (compat.py)
+TraceCtx = T.TraceCtx
+WAIT_SYMBOL = T.names["wait_symbol"]
 # id(code) -> (code, {line: (role, module)}) per generated function. Keyed by id (hashing a code
 # object hashes its contents); the entry holds the code, so its id is not reused meanwhile.
 _sites = CACHES.memo("waits.sites", 1 << 12)
-active = False  # set while the counting wrapper is installed
 _UNKNOWN = (None, None)
 _NO_LINES: dict = {}
 
 
-def _call_ctx() -> dict[str, Callable]:
-    from thunder.executors.torchex import ex
-
-    postprocess = ex.opmap[WAIT_SYMBOL]._bind_postprocess
-    cell = postprocess.__closure__[postprocess.__code__.co_freevars.index("call_ctx")]
+def call_ctx() -> dict[str, Callable]:
+    postprocess = getattr(T.torch_executor.opmap[WAIT_SYMBOL], T.names["bind_postprocess"])
+    cell = postprocess.__closure__[postprocess.__code__.co_freevars.index(T.names["bind_call_ctx"])]
     return cell.cell_contents
 
 
-def install(patcher: Patcher) -> None:
-    global active
-    ctx = _call_ctx()
+def install(running: Capture) -> None:
+    patcher = running.patcher
+    ctx = call_ctx()
     original = ctx[WAIT_SYMBOL]
 
     def torch_wait_prim_impl(a: Any, /) -> Any:
@@ -54,7 +53,7 @@ def install(patcher: Patcher) -> None:
 
     patcher.set_item(ctx, WAIT_SYMBOL, torch_wait_prim_impl)
     patcher.wrap(TraceCtx, "python_callable", _python_callable)
-    active = True
+    running.waits_active = True
 
 
 def _python_callable(orig: Callable) -> Callable:
@@ -70,11 +69,6 @@ def _python_callable(orig: Callable) -> Callable:
         return fn
 
     return python_callable
-
-
-def uninstalled() -> None:
-    global active
-    active = False
 
 
 def register_sites(fn: Any, trace: Any) -> None:
