@@ -1,7 +1,7 @@
 """`thunder-trace report` on hostile logs (issue 10): time and peak RSS, before and after a change.
 
 Four shapes at the sizes the issue names, each next to a valid log of the same size (or the same
-shape made valid), built by tests/hostile_logs.py:
+shape made valid), built by tests/support/hostile_logs.py:
 
 - 1 M bad lines (a header, then lines that are not JSON);
 - a 1 MB single trace line (an unterminated string of escaped quotes: the worst case of a
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import hostile_logs  # noqa: E402  (tests/: the shapes the tests bound)

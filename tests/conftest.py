@@ -28,9 +28,9 @@ def _seed():
 
 @pytest.fixture(scope="module")
 def browser():
-    """Debian's headless Chromium driven by playwright (tests/test_report_browser.py's Browser)."""
+    """Debian's headless Chromium driven by playwright (tests/support/browser.py's Browser)."""
     sync_api = pytest.importorskip("playwright.sync_api")
-    from test_report_browser import CHROMIUM, CHROMIUM_ARGS, Browser
+    from browser import CHROMIUM, CHROMIUM_ARGS, Browser
 
     if not os.path.exists(CHROMIUM):
         pytest.skip("Debian's chromium is not installed")

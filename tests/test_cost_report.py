@@ -28,6 +28,7 @@ from provenance.report.cli import main
 from provenance.rollup import BY, rollup
 
 ROOT = Path(__file__).resolve().parents[1]
+SUPPORT = ROOT / "tests" / "support"
 ARTIFACTS = ROOT / "test-artifacts" / "report"
 
 
@@ -319,7 +320,7 @@ print(json.dumps({{"attributed_ns": profile.attributed_ns, "modules": modules, "
 @pytest.mark.slow
 def test_otel_op_duration_by_module_and_role_and_a_span_per_profiled_run(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "THUNDER_TRACE"))}
-    done = subprocess.run([sys.executable, "-c", _OTEL_APP.format(tests=str(Path(__file__).parent))], env=env,
+    done = subprocess.run([sys.executable, "-c", _OTEL_APP.format(tests=str(SUPPORT))], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -364,7 +365,7 @@ def test_a_real_collector_receives_the_histogram_and_the_profiled_spans(tmp_path
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "THUNDER_TRACE"))}
         env.update(THUNDER_TRACE_PROFILE="2", OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint,
                    OTEL_SERVICE_NAME="profiled")
-        code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import torch, thunder, models; "
+        code = (f"import sys; sys.path.insert(0, {str(SUPPORT)!r}); import torch, thunder, models; "
                 "jm = thunder.jit(models.Net(n=8, depth=1)); x = torch.randn(4, 8)\n"
                 "for _ in range(3): models.forward_backward(jm, x)")
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
@@ -389,7 +390,7 @@ def tp_run(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k not in ("THUNDER_TRACE", "CI")}
     env.update(THUNDER_TRACE=str(work / "logs"), THUNDER_TRACE_PROFILE="2")
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                           str(ROOT / "tests" / "tp_profile_worker.py"), str(work)], env=env, capture_output=True,
+                           str(SUPPORT / "tp_profile_worker.py"), str(work)], env=env, capture_output=True,
                           text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-4000:]
     out = work / "report"

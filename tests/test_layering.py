@@ -153,7 +153,7 @@ print("RESULT", code, ours, loaded, "| handlers:", registered)
 
 
 def test_the_report_imports_neither_torch_thunder_nor_the_session(tmp_path):
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     import report_logs
 
     log = report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.profiled())  # its Time section too

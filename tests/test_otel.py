@@ -145,7 +145,7 @@ def test_application_provider_scope_spans_and_failed_compiles():
 
 @pytest.mark.slow
 def test_thunderfx_graphs_arrive_as_a_span_per_graph_with_a_child_per_piece(collector, tmp_path):
-    """tests/fx_program.py, unchanged, under THUNDER_TRACE: a span per Dynamo graph (its graph
+    """tests/support/fx_program.py, unchanged, under THUNDER_TRACE: a span per Dynamo graph (its graph
     break as an event), a child per piece (the fallback with thunder.split.reason), and each
     Thunder piece's compile under its piece."""
     import fx_program

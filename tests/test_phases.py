@@ -12,7 +12,7 @@ import pytest
 import report_logs
 import thunder
 import torch
-from test_events import Collect
+from collecting import Collect
 from thunder.core.trace import from_trace
 from thunder.core.transform_common import Transform
 

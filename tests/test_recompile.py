@@ -11,7 +11,7 @@ import orjson
 import pytest
 import thunder
 import torch
-from test_events import Collect
+from collecting import Collect
 
 import provenance
 from provenance import schema

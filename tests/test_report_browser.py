@@ -17,12 +17,9 @@ from pathlib import Path
 import orjson
 import pytest
 import report_logs
+from browser import CHROMIUM
 
 ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "test-artifacts" / "report"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 sync_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
@@ -62,30 +59,6 @@ def tp_report(tmp_path_factory) -> Path:
           "examples/tensor_parallel.py"], env=_env(THUNDER_TRACE=str(work / "logs")))
     assert len(list((work / "logs").glob("*.jsonl"))) == 2
     return _report(work / "logs", work / "report")
-
-
-class Browser:
-    """One Chromium for the module; every page's console errors and dialogs are collected."""
-
-    def __init__(self, browser) -> None:
-        self.browser = browser
-        self.errors: list[str] = []
-        self.dialogs: list[str] = []
-
-    def open(self, path: Path, fragment: str = ""):
-        page = self.browser.new_page(viewport={"width": 1500, "height": 1000})
-        page.on("console", lambda m: self.errors.append(f"{path.name}: {m.text}") if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.errors.append(f"{path.name}: {e}"))
-        page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
-        page.goto(path.resolve().as_uri() + fragment)
-        page.wait_for_load_state("load")
-        return page
-
-    def shot(self, page, name: str) -> None:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
-
-
 
 
 def _pages(report: Path) -> dict[str, Path]:
@@ -207,9 +180,9 @@ def test_log_text_never_runs_as_script(tmp_path, browser):
 
 @pytest.fixture(scope="module")
 def fx_report(tmp_path_factory) -> Path:
-    """tests/fx_program.py (ThunderFX: a graph break, a torch fallback) run unchanged under THUNDER_TRACE."""
+    """tests/support/fx_program.py (ThunderFX: a graph break, a torch fallback) run unchanged under THUNDER_TRACE."""
     work = tmp_path_factory.mktemp("fx")
-    _run([sys.executable, "tests/fx_program.py"], env=_env(THUNDER_TRACE=str(work / "logs")))
+    _run([sys.executable, "tests/support/fx_program.py"], env=_env(THUNDER_TRACE=str(work / "logs")))
     return _report(work / "logs", work / "report")
 
 

@@ -1,7 +1,7 @@
 """`thunder-trace report` on hand-written logs: the files it writes, bad input, the CLI's options.
 
 No Thunder run and no browser here (test_report_browser.py has those): each test builds a small
-log (tests/report_logs.py), runs the command in-process, and reads what it wrote.
+log (tests/support/report_logs.py), runs the command in-process, and reads what it wrote.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Hostile and unlucky inputs to `thunder-trace report` (issue 10): no crash, no quadratic blow-up,
 no local file leaked into the report, no input lost, `--strict` that notices.
 
-Hand-written logs (tests/report_logs.py), the command run in-process: no Thunder, no browser.
+Hand-written logs (tests/support/report_logs.py), the command run in-process: no Thunder, no browser.
 Timing is never compared here (see bench/hostile_inputs.py and the fuzz test in
 test_report_fuzz.py for the linear bounds); these tests check structure: what was reported, what
 was written, and, for the quadratic cases, how much work the bounded algorithm was given.

@@ -1,7 +1,7 @@
 """The report's structure: pages come from the registry (pages.py), the JSON for the pages' script
 has the keys report.js reads, and the report's modules import each other without a cycle.
 
-Hand-written logs (tests/report_logs.py), the command run in-process: no Thunder, no browser.
+Hand-written logs (tests/support/report_logs.py), the command run in-process: no Thunder, no browser.
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def test_a_report_compiles_no_template_and_is_the_same_bytes_without_the_compile
 
 @pytest.mark.slow
 def test_a_real_run_s_report_is_the_same_bytes_without_the_compiled_templates(compiled, tmp_path, monkeypatch):
-    """A THUNDER_TRACE log of Thunder itself (tests/real_log.py: forward and backward, a scope, a
+    """A THUNDER_TRACE log of Thunder itself (tests/support/real_log.py: forward and backward, a scope, a
     recompile, a failed compile, profiled calls, ThunderFX), reported with no template compiled,
     then with all of them compiled."""
     logs = real_log.write(tmp_path / "logs").parent

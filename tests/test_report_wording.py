@@ -1,7 +1,7 @@
 """Issue 13's smaller items: counts in words ("1 recompile"), a function's cache hits shown once,
 no process label in a one-process run, `--version`.
 
-Hand-written logs (tests/report_logs.py), the command run in-process: no Thunder, no browser.
+Hand-written logs (tests/support/report_logs.py), the command run in-process: no Thunder, no browser.
 """
 
 from __future__ import annotations

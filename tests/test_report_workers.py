@@ -1,7 +1,7 @@
 """`thunder-trace report`'s worker processes (issue 13): the default count, and compiles the main
 process builds itself when the workers are busy, byte for byte what -j 1 writes.
 
-Hand-written logs (tests/report_logs.py), the command run in-process: no Thunder, no browser.
+Hand-written logs (tests/support/report_logs.py), the command run in-process: no Thunder, no browser.
 """
 
 from __future__ import annotations

@@ -40,7 +40,8 @@ _PRINT_CODE = textwrap.dedent("""
 
 
 def _run(enable: bool, extra: str = "") -> str:
-    code = _PRINT_CODE.format(tests=str(__import__("pathlib").Path(__file__).parent), enable=enable, extra=extra)
+    support = __import__("pathlib").Path(__file__).parent / "support"
+    code = _PRINT_CODE.format(tests=str(support), enable=enable, extra=extra)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return done.stdout

@@ -16,7 +16,7 @@ import pytest
 import thunder
 import thunder.dynamo
 import torch
-from test_events import Collect
+from collecting import Collect
 
 import provenance
 from provenance import Kind, schema

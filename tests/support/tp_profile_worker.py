@@ -21,8 +21,9 @@ import provenance
 from provenance.rollup import BY
 from provenance.thunder.workarounds import tensor_parallel_on_cpu
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
-from toy_model import ToyModel
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/support/ -> the checkout
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+from toy_model import ToyModel  # noqa: E402
 
 HOLD_S = 0.3  # rank 1's delay before each profiled call
 
