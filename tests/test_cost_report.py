@@ -345,8 +345,12 @@ def test_otel_op_duration_by_module_and_role_and_a_span_per_profiled_run(tmp_pat
         expected = result["runs"][f"{a['thunder.trace']} {a['thunder.call']}"]
         assert list(a["thunder.top_lines"][:3]) == [key for key, _ in expected]
         assert [round(ms, 6) for ms in a["thunder.top_lines.ms"][:3]] == [round(ns / 1e6, 6) for _, ns in expected]
-        assert a["code.file.path"] + ":" + str(a["code.line.number"]) == expected[0][0]
-        assert a["thunder.top_lines.text"][0].endswith(f"# <-- {_marker(expected[0][0])}")
+        top = expected[0][0]
+        if top.startswith("("):  # a line-less op on top (a stall in bookkeeping, on a loaded machine): no code.*
+            assert "code.file.path" not in a and "code.line.number" not in a, a
+        else:
+            assert a["code.file.path"] + ":" + str(a["code.line.number"]) == top
+            assert a["thunder.top_lines.text"][0].endswith(f"# <-- {_marker(top)}")
         assert span["start"] < span["end"] and 0.5 < a["thunder.coverage"] <= 1.0
 
 
