@@ -84,14 +84,8 @@ def test_compiles_built_here_when_the_workers_are_busy_are_the_same(tmp_path, ca
 def test_the_read_ahead_scan_reads_in_chunks_and_finds_the_same(tmp_path, monkeypatch):
     """`read_ahead.scan` reads a log in chunks cut at newlines (its memory does not follow the file):
     chunks smaller than a line, or cutting anywhere, find the same profiles and name the same lines."""
-    from provenance.report.analyze.handlers import READ_AHEAD, handler_of
+    from provenance.report.analyze.handlers import read_ahead as scan
     from provenance.report.read import read_ahead
-    from provenance.report.read.profile_records import ProfileCollector
-
-    def scan(path):
-        collector = ProfileCollector()
-        found = read_ahead.scan(path, READ_AHEAD, lambda data: handler_of(data).read_ahead(collector, data))
-        return found, collector.profiles
 
     items = report_logs.records()
     calls = items.pop()

@@ -1,7 +1,7 @@
 """`build_report`: the whole pipeline, read -> model -> render.
 
-The logs are read once (run.py, with reader.py), each compile's pages written as it ends
-(compiles.py, output.py); then the run's pages and compile_directory.json are written from the
+The logs are read once (analyze/run.py, with read/log_file.py), each compile's pages written as
+it ends (analyze/compile.py, render/output.py); then the run's pages and compile_directory.json are written from the
 model the pass made.
 """
 

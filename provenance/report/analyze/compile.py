@@ -1,7 +1,7 @@
 """One compile's records -> the models of its pages, streamed.
 
 Each trace is turned into its page fragment as soon as its record is read (highlighted, its ops
-annotated, diffed against the previous trace of the same list: diffs.py) and handed to the page
+annotated, diffed against the previous trace of the same list: trace_diff.py) and handed to the page
 writer; only the previous trace of each list is kept, which at the end of the compile is the
 final one the source view (source_view.py) needs. So memory follows the largest trace, not the log.
 """
@@ -58,7 +58,7 @@ __all__ = ["CompileBuilder", "PageSink", "frames_of", "parse_ops"]
 
 
 class PageSink(Protocol):
-    """Where a compile's pages go (output.CompileWriter)."""
+    """Where a compile's pages go (render/output.py's CompileWriter)."""
 
     def trace(self, view: TraceView, provs: ProvTable) -> None: ...
 
@@ -187,7 +187,7 @@ class CompileBuilder:
         if bad_ops:
             self.malformed(f"{bad_ops} malformed op entr{'y' if bad_ops == 1 else 'ies'} in trace {anchor}")
         label = data.get("label")
-        # Sent to the page as data (output.CompileWriter): its script renders the trace.
+        # Sent to the page as data (render/output.py's CompileWriter): its script renders the trace.
         view = TraceView(list_name, index, str(data.get("pass") or "?"), label if isinstance(label, str) else None,
                          as_float(data.get("ms")), anchor, lines=lines, ops=ops, n_ops=len(ops))
         previous = self.latest.get(list_name)

@@ -3,7 +3,7 @@ an icicle chart of the module tree), each op's time on the final traces, each li
 source view's gutter; and for the run (time.html) the lines and roles across compiles and ranks.
 
 Everything is rolled up by `provenance.rollup` on the compile's profile rebuilt from the log
-(profiles.py), so the figures are the ones `provenance.cost()` gave in the process. Times are
+(read/profile_records.py), so the figures are the ones `provenance.cost()` gave in the process. Times are
 per profiled call (a sum over the calls / the calls), except the run's totals. Colours ("heat")
 say which share of the profiled time an op or a line took: `HEAT` are the thresholds.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 from provenance.profile import CompileProfile
 from provenance.record import Provenance
-from provenance.report.analyze.handlers import READ_AHEAD, handler_of
+from provenance.report.analyze.handlers import READ_AHEAD, read_ahead
 from provenance.report.model import (
     HEAT,
     PROV,
@@ -39,11 +39,9 @@ from provenance.report.read.log_file import LogFile, log_files
 from provenance.report.read.profile_records import (
     LoggedProfile,
     LoggedTrace,
-    ProfileCollector,
     compile_profile,
     safe_lookup,
 )
-from provenance.report.read.read_ahead import scan
 from provenance.rollup import BETWEEN, NO_MODULE, ROOT, CostRow, line_texts, merge, rollup, summary
 
 __all__ = ["HREFS_KEPT", "compile_time", "heat", "icicle", "load_profiles", "op_times", "run_time"]
@@ -263,9 +261,8 @@ def load_profiles(path: str | os.PathLike[str]) -> list[CompileProfile]:
     `provenance.cost()`. Records that do not fit are skipped."""
     out: list[CompileProfile] = []
     for path_ in log_files(path)[0]:
-        collector = ProfileCollector()
-        scan(path_, READ_AHEAD, lambda data, into=collector: handler_of(data).read_ahead(into, data))
-        if not collector.profiles:
+        _, profiles = read_ahead(path_)
+        if not profiles:
             continue
         log_file = LogFile(str(path_), read_ahead=READ_AHEAD)
         names: dict[Any, str] = {}
@@ -273,5 +270,5 @@ def load_profiles(path: str | os.PathLike[str]) -> list[CompileProfile]:
             if record.type == "compile_start":
                 names[hashable(record.get("compile"))] = str(record.get("fn") or "?")
         out.extend(compile_profile(p, safe_lookup(log_file.provenance), names.get(key, "?"))
-                   for key, p in collector.profiles.items())
+                   for key, p in profiles.items())
     return out

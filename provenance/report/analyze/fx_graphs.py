@@ -6,7 +6,7 @@ The run hands the records here as it reads them; `finish` links breaks to the gr
 (same log and Dynamo compile id) and builds each graph's source view: the user lines of all its
 pieces, each with what every Thunder piece's final traces made there (source_view's `line_ops`,
 carried by the piece compile's summary) and which lines ran in a torch fallback, and why.
-Records are untrusted: a field of the wrong type is unknown here (validate.py counted it), and
+Records are untrusted: a field of the wrong type is unknown here (read/validate.py counted it), and
 what is kept is bounded (MAX_GRAPHS, MAX_BREAKS: the rest are counted).
 """
 

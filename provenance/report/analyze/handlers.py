@@ -17,21 +17,23 @@ tests/test_layering.py fails while an event type has no handler.
 
 from __future__ import annotations
 
+import os
 import zlib
 from enum import Enum
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from provenance.events import TYPES
 from provenance.report.analyze.phases import executor_compile
 from provenance.report.read.coerce import as_int
+from provenance.report.read.profile_records import LoggedProfile, ProfileCollector
+from provenance.report.read.read_ahead import ReadAhead, scan
 
 if TYPE_CHECKING:
     from provenance.report.analyze.compile import CompileBuilder
     from provenance.report.analyze.run import FilePass, RunBuilder
     from provenance.report.read.log_file import LogRecord
-    from provenance.report.read.profile_records import ProfileCollector
 
-__all__ = ["HANDLERS", "READ_AHEAD", "Handler", "Route", "default_handlers", "handler_of", "registry"]
+__all__ = ["HANDLERS", "READ_AHEAD", "Handler", "Route", "default_handlers", "handler_of", "read_ahead", "registry"]
 
 
 class Route(Enum):
@@ -55,8 +57,6 @@ class Handler:
         route = self.route
         if route is Route.COMPILE:
             file.compile_of(record).add(record.data)
-        elif route is Route.CLOSES:
-            file.close(record)
         elif route is Route.AFTER_END:
             file.after_end(record.data)
         elif route is Route.READ_AHEAD:
@@ -147,6 +147,9 @@ class Recompile(Handler):
 class Closing(Handler):
     route = Route.CLOSES
     status: ClassVar[str]  # the compile's status on the pages
+
+    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+        file.close(record, ok=self.status == "ok")
 
     def compile(self, builder: CompileBuilder, data: dict) -> None:
         builder.close(self.status, data)
@@ -242,3 +245,11 @@ READ_AHEAD = frozenset(t for t, h in HANDLERS.items() if h.route is Route.READ_A
 
 def handler_of(data: dict) -> Handler:
     return HANDLERS[data["type"]]
+
+
+def read_ahead(path: str | os.PathLike[str]) -> tuple[ReadAhead, dict[Any, LoggedProfile]]:
+    """A log file's read-ahead records, each taken by its handler: what the scan found (the
+    records skipped, and why) and the profiles by compile id."""
+    collector = ProfileCollector()
+    found = scan(path, READ_AHEAD, lambda data: handler_of(data).read_ahead(collector, data))
+    return found, collector.profiles

@@ -1,8 +1,8 @@
-"""The run: one streaming pass over THUNDER_TRACE logs, records dispatched to their compiles,
--> the report's render model.
+"""The run: one streaming pass over THUNDER_TRACE logs, each record handed to its handler
+(handlers.py), which sends it to the run or its compile -> the report's render model.
 
 Files are read one after the other, records one at a time. A compile's pages are written as soon
-as its compile_end / compile_error arrives (compiles.py); the run keeps only a small summary per
+as its compile_end / compile_error arrives (compile.py); the run keeps only a small summary per
 compile, from which the index, failures, rank comparison, Perfetto trace and
 `compile_directory.json` are made at the end. Bad input never raises: each problem is counted
 and listed.
@@ -22,7 +22,7 @@ from provenance.report.analyze.call_sites import CallSites
 from provenance.report.analyze.compile import CompileBuilder
 from provenance.report.analyze.cost import run_time
 from provenance.report.analyze.fx_graphs import FxGraphs
-from provenance.report.analyze.handlers import HANDLERS, READ_AHEAD, handler_of
+from provenance.report.analyze.handlers import HANDLERS, READ_AHEAD, read_ahead
 from provenance.report.analyze.pending import RECOVERABLE, CompileResult, LocalCompile, RemoteCompile
 from provenance.report.analyze.prov_table import ProvTable
 from provenance.report.analyze.ranks import compare_ranks
@@ -41,8 +41,7 @@ from provenance.report.plural import plural
 from provenance.report.read.coerce import as_int, hashable
 from provenance.report.read.log_file import LogFile, LogRecord
 from provenance.report.read.processes import RunLog, header_view
-from provenance.report.read.profile_records import LoggedProfile, ProfileCollector
-from provenance.report.read.read_ahead import scan
+from provenance.report.read.profile_records import LoggedProfile
 
 if TYPE_CHECKING:  # the outputs are given (build.py): analysis imports no renderer
     from provenance.report.render.directory import DirectoryWriter
@@ -102,11 +101,12 @@ class FilePass:
             found = self.open_compiles[cid] = self.run.begin(self, {"compile": record.get("compile")})
         return found
 
-    def close(self, record: LogRecord) -> None:
+    def close(self, record: LogRecord, ok: bool) -> None:
+        """The record that closes its compile; `ok`: the compile succeeded (its handler says)."""
         compile_ = self.compile_of(record)
         cid = hashable(record.get("compile"))
         self.open_compiles.pop(cid, None)
-        self.run.compile_closed(self.log, cid, ok=record.type == "compile_end")
+        self.run.compile_closed(self.log, cid, ok=ok)
         self.release()
         self.ended.append((cid, compile_, record.data))
 
@@ -165,9 +165,8 @@ class RunBuilder:
 
     def _file(self, log: RunLog) -> None:
         log_file = LogFile(log.path, read_ahead=READ_AHEAD)
-        collector = ProfileCollector()
-        found = scan(log.path, READ_AHEAD, lambda data: handler_of(data).read_ahead(collector, data))
-        file = FilePass(self, log, log_file, collector.profiles)
+        found, profiles = read_ahead(log.path)
+        file = FilePass(self, log, log_file, profiles)
         for line, reason in found.problems:
             self.malformed(log, line, reason)
         if found.more_problems:

@@ -1,7 +1,7 @@
 """The render model's runs, compiles, traces and provenance records (model/cost.py: time;
 model/fx.py: ThunderFX): what the templates and compile_directory.json are made from.
 
-Plain dataclasses with readable names, built by run.py (the run), compiles.py (a compile) and the
+Plain dataclasses with readable names, built by analyze/run.py (the run), analyze/compile.py (a compile) and the
 modules they call; templates read their attributes. Two views leave Python, each made in one
 place here: compile_directory.json's entries, and the compact JSON of provenance records that
 the pages' script (report.js) reads.

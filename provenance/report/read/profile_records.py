@@ -3,9 +3,9 @@ timed ops and their summed times; rebuilt as `provenance.profile.CompileProfile`
 `provenance.rollup` rolls a log up exactly as `provenance.cost()` rolled up the live profiles.
 
 A compile's profile records come after its `compile_end` (the calls run after the compile), but
-its pages are written when it ends. So before the pass over a log file, `scan` finds the profile
-records (a regular expression over the file, read in chunks: the other lines are never parsed) and
-sums their times per compile and trace; the pass then hands each compile its profile. Every
+its pages are written when it ends. So they are read ahead of the pass over a log file
+(read_ahead.py; their handlers hand each record to a `ProfileCollector`), which sums their times
+per compile and trace; the pass then hands each compile its profile. Every
 record is untrusted: one that does not fit (fields, types, op count, a call before its ops
 table) is skipped and named, and never stops the report.
 """

@@ -1,6 +1,6 @@
 """Syntax highlighting of user source files with pygments (PythonLexer), one HTML string per
 line, once per file per report. Thunder's traces are not highlighted here: the pages' script
-does it when it renders them (report.js, highlightInto), from data (lazy.py).
+does it when it renders them (report.js, highlightInto), from data (trace_data.py).
 """
 
 from __future__ import annotations

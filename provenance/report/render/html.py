@@ -1,6 +1,6 @@
 """HTML: the jinja2 environment (autoescape on, the filters) and the fragments built in Python
 because pages repeat them thousands of times (a diff's items, a source file's rows). Traces are
-not HTML: the pages' script renders them from data (lazy.py).
+not HTML: the pages' script renders them from data (trace_data.py).
 
 Every string from a log reaches a page through autoescaping, through pygments (which escapes), or
 through `markupsafe.escape`; JSON for the pages' scripts through jsonsafe.py.

@@ -31,7 +31,7 @@ class CompileWriter:
     """One compile's page: trace fragments are rendered as they come and spooled (to disk when
     large), then framed by the page's head (which needs every pass) when the compile ends.
 
-    Every trace is spooled as compact data (lazy.py) that the page's script renders: the final
+    Every trace is spooled as compact data (trace_data.py) that the page's script renders: the final
     ones when the page loads, the others when opened. The source page sends its panes (the
     final traces again) the same way, with a line table of its own."""
 

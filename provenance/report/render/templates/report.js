@@ -128,7 +128,7 @@
     for (var d = target.closest("details"); d; d = d.parentElement && d.parentElement.closest("details")) d.open = true;
     target.scrollIntoView(target.tagName === "DETAILS" ? true : { block: "center" });
   }
-  // -- traces rendered from data (lazy.py): a page's distinct lines, then each trace's data ----
+  // -- traces rendered from data (trace_data.py): a page's distinct lines, then each trace's data ----
   var lineTable = null;
   function traceLines() {
     if (lineTable) return lineTable;
