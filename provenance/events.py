@@ -2,7 +2,7 @@
 
 Capture writes them (`provenance.session`, `provenance.thunder.emit`), exporters consume them
 (`exporters/`), the log reader reads them back (`provenance.report.read.log_file`); docs/log-schema.md
-describes them, and tests/test_events.py holds the doc to this module. An event is a JSON-able
+describes them, and tests/log/test_events.py holds the doc to this module. An event is a JSON-able
 dict with a "type"; its keys are written in the order declared here.
 
 Adding an event type: declare its TypedDict below and its entry in `TYPES` (its forms, the ids

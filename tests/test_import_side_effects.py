@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from paths import ROOT
 
 # Modules that must import neither torch nor Thunder: the report and exporters (packages), the
 # core layers, and the capture package's own entry points, which import Thunder only to install.

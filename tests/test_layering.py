@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import ROOT, SUPPORT
 
-ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("provenance", "exporters")
 
 # record → scope → events/session → exporters: what each core module may import of ours.
@@ -153,7 +153,7 @@ print("RESULT", code, ours, loaded, "| handlers:", registered)
 
 
 def test_the_report_imports_neither_torch_thunder_nor_the_session(tmp_path):
-    sys.path.insert(0, str(ROOT / "tests" / "support"))
+    sys.path.insert(0, str(SUPPORT))
     import report_logs
 
     log = report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.profiled())  # its Time section too

@@ -2,7 +2,7 @@
 Thunder (and of the torch it runs on) that capture patches or reads, in one table per series.
 
 Capture's modules take their Thunder objects from `api()`, the running series' table resolved, and
-patch only the points the table lists (tests/test_compat.py holds the hooks to it). Supporting
+patch only the points the table lists (tests/capture/test_compat.py holds the hooks to it). Supporting
 another series is one more `Series` in `TABLES`: the same names, wherever that release keeps them.
 Importing this module imports neither Thunder nor torch.
 """

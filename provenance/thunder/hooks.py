@@ -57,7 +57,7 @@ from provenance.thunder.state import (
 # distributed.py's are "distributed" and "rematerialize".
 CORE_HOOKS = ("bind", "from_bsym", "source_location", "processor", "set_provenance", "pass", "compile", "jit",
               "phases")
-# Run only when a call misses a cache that holds entries (tests/test_recompile.py injects its fault).
+# Run only when a call misses a cache that holds entries (tests/capture/test_recompile.py injects its fault).
 RECOMPILE_HOOK = "recompile"
 
 T = api()  # this Thunder's objects (compat.py)

@@ -1,5 +1,5 @@
 """Hostile log shapes, each with a valid log of the same size to compare it with (issue 10): the
-inputs of tests/test_report_fuzz.py's linear bounds and of bench/hostile_inputs.py.
+inputs of tests/report/test_report_fuzz.py's linear bounds and of bench/hostile_inputs.py.
 
 Each shape is a function of its scale returning {file name: items} (items as report_logs.write
 takes them: records, or raw bytes); `valid(size)` is a run of ordinary compiles of about `size`

@@ -126,7 +126,7 @@ def compile_templates(directory: str | os.PathLike[str]) -> bytes:
         except jinja2.TemplateError as e:
             print(f"thunder-provenance: template {name} left uncompiled: {e}", file=sys.stderr)
     return marshal.dumps({"format": FORMAT, "fingerprint": fingerprint(env), "templates": templates,
-                          # to say why a report would not use them (tests/test_report_templates.py):
+                          # to say why a report would not use them (tests/report/test_report_templates.py):
                           "jinja2": jinja2.__version__, "python": list(sys.version_info[:2])})
 
 

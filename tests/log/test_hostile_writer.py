@@ -25,8 +25,6 @@ from provenance import schema
 from provenance.report.cli import main
 from provenance.thunder import capture
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("THUNDER_TRACE", "THUNDER_TRACE_PROFILE")}

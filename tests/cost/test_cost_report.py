@@ -20,6 +20,7 @@ import report_logs
 import thunder
 import torch
 from collecting import Collect
+from paths import ROOT, SUPPORT
 
 import provenance
 from provenance import schema
@@ -27,8 +28,6 @@ from provenance.report.analyze.cost import load_profiles
 from provenance.report.cli import main
 from provenance.rollup import BY, rollup
 
-ROOT = Path(__file__).resolve().parents[1]
-SUPPORT = ROOT / "tests" / "support"
 ARTIFACTS = ROOT / "test-artifacts" / "report"
 
 

@@ -17,6 +17,7 @@ import models
 import pytest
 import thunder
 import torch
+from paths import SUPPORT
 
 import provenance
 from provenance import Kind
@@ -414,7 +415,7 @@ print(json.dumps({{"enabled": provenance.enabled(), "exporters": len(SESSION.exp
 def test_thunder_trace_profile_needs_no_code_change(tmp_path):
     """THUNDER_TRACE_PROFILE alone: the .pth bootstrap enables capture and profiling, no logs."""
     script = tmp_path / "run.py"
-    script.write_text(_SCRIPT.format(tests=str(Path(__file__).parent / "support")))
+    script.write_text(_SCRIPT.format(tests=str(SUPPORT)))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("THUNDER_TRACE", "OTEL_"))}
     env["THUNDER_TRACE_PROFILE"] = "2"
     cmd = [sys.executable, str(script)]

@@ -6,11 +6,10 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from paths import ROOT, SUPPORT
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # one torchrun run (about 25 s) serves most tests here
 
 
@@ -18,7 +17,7 @@ pytestmark = pytest.mark.slow  # one torchrun run (about 25 s) serves most tests
 def ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-           str(ROOT / "tests" / "support" / "dist_worker.py"), str(out)]
+           str(SUPPORT / "dist_worker.py"), str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import models
 import pytest
 import thunder
 import torch
+from paths import ROOT
 
 import provenance
 
@@ -57,7 +57,7 @@ def test_annotate_of_untraced_trace_says_so():
 
 @pytest.mark.slow
 def test_example_prints_annotated_forward_and_backward():
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     done = subprocess.run([sys.executable, str(root / "examples" / "annotate_nanogpt.py")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

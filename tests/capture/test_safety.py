@@ -13,6 +13,7 @@ import models
 import pytest
 import thunder
 import torch
+from paths import SUPPORT
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
@@ -40,8 +41,7 @@ _PRINT_CODE = textwrap.dedent("""
 
 
 def _run(enable: bool, extra: str = "") -> str:
-    support = __import__("pathlib").Path(__file__).parent / "support"
-    code = _PRINT_CODE.format(tests=str(support), enable=enable, extra=extra)
+    code = _PRINT_CODE.format(tests=str(SUPPORT), enable=enable, extra=extra)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return done.stdout

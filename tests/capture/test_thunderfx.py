@@ -17,6 +17,7 @@ import thunder
 import thunder.dynamo
 import torch
 from collecting import Collect
+from paths import EXAMPLES
 
 import provenance
 from provenance import Kind, schema
@@ -362,9 +363,8 @@ def test_listeners_see_graphs_and_breaks_and_their_errors_stay_ours(traced, monk
 def test_example_prints_graphs_breaks_and_annotated_pieces():
     import subprocess
     import sys
-    from pathlib import Path
 
-    example = Path(__file__).resolve().parents[1] / "examples" / "thunderfx.py"
+    example = EXAMPLES / "thunderfx.py"
     done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     out = done.stdout

@@ -7,18 +7,18 @@ import json
 import re
 import typing
 import warnings
-from pathlib import Path
 
 import pytest
 import thunder
 import torch
 from collecting import Collect
+from paths import DOCS
 
 import provenance
 from provenance import events, schema
 from provenance.thunder import capture
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "log-schema.md"
+DOC = DOCS / "log-schema.md"
 
 
 def _sections() -> dict[str, str]:
@@ -133,8 +133,8 @@ def test_what_the_writers_emit_is_what_events_declares():
     (error,) = [e for e in collect.events if e["type"] == "compile_error"]
     assert error["message"] == str(raised.value)
     seen = {e["type"] for e in collect.events}
-    # executor_compile needs the torch.compile executor (an inductor build): tests/test_phases.py;
-    # ThunderFX's records: tests/test_thunderfx.py
+    # executor_compile needs the torch.compile executor (an inductor build): tests/capture/test_phases.py;
+    # ThunderFX's records: tests/capture/test_thunderfx.py
     assert seen == events.KNOWN_TYPES - {"executor_compile", "dynamo_graph", "graph_break"}
     assert any("same_as" in e for e in collect.events)  # both forms of "trace"
     profiled = [(e["type"], e["trace"]) for e in collect.events if e["type"].startswith("profile_")]

@@ -8,6 +8,7 @@ import threading
 import pytest
 import thunder
 import torch
+from paths import EXAMPLES
 
 import provenance
 from provenance import Kind
@@ -102,9 +103,8 @@ def test_scope_rejects_empty_name():
 
 def test_scope_in_a_user_transform_labels_exactly_its_ops_through_to_execution(traced):
     import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    sys.path.insert(0, str(EXAMPLES))
     from custom_transform import ClampLinearOutputs, Mlp
 
     jm = thunder.jit(Mlp(), transforms=[ClampLinearOutputs(limit=0.5)])

@@ -15,12 +15,11 @@ import models
 import pytest
 import thunder
 import torch
+from paths import ROOT
 
 import provenance
 from provenance.events import SCHEMA_VERSION
 from provenance.report.read.log_file import Log, SchemaError
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _env(**extra: str) -> dict:

@@ -15,10 +15,9 @@ from pathlib import Path
 import orjson
 import pytest
 import report_logs
+from paths import ROOT
 
 from provenance.report.cli import main
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def report(capsys, *args: str) -> tuple[int, str]:

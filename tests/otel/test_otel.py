@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from otel_collector import Collector, free_port
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = [str(ROOT / "examples" / "train_nanogpt.py"), "--layers", "1", "--steps", "2"]
 
 

@@ -18,8 +18,7 @@ import orjson
 import pytest
 import report_logs
 from browser import CHROMIUM
-
-ROOT = Path(__file__).resolve().parents[1]
+from paths import ROOT
 
 sync_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
