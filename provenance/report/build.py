@@ -54,7 +54,7 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
         logs = label_logs(paths, headers)
         times = [log.header.get("time_ns") for log in logs if log.header and isinstance(log.header.get("time_ns"), int)]
         perfetto = PerfettoWriter(str(out / PERFETTO_FILE), min(times) if times else None)
-        builder = RunBuilder(writer, logs, perfetto=perfetto, directory=DirectoryWriter(out), sources=SourceCache(),
+        builder = RunBuilder(writer, logs, perfetto=perfetto, directory=DirectoryWriter(out), sources=SourceCache(out),
                              progress=progress, pool=pool)
         for path, reason in skipped:
             builder.problems.add("skipped file", path.name, None, reason)

@@ -62,7 +62,7 @@ _worker: Resources | None = None
 
 
 def _resources(out: str, nav: list[tuple[str, str]]) -> Resources:
-    return ReportWriter(Path(out), nav), SourceCache()
+    return ReportWriter(Path(out), nav), SourceCache(Path(out))
 
 
 def quiet_gc() -> tuple[int, int, int]:

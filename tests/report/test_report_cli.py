@@ -54,9 +54,10 @@ def test_report_pages_model_and_perfetto(tmp_path, capsys):
     for html in [*out.glob("*.html"), *out.glob("compiles/*.html")]:  # entities are never escaped twice
         assert not re.search(r"&amp;(ndash|middot|rarr|minus|hellip|rsaquo|mdash|#)", html.read_text()), html
     page = (out / entry["pages"]["compile"]).read_text()
-    assert 2 in report_logs.page_provs(page) and "Delete Last Used" in page and "report_model.py:10" in page
+    records = (out / entry["pages"]["compile"].replace(".html", ".provs.js")).read_text()  # both pages load it
+    assert 2 in report_logs.page_provs(page) and "Delete Last Used" in page and "report_model.py:10" in records
     source = (out / entry["pages"]["source"]).read_text()
-    assert "rebuilt from the log" in source and 'id="L0-10"' in source  # not on disk: the quoted lines
+    assert "rebuilt from the log" in source and 'data-show="10-11"' in source  # not on disk: the quoted lines
 
     trace = orjson.loads((out / "perfetto_trace.json").read_bytes())
     events = [e for e in trace["traceEvents"] if e["ph"] == "X"]

@@ -211,7 +211,9 @@ def test_a_thunderfx_log_shows_its_graph_pieces_split_and_break(tmp_path, capsys
     assert lines["L0-13"] == [{"piece": "inductor_1", "fallback": "inductor", "why": [
         "MISSING_OP_SUPPORT: node with name: linalg_det and target: det only has an automatic torch fallback"]}]
     assert lines["L0-12"] == [{"break": "Failed to trace builtin operator"}]
-    assert 'class="sl has fx-fallback" id="L0-13"' in page and 'class="sl has fx-break" id="L0-12"' in page
+    marks = orjson.loads(re.search(r'<script type="application/json" id="srcmarks">(.*?)</script>', page).group(1))
+    assert marks["fx"] == {"L0-13": "fallback", "L0-12": "break"} and marks["c"]["L0-10"] == [1, 1, 0]
+    assert 'data-show="10-13"' in page and 'class="src-data"' in page  # rebuilt: the quoted lines, in the page
     (graph,) = directory(out)["dynamo_graphs"]["graphs"]
     assert [(p["name"], p["compiler"], p["compiles"]) for p in graph["pieces"]] == [
         ("thunder_0", "thunder", ["log0-c1"]), ("inductor_1", "inductor", [])]
@@ -397,8 +399,8 @@ def test_the_source_view_embeds_only_files_whose_quoted_lines_match(tmp_path, ca
         out = tmp_path / f"out-{embedded}-{text_mul}-{text_add}"
         code, err = report(capsys, report_logs.write(tmp_path / "a.jsonl", records), "-o", out)
         assert code == 0, err
-        source = (out / directory(out)["compiles"][0]["pages"]["source"]).read_text()
-        assert ("hunter2" in source) is embedded, (text_mul, text_add)
+        holding = [p.relative_to(out).parts[:2] for p in out.rglob("*") if p.is_file() and b"hunter2" in p.read_bytes()]
+        assert holding == ([("static", "src")] if embedded else []), (text_mul, text_add)  # its one data file
 
 
 # -- 10. the output directory -------------------------------------------------------------------------

@@ -87,9 +87,10 @@ def test_the_script_data_has_every_key_report_js_reads(tmp_path):
     read = set(re.findall(r"\binfo\.(\w+)", script))
     assert {"h", "k", "mem"} <= read  # the regex still finds what the script reads
     entry = orjson.loads((out / "compile_directory.json").read_bytes())["compiles"][0]
-    for page in entry["pages"].values():
-        text = (out / page).read_text()
-        data = orjson.loads(re.search(r'<script type="application/json" id="provs">(.*?)</script>', text).group(1))
+    for page in entry["pages"].values():  # both load the compile's records (output.PROVS_SUFFIX)
+        (src,) = re.findall(r'<script src="([^"/]+\.provs\.js)"></script>', (out / page).read_text())
+        text = (out / page).parent.joinpath(src).read_text()
+        data = orjson.loads(text.removeprefix("self.thunderTraceProvs = ").removesuffix(";\n"))
         infos = data["provs"].values()
         assert infos and all(read <= info.keys() for info in infos), read - set().union(*infos)
         frames = [f for info in infos for f in [*info["st"], *([info["f"]] if info["f"] else [])]]

@@ -14,17 +14,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from markupsafe import Markup, escape
-
 from provenance.record import user_frame
 from provenance.report.analyze.compile import frames_of
 from provenance.report.model import (
     CompileSummary,
     FxRun,
-    FxSourceFile,
     GraphBreakView,
     GraphView,
     PieceView,
+    SourceFileView,
     SplitView,
 )
 from provenance.report.read.coerce import as_int
@@ -33,7 +31,7 @@ from provenance.report.read.processes import RunLog
 if TYPE_CHECKING:
     from provenance.report.render.source_files import SourceCache
 
-__all__ = ["FxGraphs", "graph_rows"]
+__all__ = ["FxGraphs"]
 
 MAX_GRAPHS = 2000  # graphs kept per run; more are counted
 MAX_BREAKS = 2000
@@ -88,7 +86,14 @@ class FxGraphs:
                                         compiler=compiler, nodes=as_int(raw.get("nodes")),
                                         frames=frames_of(raw.get("frames"))))
         raw_reasons = data.get("reasons") if isinstance(data.get("reasons"), list) else []
-        reasons = [r for r in map(_split, raw_reasons[:4 * MAX_PIECES]) if r is not None]
+        reasons: list[SplitView] = []
+        seen: set[Any] = set()
+        for reason in map(_split, raw_reasons[:4 * MAX_PIECES]):
+            key = reason and (reason.piece, reason.kind, reason.info, reason.exception, reason.node,
+                              reason.frame and (reason.frame.file, reason.frame.line))
+            if reason is not None and key not in seen:  # Thunder lists some reasons twice
+                seen.add(key)
+                reasons.append(reason)
         by_name = {p.name: p for p in pieces}
         for reason in reasons:
             piece = by_name.get(reason.piece) if reason.piece is not None else None
@@ -196,38 +201,22 @@ class FxGraphs:
                 key = quote(found.frame.file, found.frame.line, found.frame.text)
                 marks.setdefault(key, set()).add("break")
                 entries.setdefault(key, []).append({"break": found.summary})
-        files = []
-        for index, path in enumerate(sorted(quoted)):
-            source = sources.get(path, quoted[path], set(quoted[path]))
-            rows: list[tuple[int, str, list[int] | None, str] | None] = []
-            for row in source.rows:
-                if row is None:
-                    rows.append(None)
-                    continue
-                key = (path, row[0])
-                rows.append((row[0], row[1], counts.get(key), " ".join(sorted(marks.get(key, ())))))
-                if key in entries:
-                    graph.lines[f"L{index}-{row[0]}"] = entries[key]
-            files.append(FxSourceFile(index, path, path.rsplit("/", 1)[-1], source.from_disk, rows))
-        graph.files = files
+        # The files that made the most (the model's, ahead of the library helpers it calls) first
+        weight: dict[str, list[int]] = {}
+        for (path, _line), total in counts.items():
+            weight.setdefault(path, [0, 0])[0] -= sum(total)
+        for path, _line in entries:
+            weight.setdefault(path, [0, 0])[1] -= 1
+        order = sorted(quoted, key=lambda p: (*weight.get(p, (0, 0)), p))
+        index_of = {path: index for index, path in enumerate(order)}
+        files = [sources.get(path, quoted[path], set(quoted[path])) for path in order]
+        for (path, line), entry in entries.items():
+            if files[index_of[path]].shows(line):
+                graph.lines[f"L{index_of[path]}-{line}"] = entry
+        graph.marks = {"c": {f"L{index_of[path]}-{line}": total for (path, line), total in counts.items()},
+                       "fx": {f"L{index_of[path]}-{line}": " ".join(sorted(found))
+                              for (path, line), found in marks.items()}}
+        graph.files = [SourceFileView(index, f.path, f.path.rsplit("/", 1)[-1], f.from_disk, f.ranges, f.asset,
+                                      f.data) for index, f in enumerate(files)]
 
 
-def graph_rows(file: FxSourceFile) -> Markup:
-    """A user file's lines on a graph's page: the op counts of every Thunder piece, and marks for
-    lines that ran in a torch fallback or broke the graph."""
-    out = []
-    for row in file.rows:
-        if row is None:
-            out.append('<div class="gap">&#8942;</div>')
-            continue
-        n, html, counts, marks = row
-        badges = "".join(f'<i class="{cls}">{c}</i>' for cls, c in zip(("c-fw", "c-bw", "c-fu"), counts or ()) if c)
-        flags = "".join(f'<i class="fx-{m}" title="{escape(_TITLES[m])}">{_SHORT[m]}</i>' for m in marks.split())
-        classes = "sl" + (" has" if counts or marks else "") + "".join(f" fx-{m}" for m in marks.split())
-        out.append(f'<div class="{classes}" id="L{file.index}-{n}"><span class="ln">{n}</span>'
-                   f'<span class="cnt">{badges}{flags}</span><code>{html}</code></div>')
-    return Markup("".join(out))
-
-
-_SHORT = {"fallback": "torch", "break": "break"}
-_TITLES = {"fallback": "ran in a torch fallback piece (not Thunder)", "break": "Dynamo broke the graph here"}

@@ -82,9 +82,9 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
     shown = []
     for path in order:
         source = sources.get(path, quoted[path], wanted[path])
-        shown.append(SourceFileView(files[path], path, path.rsplit("/", 1)[-1], source.from_disk, source.rows,
-                                    source.shared))
-    # The rows are the same for every compile that shows the file: what this one adds is data.
+        shown.append(SourceFileView(files[path], path, path.rsplit("/", 1)[-1], source.from_disk, source.ranges,
+                                    source.asset, source.data))
+    # A file's lines are the same for every compile that shows it (sent once): what this one adds is data.
     marks: dict[str, dict[str, list]] = {"c": {f"L{k[0]}-{k[1]}": c for k, c in counts.items()}}
     if line_time:
         marks["t"] = {f"L{files[path]}-{line}": [f"{t.ms:.3f}", t.heat, t.title]

@@ -30,7 +30,6 @@ __all__ = [
     "Fusion",
     "FusionLine",
     "FxRun",
-    "FxSourceFile",
     "GraphBreakView",
     "GraphView",
     "HEAT",

@@ -440,12 +440,17 @@ class CompilePage:
 
 @dataclass(slots=True)
 class SourceFileView:
+    """A user file on a source view (a compile's or a Dynamo graph's): which of its lines the
+    page shows; the lines themselves are one data file per report (`asset`, from disk) or the
+    page's own data (`data`, rebuilt from the lines the log quotes): render/source_files.py."""
+
     index: int  # in the page's line keys
     path: str
     name: str
     from_disk: bool  # else rebuilt from the lines the log quotes
-    rows: list[tuple[int, str] | None]  # (line number, highlighted html); None: a gap
-    shared: dict[int, str] | None = None  # its rows' HTML by file index, kept with rows other compiles show too
+    ranges: list[tuple[int, int]]  # the lines shown: first and last of each run, a gap between two
+    asset: str | None = None
+    data: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from provenance.report.model.core import CompileSummary, StackFrame
+from provenance.report.model.core import CompileSummary, SourceFileView, StackFrame
 
-__all__ = ["FxRun", "FxSourceFile", "GraphBreakView", "GraphView", "PieceView", "SplitView"]
+__all__ = ["FxRun", "GraphBreakView", "GraphView", "PieceView", "SplitView"]
 
 
 @dataclass(slots=True)
@@ -64,8 +64,11 @@ class GraphView:
     pieces: list[PieceView]
     reasons: list[SplitView]
     breaks: list[GraphBreakView] = field(default_factory=list)
-    files: list[FxSourceFile] = field(default_factory=list)  # made by FxGraphs.finish()
+    files: list[SourceFileView] = field(default_factory=list)  # made by FxGraphs.finish(), the model's first
     lines: dict[str, list[dict]] = field(default_factory=dict)  # "L<file>-<line>" -> what each piece did there
+    # What the page's script adds to the rows: "c": row id -> [forward ops, backward ops, fusions] of
+    # every Thunder piece; "fx": row id -> "fallback" and/or "break" (a line that ran in torch, broke the graph)
+    marks: dict[str, dict[str, Any]] = field(default_factory=dict)
     dropped_pieces: int = 0
 
     @property
@@ -89,15 +92,6 @@ class GraphView:
     @property
     def fallbacks(self) -> list[PieceView]:
         return [p for p in self.pieces if not p.thunder]
-
-
-@dataclass(slots=True)
-class FxSourceFile:
-    index: int
-    path: str
-    name: str
-    from_disk: bool
-    rows: list[tuple[int, str, list[int] | None, str] | None]  # (line, html, counts, marks) or a gap
 
 
 @dataclass(slots=True)

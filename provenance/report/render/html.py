@@ -1,6 +1,6 @@
 """HTML: the jinja2 environment (autoescape on, the filters) and the fragments built in Python
-because pages repeat them thousands of times (a diff's items, a source file's rows). Traces are
-not HTML: the pages' script renders them from data (trace_data.py).
+because pages repeat them thousands of times (a diff's items, a trace's frame). Traces and user
+files are not HTML: the pages' script renders them from data (trace_data.py, source_files.py).
 
 Every string from a log reaches a page through autoescaping, through pygments (which escapes), or
 through `markupsafe.escape`; JSON for the pages' scripts through jsonsafe.py.
@@ -19,6 +19,7 @@ from markupsafe import Markup, escape
 from provenance.report.model import LISTS, ProvInfo, SourceFileView, TraceDiff, TraceView
 from provenance.report.plural import plural
 from provenance.report.render.jsonsafe import json_bytes, json_script
+from provenance.report.render.source_files import ASSET_DIR
 from provenance.report.render.templating import load_compiled, make_environment
 
 __all__ = ["diff_items", "environment", "provs_script", "source_rows", "trace_frame"]
@@ -48,7 +49,7 @@ def environment(nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -
         loader = jinja2.ChoiceLoader([loader, jinja2.FileSystemLoader(list(template_dirs))])
     env = make_environment(loader, {"ms": _ms, "seconds": _seconds, "json_script": json_script, "plural": plural})
     env.bytecode_cache = load_compiled(env)
-    env.globals.update(nav=nav, provs_script=provs_script)
+    env.globals.update(nav=nav)
     return env
 
 
@@ -119,16 +120,14 @@ def diff_items(diff: TraceDiff) -> Markup:
     return Markup("".join(out))
 
 
-def source_rows(file: SourceFileView) -> Markup:
-    """A user file's lines for the source view (built here rather than in the template: a file
-    has thousands of lines and every compile shows it; the same rows for every compile, so made
-    once where they are shared: a compile's op counts and times are data its script adds)."""
-    index, shared = file.index, file.shared
-    if shared is not None and index in shared:
-        return Markup(shared[index])
-    html = "".join('<div class="gap">&#8942;</div>' if row is None else
-                   f'<div class="sl" id="L{index}-{row[0]}"><span class="ln">{row[0]}</span><span class="cnt"></span>'
-                   f"<code>{row[1]}</code></div>" for row in file.rows)
-    if shared is not None:
-        shared[index] = html
-    return Markup(html)
+def source_rows(file: SourceFileView, root: str) -> Markup:
+    """A user file's box on a source view, which the page's script fills (report.js: sourceRows):
+    the lines it shows (`data-show`: first-last runs), and where its lines are: the report's one
+    data file of it (a file from disk: loaded here, shared by every page that shows it), or the
+    page's own data (rebuilt from the log). `root`: the way back to the report's directory."""
+    show = ",".join(f"{first}-{last}" for first, last in file.ranges)
+    box = f'<div class="code src" data-show="{show}"'
+    if file.asset is not None:  # a hash (hex): nothing from the log
+        return Markup(f'{box} data-src="{file.asset}"></div>'
+                      f'<script src="{escape(root)}{ASSET_DIR}/{file.asset}.js"></script>')
+    return Markup(f'{box}></div><script type="application/json" class="src-data">{json_script(file.data)}</script>')

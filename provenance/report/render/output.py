@@ -18,12 +18,13 @@ from provenance.report.analyze.desync import MARK as DESYNC_MARK
 from provenance.report.analyze.prov_table import ProvTable
 from provenance.report.model import CompilePage, CompilePages, SourcePage, TraceView
 from provenance.report.render.highlight import style_css
-from provenance.report.render.html import environment, source_rows, trace_frame
+from provenance.report.render.html import environment, provs_script, source_rows, trace_frame
 from provenance.report.render.trace_data import LazyTrace, LineTable, lazy_trace, renumbered
 
-__all__ = ["MARKER_FILE", "CompileWriter", "ReportWriter", "prepare_out"]
+__all__ = ["MARKER_FILE", "PROVS_SUFFIX", "CompileWriter", "ReportWriter", "prepare_out"]
 
 _TRACES_MARK = "<!--@@thunder-trace-report:traces@@-->"
+PROVS_SUFFIX = ".provs.js"  # a compile's records, beside its pages: compiles/<name>.provs.js
 MARKER_FILE = ".thunder_trace_report"  # marks a directory this tool made (what --overwrite may delete)
 
 
@@ -53,8 +54,14 @@ class CompileWriter:
 
     def finish(self, page: CompilePage, source: SourcePage | None) -> None:
         report = self.report
+        # The compile's records, once for both its pages (the source page's are a subset): a script
+        # of their own, which the pages load (report.js: window.thunderTraceProvs)
+        provs = self.pages.compile.removesuffix(".html") + PROVS_SUFFIX
+        with open(report.out / provs, "wb") as f:
+            f.write(b"self.thunderTraceProvs = %s;\n" % provs_script(page.provs, page.paths).encode())
+        provs_src = provs.rsplit("/", 1)[-1]  # both pages are in its directory
         html = report.render("compile.html", root="../", p=page, c=page.summary, traces_mark=Markup(_TRACES_MARK),
-                             desync_mark=Markup(DESYNC_MARK))
+                             desync_mark=Markup(DESYNC_MARK), provs_src=provs_src)
         head, found, tail = html.partition(_TRACES_MARK)
         assert found, "compile.html lost its traces marker"
         with open(report.out / self.pages.compile, "wb") as f:
@@ -69,7 +76,7 @@ class CompileWriter:
             panes = [Markup(lazy.html(f'class="code pane lazy" data-pane="{pane.name}"').decode())
                      for pane, lazy in zip(source.panes, sent)]
             report.write("source.html", self.pages.source, root="../", s=source, c=source.summary, panes=panes,
-                         rows=source_rows)
+                         rows=source_rows, provs_src=provs_src)
 
 
 class ReportWriter:

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from provenance.report.analyze.fx_graphs import graph_rows
 from provenance.report.model import RunModel
+from provenance.report.render.html import source_rows
 
 __all__ = ["PAGES", "DistributedPage", "FailuresPage", "GraphsPage", "IndexPage", "Page", "TimePage", "register"]
 
@@ -82,7 +82,7 @@ class GraphsPage(Page):
     @classmethod
     def subpages(cls, model: RunModel) -> Iterator[tuple[str, str, dict[str, Any]]]:
         for graph in model.fx.graphs if model.fx is not None else ():
-            yield "fxgraph.html", graph.page, {"m": model, "g": graph, "rows": graph_rows}
+            yield "fxgraph.html", graph.page, {"m": model, "g": graph, "rows": source_rows}
 
 
 @register

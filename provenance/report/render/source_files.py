@@ -1,5 +1,12 @@
-"""User source files for the source view: read from disk when the file still matches the run,
+"""User source files for the source views: read from disk when the file still matches the run,
 else rebuilt from the lines the log's frames carry.
+
+A file read from disk is sent once per report, whichever pages show it: its highlighted lines
+are one data file, `static/src/<hash>.js` (named by a hash of its content, written by whichever
+process first shows it), that every page showing it loads with a <script> (from file:// too,
+where a page cannot fetch). A page says only which of its lines it shows; what a compile adds to
+them (op counts, times) is data of the page's own. A file rebuilt from the log (only the lines
+the log quotes) is data in the page.
 
 A path comes from the log, so it is only ever read (never written), only if it names a regular
 `.py` file of reasonable size, and only shown if the log quotes at least one of its lines and
@@ -9,36 +16,46 @@ as the run's source, and a log naming a local file without quoting it gets nothi
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from provenance.report.render.highlight import python_lines
+from provenance.report.render.highlight import python_tokens
+from provenance.report.render.jsonsafe import json_bytes
 
-__all__ = ["SourceCache", "SourceFile"]
+__all__ = ["ASSET_DIR", "SourceCache", "SourceFile"]
 
 MAX_BYTES = 2_000_000
 FULL_FILE_LINES = 3000  # longer files show windows around the lines that produced ops
 CONTEXT = 6
+ASSET_DIR = "static/src"  # in the output directory: one data file per user file shown
 
 
 @dataclass
 class SourceFile:
     path: str
     from_disk: bool
-    rows: list[tuple[int, str] | None]  # (line number, html) or None for a gap
-    shared: dict[int, str] | None = None  # for rows every compile shows: their page HTML, by file index
+    ranges: list[tuple[int, int]]  # the lines shown, first and last of each run (a gap between two)
+    asset: str | None = None  # from disk: the name of its lines' data file in ASSET_DIR, shared by every page
+    data: dict[str, Any] | None = None  # rebuilt: its lines, for the page itself (highlight.python_tokens's
+    # and "n": their numbers)
+
+    def shows(self, line: int) -> bool:
+        return any(first <= line <= last for first, last in self.ranges)
 
 
 class SourceCache:
-    """Highlighted user files, a few kept (compiles of one model share its files)."""
+    """User files, a few kept (compiles of one model share its files); `out`: the report's
+    directory, where each file's data is written the first time it is shown."""
 
-    def __init__(self, max_files: int = 16) -> None:
-        # path -> (mtime and size, lines or None if unusable, highlighted lines once needed, the
-        # whole file's rows once needed: shared by every compile's SourceFile, never changed; and
-        # their page HTML by the file's index on a page, html.source_rows's)
+    def __init__(self, out: Path | None = None, max_files: int = 16) -> None:
+        # path -> [mtime and size, lines or None if unusable, its data file's name once written]
         self._files: OrderedDict[str, list] = OrderedDict()
         self._max = max_files
+        self._out = out
 
     def _entry(self, path: str) -> list | None:
         try:
@@ -59,7 +76,7 @@ class SourceCache:
                     lines = f.read().splitlines()
             except (OSError, ValueError):
                 lines = None
-        entry = self._files[path] = [stamp, lines, None, None, {}]
+        entry = self._files[path] = [stamp, lines, None]
         if len(self._files) > self._max:
             self._files.popitem(last=False)
         return entry
@@ -70,18 +87,29 @@ class SourceCache:
         disk = entry[1] if entry is not None else None
         if disk is not None and _matches(disk, quoted):
             if entry[2] is None:
-                entry[2] = python_lines(disk)
-            html = entry[2]
-            if len(disk) <= FULL_FILE_LINES:  # the whole file: the same rows for every compile
-                if entry[3] is None:
-                    entry[3] = _with_gaps(range(1, len(disk) + 1), lambda n: html[n - 1])
-                return SourceFile(path, True, entry[3], entry[4])
+                entry[2] = self._write(disk)
+            if len(disk) <= FULL_FILE_LINES:  # the whole file
+                return SourceFile(path, True, [(1, len(disk))], asset=entry[2])
             shown = sorted({n for line in wanted for n in range(line - CONTEXT, line + CONTEXT + 1)
                             if 0 < n <= len(disk)})
-            return SourceFile(path, True, _with_gaps(shown, lambda n: html[n - 1]))
+            return SourceFile(path, True, _ranges(shown), asset=entry[2])
         numbers = sorted(quoted)
-        html = dict(zip(numbers, python_lines([quoted[n] for n in numbers])))
-        return SourceFile(path, False, _with_gaps(numbers, html.__getitem__))
+        return SourceFile(path, False, _ranges(numbers),
+                          data={"n": numbers, **python_tokens([quoted[n] for n in numbers])})
+
+    def _write(self, lines: list[str]) -> str:
+        """The file's data file (its highlighted lines), written unless there: its name."""
+        body = json_bytes(python_tokens(lines))
+        name = hashlib.blake2b(body, digest_size=10).hexdigest()
+        if self._out is not None:
+            target = self._out / ASSET_DIR / f"{name}.js"
+            if not target.exists():  # another process may write it too: the same bytes, replaced whole
+                target.parent.mkdir(parents=True, exist_ok=True)
+                temporary = target.with_name(f"{name}.{os.getpid()}.tmp")
+                temporary.write_bytes(b'(self.thunderTraceSrc = self.thunderTraceSrc || {})["%s"] = %s;\n'
+                                      % (name.encode(), body))
+                os.replace(temporary, target)
+        return name
 
 
 def _matches(disk: list[str], quoted: dict[int, str]) -> bool:
@@ -92,12 +120,12 @@ def _matches(disk: list[str], quoted: dict[int, str]) -> bool:
         0 < line <= len(disk) and disk[line - 1].strip() == text.strip() for line, text in quoted.items())
 
 
-def _with_gaps(numbers, html_of) -> list[tuple[int, str] | None]:
-    rows: list[tuple[int, str] | None] = []
-    previous = 0
+def _ranges(numbers: list[int]) -> list[tuple[int, int]]:
+    """Ascending line numbers as runs of consecutive ones."""
+    runs: list[tuple[int, int]] = []
     for n in numbers:
-        if n != previous + 1 and rows:
-            rows.append(None)
-        rows.append((n, html_of(n)))
-        previous = n
-    return rows
+        if runs and n == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], n)
+        else:
+            runs.append((n, n))
+    return runs

@@ -27,7 +27,76 @@
     if (!again) requestAnimationFrame(function () { reveal(el, box, true); });
   }
 
-  var table = data("provs") || {};
+  // -- user files (source_files.py): each box's lines, from the report's one data file of the file
+  // (static/src/<hash>.js, loaded by the page) or from the page's own data (rebuilt from the log);
+  // then what this page adds to them (srcmarks: a compile's op counts and times, a graph's marks)
+  var SOURCES = window.thunderTraceSrc || {};
+  var FX_MARKS = { fallback: ["torch", "ran in a torch fallback piece (not Thunder)"],
+    "break": ["break", "Dynamo broke the graph here"] };
+  function sourceRow(index, n, line, classes) {  // highlight.python_tokens: as pygments' HTML would be
+    var row = h("div", "sl"), code = h("code");
+    row.id = "L" + index + "-" + n;
+    if (typeof line === "string") { if (line) code.append(line); }
+    else if (Array.isArray(line) && typeof line[0] === "string" && Array.isArray(line[1])) {
+      var text = line[0], runs = line[1], pos = 0;
+      for (var i = 0; i + 2 < runs.length; i += 3) {  // [plain, class, length] per coloured token
+        if (runs[i] > 0) code.append(text.substr(pos, runs[i]));
+        pos += runs[i];
+        code.append(h("span", String(classes[runs[i + 1]]), text.substr(pos, runs[i + 2])));
+        pos += runs[i + 2];
+      }
+      if (pos < text.length) code.append(text.slice(pos));
+    }
+    row.append(h("span", "ln", n), h("span", "cnt"), code);
+    return row;
+  }
+  function sourceRows() {
+    each(".srcfile", function (file) {
+      var box = file.querySelector(".code.src"), d = null;
+      if (!box) return;
+      if (box.dataset.src) d = SOURCES[box.dataset.src] || null;
+      else d = (function (s) { try { return JSON.parse(s.textContent); } catch (e) { return null; } })(file.querySelector("script.src-data"));
+      if (!d || !Array.isArray(d.l)) { box.append(h("p", "muted", "The lines of this file are missing from the report.")); return; }
+      var at = null;  // rebuilt: line number -> its place in d.l
+      if (Array.isArray(d.n)) { at = {}; d.n.forEach(function (n, i) { at[n] = i; }); }
+      var out = document.createDocumentFragment(), index = file.dataset.file;
+      (box.dataset.show || "").split(",").forEach(function (run, r) {
+        var ends = run.split("-"), first = Number(ends[0]), last = Number(ends[1]);
+        if (r) out.append(h("div", "gap", "\u22ee"));
+        for (var n = first; n > 0 && n <= last; n++) out.append(sourceRow(index, n, at ? d.l[at[n]] : d.l[n - 1], d.c || []));
+      });
+      box.append(out);
+    });
+    var marks = data("srcmarks") || {};
+    if (marks.t) each(".srcfile .sl .ln", function (ln) { ln.after(h("span", "tm")); });  // a time column
+    Object.keys(marks.c || {}).forEach(function (id) {  // [forward ops, backward ops, fusions] made by the line
+      var row = document.getElementById(id), cnt = row && row.querySelector(".cnt");
+      if (!cnt) return;
+      row.classList.add("has");
+      ["c-fw", "c-bw", "c-fu"].forEach(function (cls, i) { if (marks.c[id][i]) cnt.append(h("i", cls, marks.c[id][i])); });
+    });
+    Object.keys(marks.fx || {}).forEach(function (id) {  // a graph's line that ran in torch, or broke the graph
+      var row = document.getElementById(id), cnt = row && row.querySelector(".cnt");
+      if (!cnt) return;
+      String(marks.fx[id]).split(" ").forEach(function (m) {
+        if (!FX_MARKS.hasOwnProperty(m)) return;
+        row.classList.add("has", "fx-" + m);
+        var flag = h("i", "fx-" + m, FX_MARKS[m][0]);
+        flag.title = FX_MARKS[m][1];
+        cnt.append(flag);
+      });
+    });
+    Object.keys(marks.t || {}).forEach(function (id) {  // [time per call, heat, its split]
+      var row = document.getElementById(id), tm = row && row.querySelector(".tm");
+      if (!tm) return;
+      tm.textContent = marks.t[id][0];
+      tm.title = marks.t[id][2];
+      row.dataset.c = marks.t[id][1];
+    });
+  }
+  sourceRows();
+
+  var table = window.thunderTraceProvs || {};  // a compile's records (output.py: PROVS_SUFFIX)
   var provs = table.provs || {};
   var paths = table.paths || {};  // index -> path; a frame is [path index, line, function, text, user]
   function base(path) { return String(path).split("/").pop(); }
@@ -319,21 +388,6 @@
   // -- source view --------------------------------------------------------------------------
   if (document.body.classList.contains("page-source")) {
     each("section.pane-box", renderTrace);  // the final traces
-    var marks = data("srcmarks") || {};  // what this compile adds to the files' rows (source_view.py)
-    if (marks.t) each(".srcfile .sl .ln", function (ln) { ln.after(h("span", "tm")); });  // a time column
-    Object.keys(marks.c || {}).forEach(function (id) {  // [forward ops, backward ops, fusions] made by the line
-      var row = document.getElementById(id), cnt = row && row.querySelector(".cnt");
-      if (!cnt) return;
-      row.classList.add("has");
-      ["c-fw", "c-bw", "c-fu"].forEach(function (cls, i) { if (marks.c[id][i]) cnt.append(h("i", cls, marks.c[id][i])); });
-    });
-    Object.keys(marks.t || {}).forEach(function (id) {  // [time per call, heat, its split]
-      var row = document.getElementById(id), tm = row && row.querySelector(".tm");
-      if (!tm) return;
-      tm.textContent = marks.t[id][0];
-      tm.title = marks.t[id][2];
-      row.dataset.c = marks.t[id][1];
-    });
     var keys = data("srckeys") || {};
     var byLine = {};  // "file:line" -> {d: ops made by the line, s: ops made inside calls on it}
     var add = function (key, op, how) {
@@ -416,7 +470,7 @@
       if (op) { selectOp(op); reveal(op, op.closest("pre")); }
     } else if (/^L\d+-\d+$/.test(hash)) {
       var line = document.getElementById(hash);
-      if (line) selectLine(line);
+      if (line) { selectLine(line); line.scrollIntoView(); }  // below the sticky bars (scroll-margin-top)
     }
     if (panel) panel.classList.add("idle");
   }
