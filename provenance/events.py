@@ -29,7 +29,7 @@ from provenance.record import Frame
 __all__ = [
     "CHANGE_FIELDS", "CLOSING_TYPES", "CacheCounts", "Calls", "CaptureDisabled", "ChangeJSON", "CompileEnd",
     "CompileError", "CompileStart", "DynamoGraphEvent", "EVENTS", "Event", "EventType", "ExecutorCompile",
-    "FRAME_FIELDS", "FinalCounts", "FrameJSON", "GraphBreakEvent", "Header", "KNOWN_TYPES", "MAX_PHASES",
+    "FRAME_FIELDS", "FinalCounts", "FrameJSON", "GraphBreakEvent", "Header", "KNOWN_TYPES", "Library", "MAX_PHASES",
     "OP_FIELDS", "OpJSON",
     "PHASE_FIELDS", "PROFILE_OP_FIELDS", "PhaseJSON", "Phases", "PieceJSON", "PieceRef", "ProfileCall",
     "ProfileOpJSON", "ProfileOps", "Prov", "Recompile", "Ref", "RejectedEntry", "SCHEMA_VERSION", "SpanEnd",
@@ -37,7 +37,7 @@ __all__ = [
     "refs",
 ]
 
-SCHEMA_VERSION = "1.4"  # major.minor: readers refuse another major and read a newer minor
+SCHEMA_VERSION = "1.5"  # major.minor: readers refuse another major and read a newer minor
 MAX_PHASES = 4096  # phases a `phases` record holds at most
 
 # A stack frame is a JSON array, [file, line, function, source text, user code?], and for code
@@ -88,6 +88,16 @@ class Prov(TypedDict):
     span: int | None
     derived_from: int | None
     members: list[int]
+
+
+class Library(TypedDict):
+    """An installed distribution the user's code lies in (transformers, litgpt), written once,
+    before the first record whose user frames name a file of it (schema 1.5; provenance.libraries)."""
+
+    type: Literal["library"]
+    name: str  # the distribution's name
+    version: str | None
+    package: str  # its top-level package, where the frames' files are
 
 
 class SpanStart(TypedDict):
@@ -426,6 +436,7 @@ TYPES: dict[str, EventType] = {t.name: t for t in (
     _type("executor_compile", ExecutorCompile),
     _type("dynamo_graph", DynamoGraphEvent),
     _type("graph_break", GraphBreakEvent),
+    _type("library", Library),
 )}
 KNOWN_TYPES = frozenset(TYPES)
 CLOSING_TYPES = frozenset(name for name, t in TYPES.items() if t.closes)
@@ -434,7 +445,7 @@ EVENTS: dict[str, Any] = {name: functools.reduce(operator.or_, t.forms) for name
 # Any event, for type checkers: the forms of every type.
 Event = (Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError
          | CaptureDisabled | Calls | ProfileOps | ProfileCall | Recompile | Phases | ExecutorCompile | DynamoGraphEvent
-         | GraphBreakEvent)
+         | GraphBreakEvent | Library)
 
 
 def refs(event: dict) -> tuple[list, list]:

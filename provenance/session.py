@@ -2,8 +2,10 @@
 
 Capture hooks call the `Session` with plain values; it turns them into events (the TypedDicts of
 `provenance.events`, schema in docs/log-schema.md), emits each provenance record and span once
-with an id before its first reference, and hands every event to every exporter
-(`exporters.base.Exporter`). With no exporter, nothing is built: capture alone costs nothing here.
+with an id before its first reference (and, before a record whose user frames lie in an installed
+distribution not named yet, that distribution: a `library` event, provenance.libraries), and
+hands every event to every exporter (`exporters.base.Exporter`). With no exporter, nothing is
+built: capture alone costs nothing here.
 Integrations name what they add to the header (`add_version`) and hand over plain values (a
 compiled function's call counters come from the reader it passes): this module knows nothing of
 Thunder or torch.
@@ -35,7 +37,8 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from provenance._version import __version__
-from provenance.events import SCHEMA_VERSION, Calls, Event, Header, Prov, SpanEnd, SpanStart, frames_json
+from provenance.events import SCHEMA_VERSION, Calls, Event, Header, Library, Prov, SpanEnd, SpanStart, frames_json
+from provenance.libraries import Libraries
 from provenance.record import Provenance, Span
 from provenance.scope import attribute_value, span_end_listeners, span_start_listeners, text
 
@@ -69,7 +72,8 @@ class Session:
         self._header_sent = False
         self._prov_ids: dict[Provenance, int] = {}
         self._span_ids: set[int] = set()
-        self._interned: list[Event] = []  # prov and span events, replayed to a joining exporter
+        self._interned: list[Event] = []  # prov, span and library events, replayed to a joining exporter
+        self._libraries = Libraries()  # the distributions the user's frames lie in (library events)
         # id(owner) -> (weak reference to it, its counter reader, fn name, compile ids, counts) of
         # the jitted functions alive, for the exit summary (the owner: what holds a function's
         # counters, Thunder's CompileStats). Weak: the owner holds the traces, which hold the model,
@@ -248,6 +252,10 @@ class Session:
                 "module": record.module, "module_type": record.module_type, "transforms": list(record.transforms),
                 "role": record.role, "span": span, "derived_from": derived, "members": members,
             }
+            for name, version, package in self._libraries.new((f.file for f in record.source if f.user),
+                                                              self._versions):
+                library: Library = {"type": "library", "name": name, "version": version, "package": package}
+                self._emit_interned(library)
             self._emit_interned(event)
             return new_id
 
@@ -265,7 +273,7 @@ class Session:
             self._emit_interned(event)
         return span.id
 
-    def _emit_interned(self, event: Prov | SpanStart) -> None:
+    def _emit_interned(self, event: Prov | SpanStart | Library) -> None:
         self._interned.append(event)
         self.emit(event)
 

@@ -667,3 +667,21 @@ def test_diff_items_escape_as_markupsafe_does():
 
     for text in ['t0 = f(x, "a<b>", \'c\') & d', "", "plain", "&amp; &#39;", "\u00b7\u2028<\u00e9>", "<" * 50]:
         assert _text(text) == str(escape(text))
+
+
+# -- library records: the run table names them, escaped, bounded ------------------------------------
+def test_library_records_name_the_model_code_in_the_run_table_and_bad_ones_are_counted(tmp_path, capsys):
+    records = report_logs.records()
+    libraries = [{"type": "library", "name": "transformers", "version": "5.3.0", "package": "transformers"},
+                 {"type": "library", "name": "<b>evil</b>", "version": None, "package": "evil"},
+                 {"type": "library", "name": 7, "version": "1", "package": "x"},  # malformed: counted, not shown
+                 *({"type": "library", "name": f"lib{i}", "version": "1", "package": f"lib{i}"} for i in range(100))]
+    out = tmp_path / "out"
+    code, err = report(capsys, report_logs.write(tmp_path / "a.jsonl", [*records[:2], *libraries, *records[2:]]),
+                       "-o", out, "--strict")
+    assert code == 1 and "malformed record" in err
+    index = (out / "index.html").read_text()
+    shown = re.search(r'<div class="libraries"[^>]*>(.*?)</div>', index).group(1)
+    assert shown.startswith("model code: transformers 5.3.0, &lt;b&gt;evil&lt;/b&gt; ?, lib0 1")
+    (log,) = directory(out)["logs"]
+    assert len(log["libraries"]) == 64 and log["libraries"]["transformers"] == "5.3.0"  # bounded per log

@@ -205,6 +205,18 @@ class GraphBreak(Handler):
         run.fx.graph_break(file.log, record.data)
 
 
+class Library(Handler):
+    """A distribution the model's code lies in (transformers 5.3.0): the run table names it."""
+
+    type, route = "library", Route.RUN
+    most: ClassVar[int] = 64  # per log: what a log holds is bounded
+
+    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+        name, version = record.get("name"), record.get("version")
+        if isinstance(name, str) and len(file.libraries) < self.most:
+            file.libraries.setdefault(name[:200], version[:200] if isinstance(version, str) else "?")
+
+
 class ProfileOps(Handler):
     type, route = "profile_ops", Route.READ_AHEAD
 
@@ -222,7 +234,7 @@ class ProfileCall(Handler):
 def default_handlers() -> list[Handler]:
     """Every event type's handler, one each."""
     return [Header(), Prov(), Span(), SpanEnd(), CompileStart(), Trace(), Phases(), Recompile(), CompileEnd(),
-            CompileError(), CaptureDisabled(), ExecutorCompile(), Calls(), DynamoGraph(), GraphBreak(),
+            CompileError(), CaptureDisabled(), ExecutorCompile(), Calls(), DynamoGraph(), GraphBreak(), Library(),
             ProfileOps(), ProfileCall()]
 
 

@@ -81,6 +81,7 @@ class FilePass:
         # executor compiles its first call causes come after its end.
         self.ended: list[tuple[Any, LocalCompile | RemoteCompile, dict]] = []
         self.read_ahead_seen = 0  # read-ahead records the pass met
+        self.libraries: dict[str, str] = {}  # `library` records: distribution -> version
 
     def open(self, record: LogRecord) -> None:
         self.release()
@@ -197,7 +198,7 @@ class RunBuilder:
             log.header = log_file.header
         self.log_summaries[log.index] = LogSummary(log.index, log.name, log.label, log.rank, header_view(log.header),
                                                    log_file.lines, log_file.bytes, log_file.truncated,
-                                                   log_file.newer_minor)
+                                                   log_file.newer_minor, file.libraries)
 
     def _file_problems(self, log: RunLog, log_file: LogFile) -> None:
         """What the reader found wrong in a file: bad lines, malformed records, unknown types."""

@@ -543,6 +543,7 @@ class LogSummary:
     bytes: int = 0
     truncated: bool = False  # its last line was cut off
     newer_minor: bool = False  # written with a newer minor schema version
+    libraries: dict[str, str] = field(default_factory=dict)  # the model code's distributions: name -> version
 
 
 @dataclass(slots=True)
