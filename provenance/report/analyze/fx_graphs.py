@@ -89,9 +89,11 @@ class FxGraphs:
         reasons: list[SplitView] = []
         seen: set[Any] = set()
         for reason in map(_split, raw_reasons[:4 * MAX_PIECES]):
-            key = reason and (reason.piece, reason.kind, reason.info, reason.exception, reason.node,
-                              reason.frame and (reason.frame.file, reason.frame.line))
-            if reason is not None and key not in seen:  # Thunder lists some reasons twice
+            if reason is None:
+                continue
+            key = (reason.piece, reason.kind, reason.info, reason.exception, reason.node,
+                   reason.frame and (reason.frame.file, reason.frame.line))
+            if key not in seen:  # Thunder lists some reasons twice (a node's, once per use)
                 seen.add(key)
                 reasons.append(reason)
         by_name = {p.name: p for p in pieces}
@@ -218,5 +220,3 @@ class FxGraphs:
                               for (path, line), found in marks.items()}}
         graph.files = [SourceFileView(index, f.path, f.path.rsplit("/", 1)[-1], f.from_disk, f.ranges, f.asset,
                                       f.data) for index, f in enumerate(files)]
-
-

@@ -88,8 +88,8 @@ def trace_frame(view: TraceView) -> tuple[str, str]:
 def provs_script(provs: dict[int, ProvInfo], paths: dict[int, str]) -> Markup:
     """The records a page's script looks up by id, and the paths their frames index, as JSON
     (`{"provs": {id: compact record}, "paths": {index: path}}`) made of each record's JSON, made
-    once per record: compiles share records (a recompile, a process's interned ones), and a
-    compile's two pages both embed them."""
+    once per record: compiles share records (a recompile, a process's interned ones). A
+    compile's two pages load it from one file (output.py: PROVS_SUFFIX)."""
     parts = []
     for prov_id, info in provs.items():
         if info.script_json is None:

@@ -1,5 +1,6 @@
 """The output directory: static assets, the pages (a compile's page spooled as its traces come),
-the marker that lets --overwrite delete only what this tool made. File names are made from
+a compile's records (`<name>.provs.js`, loaded by both its pages; the user files' data is
+source_files.py's), the marker that lets --overwrite delete only what this tool made. File names are made from
 integers and constants only: nothing a log contains ever becomes part of a path."""
 
 from __future__ import annotations
