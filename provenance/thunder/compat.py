@@ -64,6 +64,7 @@ _THUNDER_0_2 = Series(
         "TraceSubstitutionProcessor": "thunder.core.trace_interpreter:TraceSubstitutionProcessor",
         "get_interpreterruntimectx": "thunder.core.interpreter:get_interpreterruntimectx",
         "unwrap": "thunder.core.interpreter:unwrap",
+        "opcode_handlers": "thunder.core.interpreter:_default_opcode_handler_map",
         "PrimIDs": "thunder.core.prims:PrimIDs",
         "Proxy": "thunder.core.proxies:Proxy",
         "TensorProxy": "thunder.core.proxies:TensorProxy",
@@ -98,6 +99,8 @@ _THUNDER_0_2 = Series(
         ("TraceCtx", "bound_symbols"), ("TraceSubstitutionProcessor", "__call__"),
         ("autodiff", "split_into_forward_and_backward"), ("thunder", "thunder_general_jit"),
         ("thunder", "CacheEntry"), ("thunder", "jit"), ("thunder", "_with_cache_info_ctx"),
+        # ...and the interpreter's comparisons, which call the proxy's operator uninterpreted
+        ("opcode_handlers", "COMPARE_OP"),
         # distributed.py: the ops distributed transforms and rematerialization insert
         ("TensorParallelVisitor", "__call__"),
         ("ColumnParallelLinear", "preprocess"), ("ColumnParallelLinear", "postprocess"),
