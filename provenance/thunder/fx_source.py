@@ -29,7 +29,7 @@ from provenance.thunder import capture
 from provenance.thunder.compat import api
 from provenance.thunder.frames import frame_at
 
-__all__ = ["FxNode", "GraphContext", "node_at", "node_info", "set_context", "split_module_path"]
+__all__ = ["FxNode", "GraphContext", "is_piece", "node_at", "node_info", "set_context", "split_module_path"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +75,12 @@ def set_context(gm: GraphModule, context: GraphContext) -> None:
         if isinstance(module, GraphModule):
             running.fx_contexts[module] = context
             running.fx_line_tables.pop(module, None)
+
+
+def is_piece(module: Any) -> bool:
+    """Whether `module` is a GraphModule ThunderFX made (a piece of a Dynamo graph, or inside one)."""
+    running = capture.ACTIVE
+    return running is not None and isinstance(module, GraphModule) and module in running.fx_contexts
 
 
 def node_at(module: Any, code: Any, line: int) -> FxNode | None:

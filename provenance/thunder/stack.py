@@ -69,8 +69,8 @@ class StackReader:
         modules: list[torch.nn.Module] = []
         node: fx_source.FxNode | None = None  # the FX node of the innermost generated frame (ThunderFX)
         for frame, module, line, module_name in reversed(relevant):  # innermost first
-            if module is not None and (not modules or modules[-1] is not module):
-                modules.append(module)
+            if module is not None and (not modules or modules[-1] is not module) and not fx_source.is_piece(module):
+                modules.append(module)  # a ThunderFX piece is Dynamo's GraphModule, not a module of the user's
             if frame.code.co_filename.endswith(_MODULE_PY):
                 continue
             record_frame = frame_of(frame.code.co_filename, line, frame.code.co_qualname, module_name)

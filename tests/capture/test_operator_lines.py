@@ -77,6 +77,8 @@ def test_every_operator_op_has_its_own_line(traced, entry):
     assert sorted(_lines(traces[-1])) == sorted(expected)  # the final trace (ThunderFX's reorders them)
     in_place = [provenance.of(b) for b in traces[-1].bound_symbols if b.sym.name in ("add", "copy_")]
     assert {r.user_frame.line for r in in_place} == {line_of("iadd")}
+    # a plain function has no module (under ThunderFX its piece is Dynamo's GraphModule: no module either)
+    assert {provenance.of(b).module for t in (traces[0], traces[-1]) for b in t.bound_symbols} == {None}
 
 
 def test_where_thunders_comment_disagrees_ours_is_right(traced):
