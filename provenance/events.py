@@ -37,7 +37,7 @@ __all__ = [
     "refs",
 ]
 
-SCHEMA_VERSION = "1.4"  # major.minor: readers refuse another major and read a newer minor
+SCHEMA_VERSION = "1.5"  # major.minor: readers refuse another major and read a newer minor
 MAX_PHASES = 4096  # phases a `phases` record holds at most
 
 # A stack frame is a JSON array, [file, line, function, source text, user code?], and for code
@@ -83,6 +83,7 @@ class Prov(TypedDict):
     source: list[FrameJSON]  # innermost first
     module: str | None
     module_type: str | None
+    module_file: NotRequired[str | None]  # the file of the innermost user module's class (schema 1.5)
     transforms: list[str]
     role: str | None
     span: int | None

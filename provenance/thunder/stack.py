@@ -20,6 +20,7 @@ from provenance.record import Frame, Kind, Provenance, Span, intern
 from provenance.thunder import fx_source
 from provenance.thunder.compat import api
 from provenance.thunder.frames import frame_of, is_user_code
+from provenance.thunder.frames import module_file as frames_module_file
 
 T = api()  # this Thunder's objects (compat.py)
 get_interpreterruntimectx, unwrap = T.get_interpreterruntimectx, T.unwrap
@@ -82,9 +83,10 @@ class StackReader:
                     source.extend(node.frames)
                     continue
             source.append(record_frame)
-        module_path = module_type = None
+        module_path = module_type = module_file = None
         if node is not None and node.module_type is not None:
             module_path, module_type = node.module, node.module_type  # the original model's module
+            module_file = node.module_file
         elif modules:
             root, innermost = modules[-1], modules[0]
             names = self._names.get(id(root))
@@ -94,11 +96,13 @@ class StackReader:
                     names.setdefault(id(module), name)  # a shared module keeps its first name
             module_path = names.get(id(innermost))
             module_type = type(innermost).__name__
+            module_file = frames_module_file(type(m) for m in modules)
         return intern(
             Provenance(
                 source=tuple(source),
                 module=module_path,
                 module_type=module_type,
+                module_file=module_file,
                 role=span.role if span is not None else None,
                 span=span,
                 kind=Kind.OP,

@@ -198,7 +198,7 @@ def _graph_context() -> fx_source.GraphContext:
     prefix = ""
     if isinstance(root, torch.nn.Module) and root is not module:
         prefix = next((name for name, m in root.named_modules(remove_duplicate=False) if m is module), "")
-    return fx_source.GraphContext(prefix=prefix, root_type=type(module).__name__)
+    return fx_source.GraphContext(prefix=prefix, root_type=type(module).__name__, root_class=type(module))
 
 
 def _stack_modules() -> list[tuple[Any, torch.nn.Module]]:
