@@ -27,7 +27,8 @@ from typing import Any, Literal, NotRequired, TypedDict
 from provenance.record import Frame
 
 __all__ = [
-    "CHANGE_FIELDS", "CLOSING_TYPES", "CacheCounts", "Calls", "CaptureDisabled", "ChangeJSON", "CompileEnd",
+    "CHANGE_FIELDS", "CLOSING_TYPES", "CacheCounts", "Calls", "CaptureDisabled", "ChangeJSON", "ChangedInput",
+    "CompileEnd",
     "CompileError", "CompileStart", "DynamoGraphEvent", "EVENTS", "Event", "EventType", "ExecutorCompile",
     "FRAME_FIELDS", "FinalCounts", "FrameJSON", "GraphBreakEvent", "Header", "KNOWN_TYPES", "MAX_PHASES",
     "OP_FIELDS", "OpJSON",
@@ -37,7 +38,7 @@ __all__ = [
     "refs",
 ]
 
-SCHEMA_VERSION = "1.4"  # major.minor: readers refuse another major and read a newer minor
+SCHEMA_VERSION = "1.5"  # major.minor: readers refuse another major and read a newer minor
 MAX_PHASES = 4096  # phases a `phases` record holds at most
 
 # A stack frame is a JSON array, [file, line, function, source text, user code?], and for code
@@ -246,6 +247,11 @@ class CaptureDisabled(TypedDict):
     error: str
 
 
+class ChangedInput(TypedDict):
+    subject: str  # as the user wrote it
+    changes: list[ChangeJSON]
+
+
 class RejectedEntry(TypedDict):
     compile: int | None  # the compile that built the entry (None: not known to this log)
     reason: str
@@ -253,6 +259,7 @@ class RejectedEntry(TypedDict):
     changes: list[ChangeJSON]
     check: str | None
     error: str
+    inputs: NotRequired[list[ChangedInput]]  # every input found changed, `subject` first (schema 1.5)
 
 
 class Recompile(TypedDict):

@@ -136,7 +136,9 @@ def recompiled(state: CompileState, compile_data: Any, compile_stats: Any, args:
             setattr(compile_stats, name, value)
     rejected: list[RejectedEntry] = [
         {"compile": r.compile, "reason": r.reason, "subject": r.subject, "changes": [list(c) for c in r.changes],
-         "check": r.check, "error": r.error} for r in found]
+         "check": r.check, "error": r.error,
+         "inputs": [{"subject": who, "changes": [list(c) for c in changes]} for who, changes in r.inputs]}
+        for r in found]
     event: Recompile = {
         "type": "recompile", "compile": state.id, "time_ns": time.time_ns(),
         "call": frame_json(state.call_frame) if state.call_frame is not None else None,
