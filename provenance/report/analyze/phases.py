@@ -18,8 +18,13 @@ GROUPS = {
     "split_forward_backward": "autograd", "transform_for_execution": "executors", "executor_claiming": "executors",
     "fusion": "executors", "rematerialization": "executors", "torch_compile_setup": "executors",
     "update_fusion_call_ctx": "executors", "codegen": "codegen", "provenance": "provenance",
+    "executor_compile": "executors",
+    # a Dynamo graph's whole compile (ThunderFX)
+    "dynamo_trace": "dynamo", "dynamo_finish": "dynamo", "split": "split", "inductor_compile": "inductor",
+    "inductor_backward": "inductor", "thunder_compile": "thunder",
 }
-GROUP_ORDER = ("cache", "tracing", "transform", "pass", "autograd", "executors", "codegen", "provenance", "other")
+GROUP_ORDER = ("dynamo", "split", "inductor", "thunder", "cache", "tracing", "transform", "pass", "autograd",
+               "executors", "codegen", "provenance", "other")
 
 
 def phases_of(record: dict | None) -> tuple[tuple[int, int] | None, list[Phase]]:
