@@ -166,6 +166,19 @@ class FxGraphs:
                         entry[1:4] = [], [], []
 
     # -- the end of the run -------------------------------------------------------------------
+    def timed_graphs(self) -> list[GraphView]:
+        """The graphs with a whole-compile timing (their phases in time order, from Dynamo's
+        start, else the first phase, to the last piece compiled); for Perfetto and the pages."""
+        timed = []
+        for graph in self._graphs.values():
+            if not graph.phases:
+                continue
+            graph.phases.sort(key=lambda p: (p.start_ns, p.depth))
+            start = min(graph.phases[0].start_ns, graph.dynamo_start_ns or graph.phases[0].start_ns)
+            graph.timing = phase_view((start, max(p.end_ns for p in graph.phases)), graph.phases, [])
+            timed.append(graph)
+        return timed
+
     def finish(self, sources: SourceCache) -> FxRun | None:
         if not self._graphs and not self._breaks:
             return None
@@ -183,11 +196,8 @@ class FxGraphs:
             piece = next((p for p in graph.pieces if p.name == name), None) if graph is not None else None
             if summary is not None and piece is not None:
                 piece.compiles.append(summary)
+        self.timed_graphs()
         for graph in graphs:
-            graph.phases.sort(key=lambda p: (p.start_ns, p.depth))
-            if graph.phases:  # from Dynamo's start (else the first phase) to the last piece compiled
-                start = min(graph.phases[0].start_ns, graph.dynamo_start_ns or graph.phases[0].start_ns)
-                graph.timing = phase_view((start, max(p.end_ns for p in graph.phases)), graph.phases, [])
             for piece in graph.pieces:
                 piece.compiles.sort(key=lambda s: (as_int(s.compile) is None, as_int(s.compile) or 0, s.key))
             self._source(graph, sources)

@@ -162,6 +162,8 @@ class RunBuilder:
             self._file(log)
         if self.pool is not None:
             self.pool.drain()
+        for graph in self.fx.timed_graphs():
+            self.perfetto.dynamo_graph(graph.log, graph)
         self.perfetto.close()
 
     def _file(self, log: RunLog) -> None:
