@@ -53,6 +53,7 @@ _THUNDER_0_2 = Series(
         "nvfuser": "thunder.executors.nvfuserex_impl:",
         "distributed_utils": "thunder.distributed.utils:",
         "dynamo_utils": "thunder.dynamo.utils:",
+        "dynamo_compiler": "thunder.dynamo.compiler:",
         "BoundSymbol": "thunder.core.symbol:BoundSymbol",
         "BoundSymbolTag": "thunder.core.symbol:BoundSymbolTag",
         "TraceCtx": "thunder.core.trace:TraceCtx",
@@ -87,6 +88,7 @@ _THUNDER_0_2 = Series(
         "DDPTransform": "thunder.distributed.transforms.ddp_v2:DDPTransform",
         # the torch Thunder 0.2 runs on (2.7.1 to 2.12)
         "symbolic_convert": "torch._dynamo.symbolic_convert:",
+        "convert_frame": "torch._dynamo.convert_frame:",
         "dynamo_callbacks": "torch._dynamo.callback:callback_handler",
         "OptimizedModule": "torch._dynamo.eval_frame:OptimizedModule",
         "CompileContext": "torch._guards:CompileContext",
@@ -123,6 +125,8 @@ _THUNDER_0_2 = Series(
         # thunderfx.py: ThunderFX's backend, its splitter's trial runs, Dynamo's graph-break log
         ("ThunderCompiler", "__call__"), ("dynamo_utils", "try_execute_thunder_symbol"),
         ("symbolic_convert", "log_graph_break"),
+        # fx_compile.py: the splitter's inductor compiles, Dynamo's recompile reasons
+        ("dynamo_compiler", "_splitter"), ("convert_frame", "get_and_maybe_log_recompilation_reasons"),
     ),
     names={
         "compile_stats_attr": "_lc_cs",  # a jitted function's CompileStats (thunder.compile_stats)

@@ -27,7 +27,7 @@ from typing import Any
 from provenance.record import Kind, of
 from provenance.scope import current_span
 from provenance.session import SESSION
-from provenance.thunder import distributed, emit, passes, phases, profiling, thunderfx
+from provenance.thunder import distributed, emit, fx_compile, passes, phases, profiling, thunderfx
 from provenance.thunder.capture import Capture
 from provenance.thunder.compat import api
 from provenance.thunder.printing import printed_ops
@@ -537,3 +537,4 @@ def install(running: Capture) -> None:
     distributed.install(patcher)
     phases.install(running)
     thunderfx.install(patcher)
+    fx_compile.install(running)

@@ -198,6 +198,13 @@ class DynamoGraph(Handler):
         run.fx.graph(file.log, record.data)
 
 
+class GraphPhases(Handler):
+    type, route = "graph_phases", Route.RUN
+
+    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+        run.fx.graph_phases(file.log, record.data)
+
+
 class GraphBreak(Handler):
     type, route = "graph_break", Route.RUN
 
@@ -222,7 +229,7 @@ class ProfileCall(Handler):
 def default_handlers() -> list[Handler]:
     """Every event type's handler, one each."""
     return [Header(), Prov(), Span(), SpanEnd(), CompileStart(), Trace(), Phases(), Recompile(), CompileEnd(),
-            CompileError(), CaptureDisabled(), ExecutorCompile(), Calls(), DynamoGraph(), GraphBreak(),
+            CompileError(), CaptureDisabled(), ExecutorCompile(), Calls(), DynamoGraph(), GraphPhases(), GraphBreak(),
             ProfileOps(), ProfileCall()]
 
 

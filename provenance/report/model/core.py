@@ -387,6 +387,8 @@ class Rejection:
     changes: list[tuple[str, str, str]]  # (what, cached, now)
     check: str | None  # the prologue statement that raised
     error: str
+    # every input found changed, `subject` first: (subject, its changes)
+    inputs: list[tuple[str, list[tuple[str, str, str]]]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
