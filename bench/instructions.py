@@ -13,7 +13,8 @@ What it does not see: cache misses and branch mispredictions (instructions are n
 time spent waiting. What it does see, unlike cProfile: every instruction of the interpreter, the
 garbage collector and torch's C++ code, with no profiler overhead distorting small calls.
 
-    python bench/instructions.py [--layers 2] [--rounds 2] [--entry thunderfx|thunder.jit] [--cache-sim] [--out DIR]
+    python bench/instructions.py [--layers 2] [--rounds 2] [--entry thunderfx|thunder.jit] [--model nanoGPT|hf-llama]
+                                 [--cache-sim] [--out DIR]
 
 Needs valgrind (with its headers: Debian's `valgrind` package has them) and gcc. Slow: a 2-layer
 thunderfx sample is ~5 s natively and ~5 min instrumented; rounds are on,off then off,on.
@@ -59,7 +60,7 @@ def child(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(1)
     thunderfx.join_frame_threads()  # else ~80% of the instructions are a spin on time
-    thunderfx.ENTRY = args.entry
+    thunderfx.ENTRY, thunderfx.MODEL = args.entry, args.model
     cg = ctypes.CDLL(args.helper)
 
     def switch(mode: str) -> None:
@@ -110,6 +111,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2, help="pairs of samples (on,off then off,on ...)")
     parser.add_argument("--entry", choices=("thunderfx", "thunder.jit"), default="thunderfx")
+    parser.add_argument("--model", choices=("nanoGPT", "hf-llama"), default="nanoGPT")
     parser.add_argument("--out", type=Path, help="where callgrind's dumps go (default: a new temporary folder)")
     parser.add_argument("--cache-sim", action="store_true",
                         help="simulate the caches too (about twice as slow): adds a cycle estimate")
@@ -123,7 +125,7 @@ def main() -> None:
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
            f"--cache-sim={'yes' if args.cache_sim else 'no'}", f"--callgrind-out-file={out}/callgrind.out.%p",
            sys.executable, os.path.abspath(__file__), "--layers", str(args.layers), "--rounds", str(args.rounds),
-           "--entry", args.entry, "--helper", str(helper)]
+           "--entry", args.entry, "--model", args.model, "--helper", str(helper)]
     env = dict(os.environ, PYTHONHASHSEED="0")
     subprocess.run(cmd, check=True, env=env, stderr=subprocess.DEVNULL)
     totals = _totals(out)
@@ -135,7 +137,7 @@ def main() -> None:
         off = [t[measure] for k, t in totals.items() if k.startswith("off-")]
         if on and off:
             ratio = statistics.median(on) / statistics.median(off)
-            print(f"{args.entry}(nanoGPT {args.layers} layers) fwd+bwd, {len(on)}+{len(off)} samples, {measure}: "
+            print(f"{args.entry}({args.model} {args.layers} layers) fwd+bwd, {len(on)}+{len(off)} samples, {measure}: "
                   f"median on {statistics.median(on) / 1e9:.3f} G, off {statistics.median(off) / 1e9:.3f} G, "
                   f"ratio {ratio:.4f}; spread on {(max(on) - min(on)) / min(on):.2%}, "
                   f"off {(max(off) - min(off)) / min(off):.2%}")

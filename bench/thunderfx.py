@@ -21,7 +21,7 @@ counts the same samples' instructions instead (deterministic, under valgrind).
 
     python bench/thunderfx.py [--layers 2] [--pairs 9] [--overhead-layers 4] [--settle 1] [--processes 0]
                               [--threads 1] [--fixed-stack] [--skip-coverage] [--skip-overhead]
-                              [--entry thunder.jit]
+                              [--entry thunder.jit] [--model hf-llama]
 """
 
 from __future__ import annotations
@@ -53,10 +53,20 @@ def _models(layers: int):
         args = ModelArgs(dim=64, n_layers=layers, n_heads=4, vocab_size=128, multiple_of=16, max_seq_len=32)
         return Transformer(args), torch.randint(0, 128, (2, 32))
 
-    return {"nanoGPT": nanogpt, "llama2": llama2}
+    def hf_llama():  # transformers' model code (--model hf-llama): a forward with a loss
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        cfg = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+                          num_attention_heads=4, num_key_value_heads=2)
+        return LlamaForCausalLM(cfg), torch.randint(0, 256, (2, 16))
+
+    return {"nanoGPT": nanogpt, "llama2": llama2, "hf-llama": hf_llama}
 
 
 def _forward_backward(fn, x) -> None:
+    if MODEL == "hf-llama":
+        fn(input_ids=x, labels=x).loss.backward()
+        return
     out = fn(x)
     (out[0] if isinstance(out, tuple) else out).sum().backward()
 
@@ -91,7 +101,7 @@ def coverage(layers: int) -> None:
     provenance.enable()
     print(f"| model ({layers} layers) | entry point | trace | compute ops | at model file | with module | both |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
-    for name, build in _models(layers).items():
+    for name, build in [(n, b) for n, b in _models(layers).items() if n != "hf-llama"]:
         for entry in ("thunder.jit", "thunderfx"):
             torch.manual_seed(0)
             model, x = build()
@@ -150,6 +160,7 @@ def join_frame_threads() -> None:
 
 _gc_clock: _GcClock | None = None
 ENTRY = "thunderfx"  # --entry: the same measurement through thunder.jit, for comparison
+MODEL = "nanoGPT"  # --model: of the overhead samples
 
 
 def _compile_once(layers: int, region=contextlib.nullcontext) -> tuple[float, float, int, float, int]:
@@ -161,7 +172,7 @@ def _compile_once(layers: int, region=contextlib.nullcontext) -> tuple[float, fl
     import torch
 
     torch.manual_seed(0)
-    model, x = _models(layers)["nanoGPT"]()
+    model, x = _models(layers)[MODEL]()
     torch._dynamo.reset()  # a fresh model must compile afresh (and not hit the recompile limit)
     gc.collect()
     _gc_clock = _gc_clock or _GcClock()
@@ -227,7 +238,7 @@ def overhead(pairs: int, layers: int, settle: int, vary_stack: bool = True) -> N
               flush=True)
     gc_on = statistics.median(s[3] for s in samples["on"])
     gc_off = statistics.median(s[3] for s in samples["off"])
-    print(f"{ENTRY}(nanoGPT {layers} layers) fwd+bwd, {pairs} pairs ({settle} untimed compile(s) after each "
+    print(f"{ENTRY}({MODEL} {layers} layers) fwd+bwd, {pairs} pairs ({settle} untimed compile(s) after each "
           f"switch), capture only: "
           f"median ratio on/off wall {statistics.median(walls):.3f}, cpu {statistics.median(cpus):.3f}; "
           f"cpu medians on {statistics.median(s[1] for s in samples['on']):.2f}s "
@@ -293,11 +304,13 @@ def main() -> None:
     parser.add_argument("--entry", choices=("thunderfx", "thunder.jit"), default="thunderfx",
                         help="entry point of the in-process overhead pairs")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads for the overhead pairs")
+    parser.add_argument("--model", choices=("nanoGPT", "hf-llama"), default="nanoGPT",
+                        help="the overhead samples' model (hf-llama: transformers' LlamaForCausalLM)")
     parser.add_argument("--fixed-stack", action="store_true",
                         help="run every pair at the same frame-stack offset (see stack_pad)")
     args = parser.parse_args()
-    global ENTRY
-    ENTRY = args.entry
+    global ENTRY, MODEL
+    ENTRY, MODEL = args.entry, args.model
     if not args.skip_coverage:
         coverage(args.layers)
     if not args.skip_overhead or args.processes:

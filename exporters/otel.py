@@ -83,6 +83,7 @@ class OtelExporter:
         self._ended: OrderedDict[int, Any] = OrderedDict()  # span contexts of ended compiles (late children)
         self._scopes: dict[int, Any] = {}
         self._pieces: OrderedDict[tuple[int, str], Any] = OrderedDict()  # ThunderFX pieces' span contexts
+        self._graphs: OrderedDict[int, Any] = OrderedDict()  # Dynamo graphs' span contexts (their later phases)
         self._breaks: OrderedDict[str | None, list] = OrderedDict()  # graph breaks waiting for their graph
         self._reported_hits: dict[str, int] = {}
         meter = meter_provider.get_meter("thunder-provenance", __version__)
@@ -92,6 +93,9 @@ class OtelExporter:
                                                     description="time of one Thunder pass, as Thunder reports it")
         self._phase_seconds = meter.create_histogram("thunder.phase.duration", unit="s",
                                                      description="time of one phase of a compile")
+        self._graph_seconds = meter.create_histogram(
+            "thunder.dynamo.phase.duration", unit="s",
+            description="time of one phase of a Dynamo graph's whole compile (ThunderFX)")
         self._ops = meter.create_histogram("thunder.compile.ops", unit="{op}",
                                            description="bound symbols in the final forward+backward traces")
         self._fusions = meter.create_histogram("thunder.compile.fusions", unit="{fusion}",
@@ -209,7 +213,20 @@ class OtelExporter:
             attributes["thunder.dynamo.compile_id"] = compile_id
         label = f"[{compile_id}]" if compile_id is not None else f"[graph {event['graph']}]"
         start, end = event["start_ns"], event["time_ns"]
-        graph = self._tracer.start_span(f"thunder.dynamo_graph {label}", start_time=start, attributes=attributes)
+        recompile = event.get("recompile")
+        if recompile:  # Dynamo compiled the frame again: why, in the user's terms
+            failures = recompile.get("failures") or []
+            attributes.update({"thunder.dynamo.recompile.reason": recompile.get("reason") or "",
+                               "thunder.dynamo.recompile.reasons": [str(f.get("reason")) for f in failures],
+                               "thunder.dynamo.recompile.guards": [str(f.get("guard")) for f in failures]})
+            if recompile.get("call"):
+                attributes.update(_code_attributes([recompile["call"]]))
+        graph = self._tracer.start_span(f"thunder.dynamo_graph {label}",
+                                        start_time=event.get("dynamo_start_ns") or start, attributes=attributes)
+        self._graph_phases(graph, event["graph"], compile_id, event.get("phases") or ())
+        self._graphs[event["graph"]] = trace.NonRecordingSpan(graph.get_span_context())
+        while len(self._graphs) > MAX_PIECE_SPANS:
+            self._graphs.popitem(last=False)
         for found in self._breaks.pop(compile_id, ()):
             graph.add_event("thunder.graph_break", {"thunder.graph_break.reason": found["reason"].strip()[:2000],
                                                     **_code_attributes(list(reversed(found["frames"])))},
@@ -233,6 +250,26 @@ class OtelExporter:
             self._pieces.popitem(last=False)
         graph.end(end_time=end)
         self._spans += 1
+
+    def _graph_phases(self, parent: Any, graph: int, compile_id: str | None, phases: Any) -> None:
+        """A Dynamo graph's phases as children of its span (those after its backend call end after it)."""
+        context = trace.set_span_in_context(parent)
+        for name, start, end, _depth, detail in phases:
+            attributes = {**self._common, "thunder.dynamo.graph": graph, "thunder.phase": name}
+            if compile_id is not None:
+                attributes["thunder.dynamo.compile_id"] = compile_id
+            if detail:
+                attributes["thunder.phase.detail"] = detail
+            span = self._tracer.start_span(f"thunder.dynamo_phase {name}", context=context, start_time=start,
+                                           attributes=attributes)
+            span.end(end_time=end)
+            self._spans += 1
+            self._graph_seconds.record((end - start) / 1e9, {**self._common, "thunder.phase": name})
+
+    def _on_graph_phases(self, event: Event) -> None:
+        parent = self._graphs.get(event["graph"])
+        if parent is not None:
+            self._graph_phases(parent, event["graph"], event.get("compile_id"), event.get("phases") or ())
 
     def _remember_ended(self, compile_id: int, span: Any) -> None:
         self._ended[compile_id] = trace.NonRecordingSpan(span.get_span_context())

@@ -36,7 +36,8 @@ def _where(record: Provenance) -> str | None:
 
 def header(record: Provenance | None) -> str:
     """One line describing a record, e.g. `h.0.mlp.c_fc (Linear) · model.py:81 `x = ...` · grad`
-    (under ThunderFX also the FX node: `· fx linear_2`)."""
+    (the module line where it is not the user line: `· module line modeling_llama.py:294`; under
+    ThunderFX the FX node: `· fx linear_2`)."""
     if record is None:
         return "no provenance"
     if record.kind == Kind.BOOKKEEPING:
@@ -50,6 +51,9 @@ def header(record: Provenance | None) -> str:
     if where:
         frame = record.user_frame
         parts.append(f"{where} `{frame.text}`" if frame is not None and frame.text else where)
+    module_frame = record.module_frame
+    if module_frame is not None and module_frame is not record.user_frame:  # the module's own line
+        parts.append(f"module line {os.path.basename(module_frame.file)}:{module_frame.line}")
     if record.fx_node is not None:  # ThunderFX: the FX node between the user's line and the op
         parts.append(f"fx {record.fx_node}")
     if record.transforms:

@@ -9,6 +9,8 @@ a log, or the OTel exporter's view of the `prov` events it received.
 - An op is charged as its record; a fusion as its members (a fusion's time is never split).
 - A backward or recomputed op is charged to the user line and module of the forward op it
   came from (`derived_from`); its role is its own.
+- An op's module line is its record's `module_frame` (the line of the innermost user module's own
+  code that led to it), else its user line; backward ops take their forward op's.
 - An op with no user line is `(bookkeeping)` (a bookkeeping symbol) or `(no user line)`.
 - A fusion's module is its members' innermost common module; "" is the root (`<root>`).
 """
@@ -21,7 +23,7 @@ from typing import Any, Protocol
 from provenance.record import Kind
 
 __all__ = ["BOOKKEEPING", "NO_LINE", "ROOT", "charged", "common_module", "keys", "line_frame", "line_key",
-           "location", "module_of", "modules", "role_of"]
+           "location", "module_line_frame", "module_line_key", "module_of", "modules", "role_of"]
 
 BOOKKEEPING = "(bookkeeping)"
 NO_LINE = "(no user line)"
@@ -73,6 +75,12 @@ def line_frame(record: Attributed | None) -> Any:
     return _follow(record, lambda r: r.user_frame)
 
 
+def module_line_frame(record: Attributed | None) -> Any:
+    """The module line a record is charged to: its module frame, else its user frame (a backward
+    op: its forward op's)."""
+    return _follow(record, lambda r: getattr(r, "module_frame", None) or r.user_frame)
+
+
 def module_of(record: Attributed | None) -> str | None:
     """The module path a record is charged to (a backward op: its forward op's), or None."""
     return _follow(record, lambda r: r.module)
@@ -89,6 +97,13 @@ def location(frame: Located) -> str:
 
 def line_key(record: Attributed | None) -> str:
     frame = line_frame(record)
+    if frame is not None:
+        return location(frame)
+    return BOOKKEEPING if record is not None and record.kind == Kind.BOOKKEEPING else NO_LINE
+
+
+def module_line_key(record: Attributed | None) -> str:
+    frame = module_line_frame(record)
     if frame is not None:
         return location(frame)
     return BOOKKEEPING if record is not None and record.kind == Kind.BOOKKEEPING else NO_LINE

@@ -27,14 +27,13 @@ from typing import Any, Literal, NotRequired, TypedDict
 from provenance.record import Frame
 
 __all__ = [
-    "CHANGE_FIELDS", "CLOSING_TYPES", "CacheCounts", "Calls", "CaptureDisabled", "ChangeJSON", "CompileEnd",
-    "CompileError", "CompileStart", "DynamoGraphEvent", "EVENTS", "Event", "EventType", "ExecutorCompile",
-    "FRAME_FIELDS", "FinalCounts", "FrameJSON", "GraphBreakEvent", "Header", "KNOWN_TYPES", "Library", "MAX_PHASES",
-    "OP_FIELDS", "OpJSON",
+    "CHANGE_FIELDS", "CLOSING_TYPES", "CacheCounts", "Calls", "CaptureDisabled", "ChangeJSON", "ChangedInput",
+    "CompileEnd", "CompileError", "CompileStart", "DynamoGraphEvent", "DynamoGuardFailure", "DynamoRecompile",
+    "EVENTS", "Event", "EventType", "ExecutorCompile", "FRAME_FIELDS", "FinalCounts", "FrameJSON",
+    "GraphBreakEvent", "GraphPhases", "Header", "KNOWN_TYPES", "Library", "MAX_PHASES", "OP_FIELDS", "OpJSON",
     "PHASE_FIELDS", "PROFILE_OP_FIELDS", "PhaseJSON", "Phases", "PieceJSON", "PieceRef", "ProfileCall",
     "ProfileOpJSON", "ProfileOps", "Prov", "Recompile", "Ref", "RejectedEntry", "SCHEMA_VERSION", "SpanEnd",
-    "SpanStart", "SplitReasonJSON", "TYPES", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json",
-    "refs",
+    "SpanStart", "SplitReasonJSON", "TYPES", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json", "refs",
 ]
 
 SCHEMA_VERSION = "1.5"  # major.minor: readers refuse another major and read a newer minor
@@ -83,6 +82,7 @@ class Prov(TypedDict):
     source: list[FrameJSON]  # innermost first
     module: str | None
     module_type: str | None
+    module_file: NotRequired[str | None]  # the file of the innermost user module's class (schema 1.5)
     transforms: list[str]
     role: str | None
     span: int | None
@@ -161,6 +161,26 @@ class SplitReasonJSON(TypedDict):
     module_type: str | None
 
 
+class DynamoGuardFailure(TypedDict):
+    """One guard of a cached Dynamo entry that the call failed, in the user's terms."""
+
+    entry: str | None  # the compile id of the entry ("0/0")
+    subject: str | None  # what changed, as the user wrote it ("input_ids")
+    changes: list[ChangeJSON]  # [["dim 1 size", "16", "8"]]; empty when the guard is not a tensor check
+    reason: str  # "input_ids: dim 1 size 16 → 8"
+    guard: str  # torch's words
+
+
+class DynamoRecompile(TypedDict):
+    """Why Dynamo compiled the frame again: every cached entry's failed guards."""
+
+    reason: str  # the newest entry's failures, one line
+    function: FrameJSON  # the function Dynamo compiled again (its def line)
+    call: FrameJSON | None  # the user's line of the call
+    failures: list[DynamoGuardFailure]
+    more: int  # entries not explained
+
+
 class DynamoGraphEvent(TypedDict):
     """A graph Dynamo handed to ThunderFX's backend, as Thunder's splitter cut it (schema 1.4)."""
 
@@ -171,6 +191,19 @@ class DynamoGraphEvent(TypedDict):
     time_ns: int  # its end (the pieces compile later, at their first call)
     pieces: list[PieceJSON]
     reasons: list[SplitReasonJSON]
+    dynamo_start_ns: NotRequired[int | None]  # Dynamo's start of the frame's compile (schema 1.5)
+    phases: NotRequired[list[PhaseJSON]]  # dynamo_trace, split, inductor_compile so far (schema 1.5)
+    recompile: NotRequired[DynamoRecompile | None]  # a frame compiled again: why (schema 1.5)
+
+
+class GraphPhases(TypedDict):
+    """Later phases of a Dynamo graph's compile (schema 1.5): Dynamo's end of the frame compile,
+    each Thunder piece's compile at its first call, inductor's backward compile of a fallback."""
+
+    type: Literal["graph_phases"]
+    graph: int  # dynamo_graph.graph
+    compile_id: str | None
+    phases: list[PhaseJSON]
 
 
 class GraphBreakEvent(TypedDict):
@@ -256,6 +289,11 @@ class CaptureDisabled(TypedDict):
     error: str
 
 
+class ChangedInput(TypedDict):
+    subject: str  # as the user wrote it
+    changes: list[ChangeJSON]
+
+
 class RejectedEntry(TypedDict):
     compile: int | None  # the compile that built the entry (None: not known to this log)
     reason: str
@@ -263,6 +301,7 @@ class RejectedEntry(TypedDict):
     changes: list[ChangeJSON]
     check: str | None
     error: str
+    inputs: NotRequired[list[ChangedInput]]  # every input found changed, `subject` first (schema 1.5)
 
 
 class Recompile(TypedDict):
@@ -436,6 +475,7 @@ TYPES: dict[str, EventType] = {t.name: t for t in (
     _type("executor_compile", ExecutorCompile),
     _type("dynamo_graph", DynamoGraphEvent),
     _type("graph_break", GraphBreakEvent),
+    _type("graph_phases", GraphPhases),
     _type("library", Library),
 )}
 KNOWN_TYPES = frozenset(TYPES)
@@ -445,7 +485,7 @@ EVENTS: dict[str, Any] = {name: functools.reduce(operator.or_, t.forms) for name
 # Any event, for type checkers: the forms of every type.
 Event = (Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError
          | CaptureDisabled | Calls | ProfileOps | ProfileCall | Recompile | Phases | ExecutorCompile | DynamoGraphEvent
-         | GraphBreakEvent | Library)
+         | GraphBreakEvent | GraphPhases | Library)
 
 
 def refs(event: dict) -> tuple[list, list]:

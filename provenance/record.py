@@ -117,6 +117,9 @@ class Provenance:
     source: tuple[Frame, ...] = ()  # innermost first; library frames kept, marked user=False
     module: str | None = None  # nn.Module qualified path; "" is the root module
     module_type: str | None = None
+    # the source file of the innermost module whose class is the user's (`LlamaAttention`'s
+    # modeling_llama.py for an op its forward made through a helper): see `module_frame`
+    module_file: str | None = None
     transforms: tuple[str, ...] = ()  # lineage, outermost last: ("grad",), ("grad", "recompute")
     role: str | None = None  # distributed role, e.g. "row_parallel.post"
     span: Span | None = None
@@ -127,7 +130,7 @@ class Provenance:
 
     def __post_init__(self) -> None:
         # Records are dict keys on hot paths (interning, derivation caches): hash once.
-        key = (self.source, self.module, self.module_type, self.transforms, self.role,
+        key = (self.source, self.module, self.module_type, self.module_file, self.transforms, self.role,
                self.span, self.derived_from, self.members, self.kind)
         object.__setattr__(self, "_hash", hash(key))
 
@@ -138,6 +141,16 @@ class Provenance:
     def user_frame(self) -> Frame | None:
         """The innermost frame of the user's own code (the line to show)."""
         return user_frame(self.source)
+
+    @property
+    def module_frame(self) -> Frame | None:
+        """The module line: the innermost frame in the file of the innermost user module's class,
+        i.e. the line of that module's own code that led to the op (`attn_output, attn_weights =
+        attention_interface(...)` in LlamaAttention.forward for an SDPA op whose innermost user
+        frame is in a helper). None where no user module is known; often the user frame itself."""
+        if self.module_file is None:
+            return None
+        return next((f for f in self.source if f.file == self.module_file), None)
 
     @property
     def generated_frame(self) -> Frame | None:

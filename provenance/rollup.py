@@ -31,7 +31,7 @@ from provenance.record import Frame, Kind, Provenance
 # BOOKKEEPING, NO_LINE, ROOT, line_key: attribution's, re-exported as the cost tables' keys
 __all__ = ["BOOKKEEPING", "BY", "NO_LINE", "ROOT", "CostRow", "line_key", "merge", "rollup", "summary", "table"]
 
-BY = ("line", "module", "role", "kind", "op")
+BY = ("line", "module_line", "module", "role", "kind", "op")
 BETWEEN = "(between ops)"
 NO_MODULE = "(no module)"
 NO_ROLE = "(no role)"
@@ -123,7 +123,9 @@ class _Table:
 
 
 def rollup(profiles: Iterable[CompileProfile], by: str = "line") -> list[CostRow]:
-    """Rows for `by` ('line', 'module', 'role', 'kind' or 'op'), sorted by total time."""
+    """Rows for `by` ('line', 'module_line', 'module', 'role', 'kind' or 'op'), sorted by total time.
+    'module_line' charges an op to the line of its innermost user module's own code (the
+    `attention_interface(...)` call in LlamaAttention.forward, not the helper's line)."""
     if by not in BY:
         raise ValueError(f"cost by {by!r}: choose one of {', '.join(BY)}")
     table = _Table()
@@ -192,7 +194,7 @@ def _charge(table: _Table, by: str, compile_id: int, trace: str, op: Op, ns: int
     if by == "module":
         _charge_module(table, compile_id, op, col, ns, op_id)
         return
-    key_of = line_key if by == "line" else role_key
+    key_of = {"line": line_key, "module_line": attribution.module_line_key}.get(by, role_key)
     found = attribution.keys(record, key_of)
     if len(found) == 1:
         table.charge(found[0], col, ns, op_id, compile_id)
@@ -218,7 +220,7 @@ def _charge_module(table: _Table, compile_id: int, op: Op, col: str, ns: int, op
 
 
 def _label(by: str, key: str) -> str:
-    if by == "line" and not key.startswith("("):
+    if by in ("line", "module_line") and not key.startswith("("):
         path, _, line = key.rpartition(":")
         return f"{os.path.basename(path)}:{line}"
     return key
@@ -266,13 +268,14 @@ def table(rows: list[CostRow], *, by: str = "line", title: str | None = None, to
 
 
 def line_texts(profiles: Iterable[CompileProfile]) -> dict[str, str]:
-    """line key -> the source text of that line, as the records captured it."""
+    """line key (a user line or a module line) -> the source text of that line, as the records
+    captured it."""
     texts: dict[str, str] = {}
     for profile in profiles:
         for trace in profile.traces.values():
             for op in trace.ops:
                 for record in attribution.charged(op.record):
-                    frame = attribution.line_frame(record)
-                    if frame is not None and frame.text:
-                        texts.setdefault(attribution.location(frame), frame.text)
+                    for frame in (attribution.line_frame(record), attribution.module_line_frame(record)):
+                        if frame is not None and frame.text:
+                            texts.setdefault(attribution.location(frame), frame.text)
     return texts

@@ -249,7 +249,8 @@ class Session:
             new_id = self._prov_ids.setdefault(record, len(self._prov_ids) + 1)
             event: Prov = {
                 "type": "prov", "id": new_id, "kind": record.kind, "source": frames_json(record.source),
-                "module": record.module, "module_type": record.module_type, "transforms": list(record.transforms),
+                "module": record.module, "module_type": record.module_type, "module_file": record.module_file,
+                "transforms": list(record.transforms),
                 "role": record.role, "span": span, "derived_from": derived, "members": members,
             }
             for name, version, package in self._libraries.new((f.file for f in record.source if f.user),

@@ -53,6 +53,7 @@ _THUNDER_0_2 = Series(
         "nvfuser": "thunder.executors.nvfuserex_impl:",
         "distributed_utils": "thunder.distributed.utils:",
         "dynamo_utils": "thunder.dynamo.utils:",
+        "dynamo_compiler": "thunder.dynamo.compiler:",
         "BoundSymbol": "thunder.core.symbol:BoundSymbol",
         "BoundSymbolTag": "thunder.core.symbol:BoundSymbolTag",
         "TraceCtx": "thunder.core.trace:TraceCtx",
@@ -64,6 +65,7 @@ _THUNDER_0_2 = Series(
         "TraceSubstitutionProcessor": "thunder.core.trace_interpreter:TraceSubstitutionProcessor",
         "get_interpreterruntimectx": "thunder.core.interpreter:get_interpreterruntimectx",
         "unwrap": "thunder.core.interpreter:unwrap",
+        "opcode_handlers": "thunder.core.interpreter:_default_opcode_handler_map",
         "PrimIDs": "thunder.core.prims:PrimIDs",
         "Proxy": "thunder.core.proxies:Proxy",
         "TensorProxy": "thunder.core.proxies:TensorProxy",
@@ -86,6 +88,7 @@ _THUNDER_0_2 = Series(
         "DDPTransform": "thunder.distributed.transforms.ddp_v2:DDPTransform",
         # the torch Thunder 0.2 runs on (2.7.1 to 2.12)
         "symbolic_convert": "torch._dynamo.symbolic_convert:",
+        "convert_frame": "torch._dynamo.convert_frame:",
         "dynamo_callbacks": "torch._dynamo.callback:callback_handler",
         "OptimizedModule": "torch._dynamo.eval_frame:OptimizedModule",
         "CompileContext": "torch._guards:CompileContext",
@@ -98,6 +101,8 @@ _THUNDER_0_2 = Series(
         ("TraceCtx", "bound_symbols"), ("TraceSubstitutionProcessor", "__call__"),
         ("autodiff", "split_into_forward_and_backward"), ("thunder", "thunder_general_jit"),
         ("thunder", "CacheEntry"), ("thunder", "jit"), ("thunder", "_with_cache_info_ctx"),
+        # ...and the interpreter's comparisons, which call the proxy's operator uninterpreted
+        ("opcode_handlers", "COMPARE_OP"),
         # distributed.py: the ops distributed transforms and rematerialization insert
         ("TensorParallelVisitor", "__call__"),
         ("ColumnParallelLinear", "preprocess"), ("ColumnParallelLinear", "postprocess"),
@@ -120,6 +125,8 @@ _THUNDER_0_2 = Series(
         # thunderfx.py: ThunderFX's backend, its splitter's trial runs, Dynamo's graph-break log
         ("ThunderCompiler", "__call__"), ("dynamo_utils", "try_execute_thunder_symbol"),
         ("symbolic_convert", "log_graph_break"),
+        # fx_compile.py: the splitter's inductor compiles, Dynamo's recompile reasons
+        ("dynamo_compiler", "_splitter"), ("convert_frame", "get_and_maybe_log_recompilation_reasons"),
     ),
     names={
         "compile_stats_attr": "_lc_cs",  # a jitted function's CompileStats (thunder.compile_stats)

@@ -18,8 +18,10 @@ from provenance.events import (
     CompileError,
     CompileStart,
     DynamoGraphEvent,
+    DynamoRecompile,
     ExecutorCompile,
     GraphBreakEvent,
+    GraphPhases,
     OpJSON,
     PhaseJSON,
     Phases,
@@ -91,7 +93,8 @@ def compile_started(state: CompileState, compile_data: Any, compile_stats: Any) 
     state.log_ns += time.perf_counter_ns() - began
 
 
-def dynamo_graph(graph: DynamoGraph, start_ns: int) -> None:
+def dynamo_graph(graph: DynamoGraph, start_ns: int, dynamo_start_ns: int | None = None,
+                 phases: list | None = None, recompile: DynamoRecompile | None = None) -> None:
     """A Dynamo graph ThunderFX's backend split: its pieces, and why nodes fell back to torch."""
     owner = {node: p.name for p in graph.pieces for node in p.nodes}
     reasons: list[SplitReasonJSON] = [
@@ -103,9 +106,27 @@ def dynamo_graph(graph: DynamoGraph, start_ns: int) -> None:
         "time_ns": graph.time_ns,
         "pieces": [{"name": p.name, "index": p.index, "compiler": p.compiler, "nodes": len(p.nodes),
                     "frames": frames_json(p.frames)} for p in graph.pieces],
-        "reasons": reasons,
+        "reasons": reasons, "dynamo_start_ns": dynamo_start_ns,
+        "phases": [tuple(p) for p in phases or ()], "recompile": recompile,
     }
     SESSION.emit(event)
+
+
+def graph_phases(graph: int, compile_id: str | None, phases: list) -> None:
+    """Phases of a Dynamo graph's compile that came after its backend call (fx_compile.py)."""
+    event: GraphPhases = {"type": "graph_phases", "graph": graph, "compile_id": compile_id,
+                          "phases": [tuple(p) for p in phases]}
+    SESSION.emit(event)
+
+
+def piece_compiled(state: CompileState, end: int) -> None:
+    """A ThunderFX piece's compile ended (`end`: perf_counter_ns): a phase of its graph."""
+    graph = state.piece.graph if state.piece is not None else None
+    if graph is None:
+        return
+    offset = state.phases.wall_offset
+    graph_phases(graph.number, graph.compile_id,
+                 [("thunder_compile", state.phases.window_start + offset, end + offset, 0, state.piece.name)])
 
 
 def graph_break(found: GraphBreak) -> None:
@@ -136,7 +157,9 @@ def recompiled(state: CompileState, compile_data: Any, compile_stats: Any, args:
             setattr(compile_stats, name, value)
     rejected: list[RejectedEntry] = [
         {"compile": r.compile, "reason": r.reason, "subject": r.subject, "changes": [list(c) for c in r.changes],
-         "check": r.check, "error": r.error} for r in found]
+         "check": r.check, "error": r.error,
+         "inputs": [{"subject": who, "changes": [list(c) for c in changes]} for who, changes in r.inputs]}
+        for r in found]
     event: Recompile = {
         "type": "recompile", "compile": state.id, "time_ns": time.time_ns(),
         "call": frame_json(state.call_frame) if state.call_frame is not None else None,
@@ -198,6 +221,7 @@ def compile_finished(state: CompileState, entry: Any, compile_stats: Any) -> Non
                   "fusions": sum(1 for t in final for b in t.bound_symbols if b.sym.is_fusion)},
     }
     SESSION.emit(event)
+    piece_compiled(state, now)
 
 
 def compile_failed(state: CompileState, exc: BaseException) -> None:
@@ -219,6 +243,7 @@ def compile_failed(state: CompileState, exc: BaseException) -> None:
         "user_frame": frame_json(user) if user is not None else None,
     }
     SESSION.emit(event)
+    piece_compiled(state, now)
 
 
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # provenance/

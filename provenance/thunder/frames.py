@@ -8,13 +8,15 @@ from __future__ import annotations
 import importlib.util
 import linecache
 import os
+import sys
+from collections.abc import Iterable
 from functools import lru_cache
 
 from provenance import usercode
 from provenance.caches import CACHES
 from provenance.record import Frame
 
-__all__ = ["frame_at", "frame_of", "is_user_code", "is_user_path"]
+__all__ = ["class_file", "module_file", "frame_at", "frame_of", "is_user_code", "is_user_path"]
 
 
 @CACHES.lru("frames.is_user_code")
@@ -59,6 +61,26 @@ def _library_dirs() -> tuple[tuple[str, tuple[str, ...]], ...]:
             folder = os.path.abspath(location) + os.sep
             dirs.append((folder, tuple(folder + s.replace(".", os.sep) + os.sep for s in subpackages)))
     return tuple(dirs)
+
+
+@CACHES.lru("frames.class_file")
+@lru_cache(maxsize=1024)
+def class_file(cls: type) -> str | None:
+    """The file defining `cls`, if it is user code (a model's module class, not torch.nn's)."""
+    module_name = getattr(cls, "__module__", None)
+    module = sys.modules.get(module_name) if isinstance(module_name, str) else None
+    path = getattr(module, "__file__", None)
+    return path if isinstance(path, str) and is_user_code(module_name, path) else None
+
+
+def module_file(classes: Iterable[type]) -> str | None:
+    """The file of an op's module line (Provenance.module_file), from the classes of its module
+    stack, innermost first: the file of the innermost user module class that lies in the same file
+    as the nearest user module above it (or has none above). A layer imported from another file —
+    transformers' Conv1D or activations inside modeling_gpt2.py's blocks — is a building block, like
+    nn.Linear: its parent's file is the one the user reads."""
+    files = [f for f in map(class_file, classes) if f is not None]
+    return next((f for f, above in zip(files, files[1:] + [None]) if above is None or above == f), None)
 
 
 def _user_path(path: str) -> bool:

@@ -28,8 +28,9 @@ from provenance.record import Frame
 from provenance.thunder import capture
 from provenance.thunder.compat import api
 from provenance.thunder.frames import frame_at
+from provenance.thunder.frames import module_file as module_file_of
 
-__all__ = ["FxNode", "GraphContext", "node_at", "node_info", "set_context", "split_module_path"]
+__all__ = ["FxNode", "GraphContext", "is_piece", "node_at", "node_info", "set_context", "split_module_path"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,7 @@ class FxNode:
     frames: tuple[Frame, ...] = ()  # from meta["stack_trace"], innermost first
     module: str | None = None  # the original model's module path ("" is the root)
     module_type: str | None = None
+    module_file: str | None = None  # of the innermost module whose class is the user's
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,7 @@ class GraphContext:
 
     prefix: str = ""
     root_type: str | None = None
+    root_class: type | None = None  # `self`'s class (a class, not the module: nothing kept alive)
 
     def join(self, path: str) -> str:
         return ".".join(p for p in (self.prefix, path) if p)
@@ -75,6 +78,12 @@ def set_context(gm: GraphModule, context: GraphContext) -> None:
         if isinstance(module, GraphModule):
             running.fx_contexts[module] = context
             running.fx_line_tables.pop(module, None)
+
+
+def is_piece(module: Any) -> bool:
+    """Whether `module` is a GraphModule ThunderFX made (a piece of a Dynamo graph, or inside one)."""
+    running = capture.ACTIVE
+    return running is not None and isinstance(module, GraphModule) and module in running.fx_contexts
 
 
 def node_at(module: Any, code: Any, line: int) -> FxNode | None:
@@ -117,16 +126,22 @@ def node_info(node: Node, context: GraphContext | None = None) -> FxNode:
     """The user's frames and the original module of `node`, from its metadata."""
     meta = node.meta
     frames = parse_stack_trace(meta.get("stack_trace"))
-    module = module_type = None
+    module = module_type = module_file = None
     stack = meta.get("nn_module_stack")
-    entry = list(stack.values())[-1] if isinstance(stack, dict) and stack else None  # innermost
+    entries = list(stack.values()) if isinstance(stack, dict) else []  # outermost first
+    entry = entries[-1] if entries else None
     if isinstance(entry, tuple) and len(entry) == 2:
         base, path = split_module_path(str(entry[0]))
         module = context.join(path) if context is not None and base == "L['self']" else path
         module_type = _type_name(entry[1])
+        classes = [e[1] for e in reversed(entries) if isinstance(e, tuple) and len(e) == 2 and isinstance(e[1], type)]
+        if context is not None and context.root_class is not None and base == "L['self']":
+            classes.append(context.root_class)  # the traced frame's `self`, above the graph's modules
+        module_file = module_file_of(classes)
     elif context is not None and context.root_type is not None:
         module, module_type = context.prefix, context.root_type
-    return FxNode(node.name, frames, module, module_type)
+        module_file = module_file_of([context.root_class]) if context.root_class is not None else None
+    return FxNode(node.name, frames, module, module_type, module_file)
 
 
 def _type_name(cls: Any) -> str:

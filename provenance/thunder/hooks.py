@@ -27,7 +27,7 @@ from typing import Any
 from provenance.record import Kind, of
 from provenance.scope import current_span
 from provenance.session import SESSION
-from provenance.thunder import distributed, emit, passes, phases, profiling, thunderfx
+from provenance.thunder import distributed, emit, fx_compile, passes, phases, profiling, thunderfx
 from provenance.thunder.capture import Capture
 from provenance.thunder.compat import api
 from provenance.thunder.printing import printed_ops
@@ -169,17 +169,42 @@ def _set_current_source_location(orig: Callable) -> Callable:
         orig(self, filename, positions)
         try:
             check_fault("source_location")
-            state = current_compile()
-            if state.disabled:
-                return
-            self.__dict__[TRACE_SOURCE_ATTR] = (
-                state.stack.current(current_span()) if filename is not None else None
-            )
-            state.acquiring = self
+            _locate(self, filename is not None)
         except Exception as exc:
             fail("source_location", exc)
 
     return set_current_source_location
+
+
+def _locate(trace: TraceCtx, located: bool = True) -> None:
+    """The interpreter is at a new user op: what it binds next gets the record of its stack."""
+    state = current_compile()
+    if state.disabled:
+        return
+    trace.__dict__[TRACE_SOURCE_ATTR] = state.stack.current(current_span()) if located else None
+    state.acquiring = trace
+
+
+_Proxy, _unwrap, _get_tracectx = T.Proxy, T.unwrap, T.tracectx_var.get
+
+
+def _compare_op(orig: Callable) -> Callable:
+    """Thunder's COMPARE_OP handler runs `a <= b` on the proxies uninterpreted (no lookaside sets
+    the source location): the op took the line of the op before it, or none as a function's first
+    op. Here the comparison of a proxy is located first (Thunder's own `# file:line` comment stays
+    as Thunder wrote it)."""
+
+    def compare_op_handler(inst: Any, /, stack: Any, **kwargs: Any) -> Any:
+        try:
+            if any(isinstance(_unwrap(v), _Proxy) for v in stack.getitem_wrapped(slice(-2, None))):
+                trace = _get_tracectx(None)
+                if trace is not None:
+                    _locate(trace)
+        except Exception as exc:
+            fail("source_location", exc)
+        return orig(inst, stack=stack, **kwargs)
+
+    return compare_op_handler
 
 
 def _processor_call(orig: Callable) -> Callable:
@@ -499,6 +524,8 @@ def install(running: Capture) -> None:
     patcher.wrap(BoundSymbol, "from_bsym", lambda f: _from_bsym(f, running))
     patcher.wrap(BoundSymbol, "python", _python)
     patcher.wrap(TraceCtx, "set_current_source_location", _set_current_source_location)
+    handlers = T.opcode_handlers
+    patcher.set_item(handlers, "COMPARE_OP", _compare_op(handlers["COMPARE_OP"]))
     patcher.wrap(TraceCtx, "set_provenance", _set_provenance)
     patcher.wrap_attribute(TraceCtx, "bound_symbols", _bound_symbols_property)
     patcher.wrap(TraceSubstitutionProcessor, "__call__", _processor_call)
@@ -510,3 +537,4 @@ def install(running: Capture) -> None:
     distributed.install(patcher)
     phases.install(running)
     thunderfx.install(patcher)
+    fx_compile.install(running)

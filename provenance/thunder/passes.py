@@ -198,5 +198,6 @@ def fusion_of(members: Iterable[Provenance | None]) -> Provenance:
             role=roles.pop() if len(roles) == 1 else None,
             module=modules.pop() if len(modules) == 1 else None,
             module_type=key[0].module_type if len({m.module_type for m in key}) == 1 and key else None,
+            module_file=key[0].module_file if len({m.module_file for m in key}) == 1 and key else None,
         )))
     return found

@@ -65,6 +65,8 @@ class Rejection:
     changes: tuple[tuple[str, str, str], ...]  # (what, cached, now)
     check: str | None  # the prologue statement that raised
     error: str  # Thunder's words: the exception
+    # every input found changed, the one that raised first: (subject, its changes)
+    inputs: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = ()
 
 
 def rejections(entries: list, args: tuple, kwargs: dict, fn: Any,
@@ -83,12 +85,14 @@ def _rejection(entry: Any, args: tuple, kwargs: dict, fn: Any, built_by: Mapping
     try:
         prologue(*args, **kwargs)
     except Exception as exc:
-        return _explain(exc, entry.prologue_traces[-1] if entry.prologue_traces else None, fn, compile_id)
+        return _explain(exc, entry.prologue_traces[-1] if entry.prologue_traces else None, fn, compile_id,
+                        args, kwargs)
     return Rejection(compile_id, "accepted when checked again (the inputs or the environment changed meanwhile)",
                      None, (), None, "")
 
 
-def _explain(exc: Exception, trace: Any, fn: Any, compile_id: int | None) -> Rejection:
+def _explain(exc: Exception, trace: Any, fn: Any, compile_id: int | None, args: tuple = (),
+             kwargs: dict | None = None) -> Rejection:
     error = "".join(traceback.format_exception_only(type(exc), exc)).strip()[:500]
     frame = _prologue_frame(exc)
     if frame is None or trace is None:
@@ -112,11 +116,47 @@ def _explain(exc: Exception, trace: Any, fn: Any, compile_id: int | None) -> Rej
     changes = tuple(_changes(bsym, actual))
     if not changes:
         return Rejection(compile_id, f"{subject}: {error}", subject, (), line, error)
-    detail = ", ".join(f"{what} {old} \u2192 {new}" for what, old, new in changes)
-    return Rejection(compile_id, f"{subject}: {detail}", subject, changes, line, error)
+    # The prologue stops at its first failed check: the other inputs' checks are read here.
+    inputs = ((subject, changes), *_other_inputs(trace, paths, args, kwargs, bsym))
+    reason = "; ".join(f"{who}: " + ", ".join(f"{what} {old} \u2192 {new}" for what, old, new in found)
+                       for who, found in inputs)
+    return Rejection(compile_id, reason, subject, changes, line, error, inputs)
 
 
 _MISSING = object()
+MAX_INPUTS = 32  # changed inputs named per entry
+_CHECKS = frozenset(("check_tensor_metadata", "check_len", "check_number_type_and_value", "check_literal_like",
+                     "check_string_value", "check_slice_value", "check_bool_conversion", "check_none", "check_empty",
+                     "check_type", "check_instance"))
+
+
+def _other_inputs(trace: Any, paths: _Paths, args: tuple, kwargs: dict | None, first: Any) -> list:
+    """(subject, changes) of every other check of the prologue that this call fails: the value
+    each checks is read from the call's own arguments (paths rooted at args or kwargs only)."""
+    roots = {"args": args, "kwargs": kwargs or {}}
+    found: list = []
+    seen = {first.args[0].name}
+    for bsym in trace.bound_symbols:
+        if len(found) >= MAX_INPUTS:
+            break
+        if bsym is first or bsym.sym.name not in _CHECKS or not bsym.args or not isinstance(bsym.args[0], Proxy):
+            continue
+        proxy = bsym.args[0].name
+        if proxy in seen:
+            continue
+        value = paths.value(proxy, roots)
+        if value is _MISSING:
+            continue
+        try:
+            # _changes describes a check known to have failed: keep what differs
+            changes = tuple(c for c in _changes(bsym, value) if c[1] != c[2].split(" (")[0]
+                            and not (bsym.sym.name == "check_none" and value is None))
+        except Exception:  # a user object that does not compare: not a change we can name
+            continue
+        if changes:
+            seen.add(proxy)
+            found.append((paths.get(proxy, proxy), changes))
+    return found
 
 
 def _prologue_frame(exc: BaseException) -> Any:
@@ -237,6 +277,28 @@ class _Paths:
             steps.extend(reversed(step))
             name, seen = parent, seen + 1
         return default
+
+
+    def value(self, name: str, roots: Mapping[str, Any]) -> Any:
+        """The value the proxy `name` unpacks from the call's arguments (`roots`: args and kwargs),
+        or _MISSING (rooted elsewhere, or not there)."""
+        steps: list = []
+        seen = 0
+        while name in self.links and seen < 256:
+            parent, step = self.links[name]
+            if parent is None:
+                if step[0] not in roots:
+                    return _MISSING
+                value = roots[step[0]]
+                try:
+                    for kind, key in reversed(steps):
+                        value = value[key] if kind == "[]" else getattr(value, key)
+                except Exception:  # gone, or a property that raises: nothing to compare
+                    return _MISSING
+                return value
+            steps.extend(reversed(step))
+            name, seen = parent, seen + 1
+        return _MISSING
 
 
 def _paths(trace: Any, fn: Any) -> _Paths:

@@ -20,6 +20,7 @@ from provenance.record import Frame, Kind, Provenance, Span, intern
 from provenance.thunder import fx_source
 from provenance.thunder.compat import api
 from provenance.thunder.frames import frame_of, is_user_code
+from provenance.thunder.frames import module_file as frames_module_file
 
 T = api()  # this Thunder's objects (compat.py)
 get_interpreterruntimectx, unwrap = T.get_interpreterruntimectx, T.unwrap
@@ -69,8 +70,8 @@ class StackReader:
         modules: list[torch.nn.Module] = []
         node: fx_source.FxNode | None = None  # the FX node of the innermost generated frame (ThunderFX)
         for frame, module, line, module_name in reversed(relevant):  # innermost first
-            if module is not None and (not modules or modules[-1] is not module):
-                modules.append(module)
+            if module is not None and (not modules or modules[-1] is not module) and not fx_source.is_piece(module):
+                modules.append(module)  # a ThunderFX piece is Dynamo's GraphModule, not a module of the user's
             if frame.code.co_filename.endswith(_MODULE_PY):
                 continue
             record_frame = frame_of(frame.code.co_filename, line, frame.code.co_qualname, module_name)
@@ -82,9 +83,10 @@ class StackReader:
                     source.extend(node.frames)
                     continue
             source.append(record_frame)
-        module_path = module_type = None
+        module_path = module_type = module_file = None
         if node is not None and node.module_type is not None:
             module_path, module_type = node.module, node.module_type  # the original model's module
+            module_file = node.module_file
         elif modules:
             root, innermost = modules[-1], modules[0]
             names = self._names.get(id(root))
@@ -94,11 +96,13 @@ class StackReader:
                     names.setdefault(id(module), name)  # a shared module keeps its first name
             module_path = names.get(id(innermost))
             module_type = type(innermost).__name__
+            module_file = frames_module_file(type(m) for m in modules)
         return intern(
             Provenance(
                 source=tuple(source),
                 module=module_path,
                 module_type=module_type,
+                module_file=module_file,
                 role=span.role if span is not None else None,
                 span=span,
                 kind=Kind.OP,

@@ -33,7 +33,7 @@ from torch.fx import GraphModule
 from provenance.graphs import DynamoGraph, GraphBreak, Piece, SplitReason
 from provenance.record import Frame
 from provenance.session import SESSION
-from provenance.thunder import capture, emit, fx_source, state
+from provenance.thunder import capture, emit, fx_compile, fx_source, state
 from provenance.thunder.compat import api
 from provenance.thunder.frames import frame_at
 from provenance.thunder.patching import Patcher
@@ -115,16 +115,21 @@ def _compiler_call(orig: Callable) -> Callable:
         context = compile_id = None
         before = len(self.subgraph_infos)
         start_ns = time.time_ns()
+        timer = fx_compile.SplitTimer(start_ns, cursor=start_ns)
         try:
             check_fault("thunderfx")
             context = _graph_context()
             compile_id = _compile_id(gm)
         except Exception as exc:
             fail("thunderfx", exc)
-        result = orig(self, gm, sample_args)
+        token = fx_compile.current_split.set(timer)
+        try:
+            result = orig(self, gm, sample_args)
+        finally:
+            fx_compile.current_split.reset(token)
         try:
             if context is not None and len(self.subgraph_infos) > before:
-                _record(self, self.subgraph_infos[-1], compile_id, context, start_ns)
+                _record(self, self.subgraph_infos[-1], compile_id, context, timer)
         except Exception as exc:
             fail("thunderfx", exc)
         return result
@@ -198,7 +203,7 @@ def _graph_context() -> fx_source.GraphContext:
     prefix = ""
     if isinstance(root, torch.nn.Module) and root is not module:
         prefix = next((name for name, m in root.named_modules(remove_duplicate=False) if m is module), "")
-    return fx_source.GraphContext(prefix=prefix, root_type=type(module).__name__)
+    return fx_source.GraphContext(prefix=prefix, root_type=type(module).__name__, root_class=type(module))
 
 
 def _stack_modules() -> list[tuple[Any, torch.nn.Module]]:
@@ -232,12 +237,14 @@ def _split_reason(reason: Any, nodes: dict[str, Any], context: fx_source.GraphCo
 
 
 def _record(backend: ThunderCompiler, info: Any, compile_id: str | None, context: fx_source.GraphContext,
-            start_ns: int) -> None:
+            timer: fx_compile.SplitTimer) -> None:
+    start_ns = timer.start_ns
     nodes = {n.name: n for n in info.original_graph_module.graph.nodes}
     reasons = tuple(_split_reason(r, nodes, context) for r in info.split_reasons or ())
     original = info.original_split_graph_module  # Thunder's _ThunderSplitGraphModule (before compiling)
     split = info.split_graph_module  # the pieces replaced by their compiled callables
     pieces: list[Piece] = []
+    fallback_graphs: dict[Any, str] = {}  # a fallback's FX graph -> its piece (the inductor compile of it)
     for node in original.split_graph_module.graph.nodes:
         if node.op != "call_module" or not node.name.startswith("submod_"):
             continue
@@ -255,6 +262,8 @@ def _record(backend: ThunderCompiler, info: Any, compile_id: str | None, context
         )
         if fn is not None:
             piece.set_fn(fn)
+            if not thunder_piece and getattr(fn, "graph", None) is not None:
+                fallback_graphs[fn.graph] = name
         if thunder_piece and fn is not None:
             compile_data = thunder.compile_data(fn)
             if compile_data is not None:
@@ -272,8 +281,15 @@ def _record(backend: ThunderCompiler, info: Any, compile_id: str | None, context
             piece.graph = graph
         _graphs.append(graph)
         _by_backend.setdefault(backend, deque(maxlen=MAX_GRAPHS)).append(graph)
+    phases = timer.close(graph.time_ns)
+    fx_compile.name_inductor_phases(timer, fallback_graphs)
+    frame = fx_compile.frame_compile(compile_id)
+    dynamo_start = frame.start_ns if frame is not None and frame.start_ns <= start_ns else None
+    if dynamo_start is not None:  # Dynamo's tracing of the frame, up to the backend call
+        phases.insert(0, ["dynamo_trace", dynamo_start, start_ns, 0, None])
+    fx_compile.graph_made(compile_id, graph.number, graph.time_ns)
     if SESSION.active:
-        emit.dynamo_graph(graph, start_ns)
+        emit.dynamo_graph(graph, start_ns, dynamo_start, phases, frame.recompile if frame is not None else None)
     for listener in list(graph_listeners):
         listener(graph)
 

@@ -94,7 +94,8 @@ def test_the_compile_page_shows_the_reasons_links_and_prologue_diff(shape_dtype_
     by_id = {c["compile"]: c for c in directory["compiles"]}
     assert by_id[c1]["recompile_reason"] is None
     assert by_id[c2]["recompile_reason"] == "tokens: shape [2, 16] \u2192 [2, 8]"
-    assert by_id[c4]["recompile_reason"] == "tokens: dtype float64 \u2192 float32"  # c3's entry, tried first
+    # c3's entry, tried first: both inputs changed, both named
+    assert by_id[c4]["recompile_reason"] == "tokens: dtype float64 \u2192 float32; scale: value 2.0 \u2192 3.0"
 
     page = (out / by_id[c2]["pages"]["compile"]).read_text()
     why = page[page.index('id="why"'):page.index("</section>", page.index('id="why"'))]
@@ -113,7 +114,8 @@ def test_the_compile_page_shows_the_reasons_links_and_prologue_diff(shape_dtype_
     index = (out / "index.html").read_text()  # the "recompiled" chip's hover: a title, no script needed
     chip = re.search(rf'<a class="cref [^"]*rc" href="compiles/log0-c{c2}.html" title="([^"]*)"', index)
     assert chip and chip.group(1).endswith("recompiled: tokens: shape [2, 16] \u2192 [2, 8]")
-    assert 'title="recompile 3 of this function: tokens: dtype float64 \u2192 float32"' in index
+    assert ('title="recompile 3 of this function: tokens: dtype float64 \u2192 float32; '
+            'scale: value 2.0 \u2192 3.0"') in index
 
 
 class Scaled(torch.nn.Module):
@@ -239,3 +241,37 @@ def test_otel_compile_span_carries_the_reason():
     assert attributes["thunder.recompile.reason"] == "scale: value 2.0 \u2192 3.0"
     assert list(attributes["thunder.recompile.reasons"]) == ["scale: value 2.0 \u2192 3.0"]
     assert attributes["thunder.recompile.diverged_from"] == attributes["thunder.compile_id"] - 1
+
+
+class _Loss(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(16, 4)
+
+    def forward(self, idx, targets):
+        return torch.nn.functional.cross_entropy(self.emb(idx).view(-1, 4), targets.view(-1))
+
+
+def test_every_changed_input_is_named(tmp_path):
+    """The prologue raises at its first failed check; the others are read too: a sequence-length
+    change names `targets` as well as `idx`, on the record and on the page."""
+    jm = thunder.jit(_Loss())
+
+    def run():
+        for length in (8, 4):
+            jm(torch.randint(0, 4, (2, length)), torch.randint(0, 4, (2, length)))
+
+    records = _logged(tmp_path, run)
+    (rc,) = [r for r in records if r["type"] == "recompile"]
+    assert schema.problems(rc) == []
+    assert rc["reason"] == "idx: shape [2, 8] \u2192 [2, 4]; targets: shape [2, 8] \u2192 [2, 4]"
+    (entry,) = rc["rejected"]
+    assert entry["subject"] == "idx"  # the check that raised
+    assert entry["inputs"] == [{"subject": "idx", "changes": [["shape", "[2, 8]", "[2, 4]"]]},
+                               {"subject": "targets", "changes": [["shape", "[2, 8]", "[2, 4]"]]}]
+    out = tmp_path / "report"
+    assert report_main(["report", str(tmp_path / "logs"), "-o", str(out), "--no-browser"]) == 0
+    directory = orjson.loads((out / "compile_directory.json").read_bytes())
+    (second,) = [c for c in directory["compiles"] if c["recompile_reason"]]
+    why = (out / second["pages"]["compile"]).read_text()
+    assert re.search(r"<code>targets</code></b>\s*shape <code>\[2, 8\]</code> &rarr; <code>\[2, 4\]</code>", why)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import models
 import pytest
+import torch
 
 import exporters.otel
 import provenance
@@ -129,3 +130,23 @@ def test_usercode_imports_nothing_heavy():
     code = "import sys, provenance.usercode; print(sorted(m for m in ('torch', 'thunder') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+
+
+class _Outer(torch.nn.Module):
+    pass
+
+
+class _Inner(torch.nn.Module):
+    pass
+
+
+def test_the_module_line_file_skips_building_blocks_from_other_files():
+    from provenance.thunder.frames import module_file
+
+    here, there = os.path.abspath(__file__), sys.modules[models.Net.__module__].__file__
+    assert module_file([_Inner, _Outer]) == here  # the innermost, in its parent's file
+    assert module_file([torch.nn.Linear, _Inner, _Outer]) == here  # library layers are never it
+    assert module_file([models.Net, _Inner, _Outer]) == here  # a layer from another file: its parent's
+    assert module_file([models.Net]) == there  # nothing above it: its own
+    assert module_file([_Inner, models.Net]) == there  # the file of the nearest user module above decides
+    assert module_file([torch.nn.Linear]) is None and module_file([]) is None

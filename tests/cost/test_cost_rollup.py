@@ -139,13 +139,13 @@ def test_merged_rollups_of_separate_compiles_are_the_rollup_of_all():
     a = profile([(L10, 10), (fused, 7), (BOOK, 1)], [(grad(L10), 20), (recompute(L11), 4)], calls=3, compile_id=1)
     b = profile([(L10, 5), (L12, 9), (fused, 2)], [(grad(L12), 8)], between=(3, 1), calls=2, compile_id=2)
     c = profile([(L20, 4)], [], calls=1, compile_id=3)
-    for by in ("line", "module", "role", "kind", "op"):
+    for by in ("line", "module_line", "module", "role", "kind", "op"):
         parts = [(rollup([p], by), summary([p])["wall_ns"]) for p in (a, b, c)]
         assert merge(parts) == rollup([a, b, c], by), by
 
 
 def test_a_bad_request_is_a_clear_error():
-    with pytest.raises(ValueError, match="choose one of line, module, role, kind, op"):
+    with pytest.raises(ValueError, match="choose one of line, module_line, module, role, kind, op"):
         rollup([], "file")
     with pytest.raises(ValueError, match="op times for 1 ops"):
         TraceProfile(FORWARD, (Op(0, "x", None, 0),)).add(ProfiledCall(1, 1, FORWARD, "cpu", 5, (1, 2)))
@@ -156,3 +156,22 @@ def test_the_rollup_modules_do_not_import_torch_or_thunder():
             "print(sorted(m for m in ('torch', 'thunder') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+
+
+def helper_op(helper_line: int, module_line: int | None) -> Provenance:
+    """An op made in a helper (helpers.py) called from line `module_line` of model.py's module."""
+    frames = (Frame("/src/helpers.py", helper_line, "attention"), Frame(FILE, module_line or 1, "Attention.forward"))
+    return intern(Provenance(source=frames, module="blocks.0.attn", module_type="Attention",
+                             module_file=FILE if module_line is not None else None))
+
+
+def test_by_module_line_charges_a_helpers_ops_to_the_modules_line():
+    a, b = helper_op(5, 30), helper_op(6, 30)
+    other = helper_op(7, None)  # no module line known: its user line stands for it
+    p = profile([(a, 100), (b, 200), (other, 40), (L10, 7)], [(grad(a), 300)])
+    by_line = rows_by_key(rollup([p], "line"))
+    assert set(by_line) >= {"/src/helpers.py:5", "/src/helpers.py:6", "/src/helpers.py:7", f"{FILE}:10"}
+    rows = rows_by_key(rollup([p], "module_line"))
+    assert rows[f"{FILE}:30"].forward_ns == 300 and rows[f"{FILE}:30"].backward_ns == 300
+    assert rows["/src/helpers.py:7"].forward_ns == 40 and rows[f"{FILE}:10"].forward_ns == 7
+    assert "/src/helpers.py:5" not in rows and rows[f"{FILE}:30"].label == "model.py:30"

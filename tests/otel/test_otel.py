@@ -176,3 +176,44 @@ def test_thunderfx_graphs_arrive_as_a_span_per_graph_with_a_child_per_piece(coll
     assert compiles["thunder.compile [0/0] thunder_0"]["parent"] == pieces["thunder_0"]["id"]
     assert compiles["thunder.compile [0/0] thunder_2"]["parent"] == pieces["thunder_2"]["id"]
     assert all(x["trace"] == first["trace"] for x in [*pieces.values(), compiles["thunder.compile [0/0] thunder_0"]])
+
+
+def test_a_dynamo_recompile_arrives_with_its_reason_and_the_graphs_phases(collector, tmp_path):
+    """tests/support/fx_recompile.py (the sequence length changes): graph [0/1]'s span says why
+    Dynamo compiled again, in the user's terms; each graph's span has a child per named phase:
+    those up to the backend's return within it, the later ones (Dynamo's finish, each Thunder
+    piece's compile at its first call) after it, in order (a span cannot be reopened)."""
+    import fx_recompile
+
+    before = len(collector.sink.spans)
+    _run([sys.executable, fx_recompile.__file__], THUNDER_TRACE=str(tmp_path),
+         OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint, OTEL_SERVICE_NAME="fx-recompile")
+
+    def mine(sink) -> list[dict]:
+        return [x for x in sink.spans[before:] if x["resource"].get("service.name") == "fx-recompile"]
+
+    def graph(spans, label):
+        return next((x for x in spans if x["name"] == f"thunder.dynamo_graph {label}"), None)
+
+    def complete(sink) -> bool:
+        spans = mine(sink)
+        return all(graph(spans, label) is not None for label in ("[0/0]", "[0/1]")) and sum(
+            x["name"] == "thunder.dynamo_phase thunder_compile" for x in spans) >= 2
+
+    assert collector.sink.wait_for(complete)
+    spans = mine(collector.sink)
+    first, second = graph(spans, "[0/0]"), graph(spans, "[0/1]")
+    assert "thunder.dynamo.recompile.reason" not in first["attributes"]
+    reason = second["attributes"]["thunder.dynamo.recompile.reason"]
+    assert "tokens" in reason and "16" in reason and "8" in reason, reason
+    assert any("size mismatch at index 1" in g for g in second["attributes"]["thunder.dynamo.recompile.guards"])
+    for g in (first, second):
+        phases = [x for x in spans if x["parent"] == g["id"] and x["name"].startswith("thunder.dynamo_phase")]
+        names = {p["attributes"]["thunder.phase"] for p in phases}
+        assert {"dynamo_trace", "split", "thunder_compile"} <= names, names
+        for p in phases:
+            assert p["trace"] == g["trace"] and g["start"] <= p["start"] <= p["end"], p
+            if p["attributes"]["thunder.phase"] in ("dynamo_trace", "split", "inductor_compile"):
+                assert p["end"] <= g["end"], p
+            else:
+                assert p["start"] >= g["end"], p

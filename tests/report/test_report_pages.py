@@ -96,5 +96,5 @@ def test_the_script_data_has_every_key_report_js_reads(tmp_path):
         frames = [f for info in infos for f in [*info["st"], *([info["f"]] if info["f"] else [])]]
         assert frames and all(str(f[0]) in data["paths"] and len(f) == 5 for f in frames)
     assert set(ProvInfo.__dataclass_fields__) - {"_compact", "script_json"} == {
-        "id", "kind", "header", "module", "module_type", "user_frame", "stack", "lineage", "role", "role_color",
-        "scope", "derived_from", "members"}  # a new field needs its compact key (and report.js) too
+        "id", "kind", "header", "module", "module_type", "user_frame", "module_frame", "stack", "lineage", "role",
+        "role_color", "scope", "derived_from", "members"}  # a new field needs its compact key (and report.js) too

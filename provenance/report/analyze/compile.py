@@ -217,6 +217,8 @@ class CompileBuilder:
         seconds = as_float(closing.get("seconds"))
         if seconds is None and end_ns is not None and self.start_ns is not None:
             seconds = (end_ns - self.start_ns) / 1e9
+        if seconds is not None:  # the fusion executors' compiles at the first call are the compile's too
+            seconds += sum(e.end_ns - e.start_ns for e in self.executor_compiles) / 1e9
         final_views = [self.latest[name] for name in ("computation", "backward") if name in self.latest]
         if not final_views:  # no trace reached the log (a failed compile): no source view
             self.pages = CompilePages(self.pages.compile, None)

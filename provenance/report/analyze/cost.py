@@ -93,6 +93,7 @@ def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Proven
     wall, calls = totals["wall_ns"], totals["calls"]
     texts = line_texts([profile])
     by_line = rollup([profile], "line")
+    by_module_line = rollup([profile], "module_line")
     by_module = rollup([profile], "module")
     by_role = rollup([profile], "role")
     by_kind = rollup([profile], "kind")
@@ -105,6 +106,8 @@ def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Proven
         traces=[(name, _ms(t.wall_ns, t.calls), t.calls) for name, t in profile.traces.items()],
         coverage=totals["coverage"], between_ms=_ms(totals["between_ns"], calls),
         lines=[_time_row(r, texts) for r in by_line[:TOP_LINES]], more_lines=max(0, len(by_line) - TOP_LINES),
+        module_lines=([_time_row(r, texts) for r in by_module_line[:TOP_LINES]]
+                      if {r.key for r in by_module_line} != {r.key for r in by_line} else []),
         modules=[_time_row(r, types) for r in modules], roles=[_time_row(r, {}) for r in by_role],
         kinds=[_time_row(r, {}) for r in by_kind], icicle=boxes, icicle_depth=depth)
     lines: dict[tuple[str, int], LineTime] = {}

@@ -14,13 +14,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from provenance.events import MAX_PHASES
 from provenance.record import user_frame
 from provenance.report.analyze.compile import frames_of
+from provenance.report.analyze.phases import phase_view, phases_of
 from provenance.report.model import (
     CompileSummary,
+    DynamoRecompileView,
     FxRun,
     GraphBreakView,
     GraphView,
+    GuardFailureView,
     PieceView,
     SourceFileView,
     SplitView,
@@ -56,6 +60,24 @@ def _split(data: Any) -> SplitView | None:
                      info=_text(data.get("info")), exception=_opt(data.get("exception")), node=_opt(data.get("node")),
                      frame=user_frame(frames), module=_opt(data.get("module")),
                      module_type=_opt(data.get("module_type")))
+
+
+def _changes(raw: Any) -> list[tuple[str, str, str]]:
+    return [(str(c[0])[:200], str(c[1])[:200], str(c[2])[:200]) for c in (raw if isinstance(raw, list) else [])[:64]
+            if isinstance(c, list) and len(c) == 3]
+
+
+def _recompile(data: Any) -> DynamoRecompileView | None:
+    """dynamo_graph.recompile -> the view (None when absent or not an object)."""
+    if not isinstance(data, dict):
+        return None
+    raw = data.get("failures") if isinstance(data.get("failures"), list) else []
+    failures = [GuardFailureView(_opt(f.get("entry")), _opt(f.get("subject")), _changes(f.get("changes")),
+                                 _text(f.get("reason")), _text(f.get("guard")))
+                for f in raw[:64] if isinstance(f, dict)]
+    function, call = frames_of([data.get("function")]), frames_of([data.get("call")])
+    return DynamoRecompileView(_text(data.get("reason")) or "(no reason in the log)", function[0] if function else None,
+                               call[0] if call else None, failures, as_int(data.get("more")) or 0)
 
 
 class FxGraphs:
@@ -108,7 +130,16 @@ class FxGraphs:
             compile_id=_opt(data.get("compile_id")), start_ns=as_int(data.get("start_ns")),
             time_ns=as_int(data.get("time_ns")), pieces=pieces, reasons=reasons,
             dropped_pieces=max(0, len(data.get("pieces") or []) - MAX_PIECES) if isinstance(data.get("pieces"), list)
-            else 0)
+            else 0, dynamo_start_ns=as_int(data.get("dynamo_start_ns")), recompile=_recompile(data.get("recompile")))
+        self.graph_phases(log, {"graph": number, "phases": data.get("phases")})
+
+    def graph_phases(self, log: RunLog, data: dict) -> None:
+        """Phases of a graph's compile (its dynamo_graph's, or a later graph_phases record)."""
+        graph = self._graphs.get((log.index, as_int(data.get("graph"))))
+        if graph is None or not isinstance(data.get("phases"), list):
+            return  # a graph not kept (or not logged): nothing to add them to
+        _, found = phases_of({"start_ns": 0, "end_ns": 0, "phases": data["phases"][:MAX_PHASES]})
+        graph.phases.extend(found[:max(0, MAX_PHASES - len(graph.phases))])
 
     def graph_break(self, log: RunLog, data: dict) -> None:
         if len(self._breaks) >= MAX_BREAKS:
@@ -142,6 +173,19 @@ class FxGraphs:
                         entry[1:4] = [], [], []
 
     # -- the end of the run -------------------------------------------------------------------
+    def timed_graphs(self) -> list[GraphView]:
+        """The graphs with a whole-compile timing (their phases in time order, from Dynamo's
+        start, else the first phase, to the last piece compiled); for Perfetto and the pages."""
+        timed = []
+        for graph in self._graphs.values():
+            if not graph.phases:
+                continue
+            graph.phases.sort(key=lambda p: (p.start_ns, p.depth))
+            start = min(graph.phases[0].start_ns, graph.dynamo_start_ns or graph.phases[0].start_ns)
+            graph.timing = phase_view((start, max(p.end_ns for p in graph.phases)), graph.phases, [])
+            timed.append(graph)
+        return timed
+
     def finish(self, sources: SourceCache) -> FxRun | None:
         if not self._graphs and not self._breaks:
             return None
@@ -159,6 +203,7 @@ class FxGraphs:
             piece = next((p for p in graph.pieces if p.name == name), None) if graph is not None else None
             if summary is not None and piece is not None:
                 piece.compiles.append(summary)
+        self.timed_graphs()
         for graph in graphs:
             for piece in graph.pieces:
                 piece.compiles.sort(key=lambda s: (as_int(s.compile) is None, as_int(s.compile) or 0, s.key))

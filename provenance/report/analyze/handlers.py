@@ -198,6 +198,13 @@ class DynamoGraph(Handler):
         run.fx.graph(file.log, record.data)
 
 
+class GraphPhases(Handler):
+    type, route = "graph_phases", Route.RUN
+
+    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+        run.fx.graph_phases(file.log, record.data)
+
+
 class GraphBreak(Handler):
     type, route = "graph_break", Route.RUN
 
@@ -234,8 +241,8 @@ class ProfileCall(Handler):
 def default_handlers() -> list[Handler]:
     """Every event type's handler, one each."""
     return [Header(), Prov(), Span(), SpanEnd(), CompileStart(), Trace(), Phases(), Recompile(), CompileEnd(),
-            CompileError(), CaptureDisabled(), ExecutorCompile(), Calls(), DynamoGraph(), GraphBreak(), Library(),
-            ProfileOps(), ProfileCall()]
+            CompileError(), CaptureDisabled(), ExecutorCompile(), Calls(), DynamoGraph(), GraphPhases(), GraphBreak(),
+            Library(), ProfileOps(), ProfileCall()]
 
 
 def registry(handlers: list[Handler]) -> dict[str, Handler]:

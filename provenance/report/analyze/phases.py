@@ -18,8 +18,13 @@ GROUPS = {
     "split_forward_backward": "autograd", "transform_for_execution": "executors", "executor_claiming": "executors",
     "fusion": "executors", "rematerialization": "executors", "torch_compile_setup": "executors",
     "update_fusion_call_ctx": "executors", "codegen": "codegen", "provenance": "provenance",
+    "executor_compile": "executors",
+    # a Dynamo graph's whole compile (ThunderFX)
+    "dynamo_trace": "dynamo", "dynamo_finish": "dynamo", "split": "split", "inductor_compile": "inductor",
+    "inductor_backward": "inductor", "thunder_compile": "thunder",
 }
-GROUP_ORDER = ("cache", "tracing", "transform", "pass", "autograd", "executors", "codegen", "provenance", "other")
+GROUP_ORDER = ("dynamo", "split", "inductor", "thunder", "cache", "tracing", "transform", "pass", "autograd",
+               "executors", "codegen", "provenance", "other")
 
 
 def phases_of(record: dict | None) -> tuple[tuple[int, int] | None, list[Phase]]:
@@ -54,8 +59,8 @@ def executor_compile(record: dict) -> ExecutorCompile | None:
 
 def phase_view(window: tuple[int, int] | None, phases: list[Phase],
                executor_compiles: list[ExecutorCompile]) -> PhaseView | None:
-    """The pipeline bar (top-level phases and the gaps between them, as "other"), the phase
-    table, and the time by group."""
+    """The pipeline bar (top-level phases and the gaps between them, as "other", then each
+    executor compile at the first call), the phase table, and the time by group."""
     if window is None or not phases:
         return None
     start, end = window
@@ -78,6 +83,14 @@ def phase_view(window: tuple[int, int] | None, phases: list[Phase],
     scattered += max(0, end - cursor)
     if scattered:
         segments.append(Phase("other", end - scattered, end, 0, "the gaps between phases", "other"))
+    for e in sorted(executor_compiles, key=lambda e: e.start_ns):
+        # a fusion compiled at the first call, after the window: counted in the compile's time (the
+        # generated code running between is not)
+        compiled = Phase("executor_compile", e.start_ns, e.end_ns, 0, f"{e.fusion} ({e.executor})", "executors")
+        segments.append(compiled)
+        phases = [*phases, compiled]
+        by_group["executors"] += e.end_ns - e.start_ns
+        total += e.end_ns - e.start_ns
     by_group["other"] = max(0, total - sum(v for k, v in by_group.items() if k != "other"))
     groups = [PhaseGroup(g, ns / 1e6, 100.0 * ns / total if total else 0.0) for g, ns in by_group.items()
               if ns or g == "other"]

@@ -12,7 +12,7 @@ import zlib
 from typing import Any
 
 from provenance.annotation import header
-from provenance.attribution import line_frame
+from provenance.attribution import line_frame, module_line_frame
 from provenance.record import Provenance
 from provenance.report.model import FrameRef, ProvInfo, StackFrame
 from provenance.report.read.log_file import LogFile
@@ -94,7 +94,8 @@ class ProvTable:
         if info is None:
             self.malformed_ids.add(prov_id)
             info = ProvInfo(id=prov_id, kind=str(raw.get("kind", "?")), header="malformed provenance record",
-                            module=None, module_type=None, user_frame=None, stack=[], lineage=None, role=None,
+                            module=None, module_type=None, user_frame=None, module_frame=None, stack=[],
+                            lineage=None, role=None,
                             role_color=None, scope=None, derived_from=None, members=[])
         self._info[prov_id] = info
         return info
@@ -118,6 +119,7 @@ class ProvTable:
 
     def _describe(self, prov_id: int, raw: dict, record: Provenance) -> ProvInfo:
         user = line_frame(record)  # a backward op shows its forward op's line
+        module_line = module_line_frame(record)
         members = raw.get("members") if isinstance(raw.get("members"), list) else []
         derived = raw.get("derived_from")
         role = None if record.role is None else str(record.role)
@@ -126,6 +128,7 @@ class ProvTable:
             module=None if record.module is None else str(record.module),
             module_type=None if record.module_type is None else str(record.module_type),
             user_frame=self._frame(user) if _valid(user) else None,
+            module_frame=self._frame(module_line) if _valid(module_line) and module_line != user else None,
             stack=[self._frame(f) for f in record.source if _valid(f)],
             lineage=record.lineage if record.transforms else None,
             role=role, role_color=role_color(role),

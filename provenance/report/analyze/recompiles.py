@@ -16,6 +16,7 @@ __all__ = ["recompile_view"]
 
 MAX_DIFF_LINES = 400
 MAX_REJECTED = 64
+MAX_INPUTS = 64  # changed inputs shown per rejected entry
 
 
 def _frame(value: Any) -> StackFrame | None:
@@ -30,11 +31,22 @@ def _rejection(entry: Any, pages: dict) -> Rejection | None:
     if not isinstance(entry, dict):
         return None
     cid = entry.get("compile")
-    changes = [tuple(str(x) for x in c) for c in entry.get("changes") or [] if isinstance(c, list) and len(c) == 3]
+    changes = _changes(entry.get("changes"))
     subject, check = entry.get("subject"), entry.get("check")
+    subject = subject if isinstance(subject, str) else None
+    raw = entry.get("inputs")
+    inputs = [(i["subject"], _changes(i.get("changes"))) for i in (raw if isinstance(raw, list) else [])[:MAX_INPUTS]
+              if isinstance(i, dict) and isinstance(i.get("subject"), str)]
+    if not inputs and subject is not None and changes:  # a log before 1.5: the first input only
+        inputs = [(subject, changes)]
     return Rejection(cid if isinstance(cid, int) else None, pages.get(cid) if isinstance(cid, int) else None,
-                     str(entry.get("reason") or ""), subject if isinstance(subject, str) else None, changes,
-                     check if isinstance(check, str) else None, str(entry.get("error") or ""))
+                     str(entry.get("reason") or ""), subject, changes,
+                     check if isinstance(check, str) else None, str(entry.get("error") or ""), inputs)
+
+
+def _changes(raw: Any) -> list[tuple[str, ...]]:
+    return [tuple(str(x) for x in c) for c in (raw if isinstance(raw, list) else [])[:64]
+            if isinstance(c, list) and len(c) == 3]
 
 
 def recompile_view(record: dict | None, prologue: list[str] | None) -> Recompile | None:

@@ -30,6 +30,7 @@ from provenance.report.model import (
     CompilePages,
     CompileSummary,
     Failure,
+    FxRun,
     LogSummary,
     Problems,
     RoleCount,
@@ -162,6 +163,8 @@ class RunBuilder:
             self._file(log)
         if self.pool is not None:
             self.pool.drain()
+        for graph in self.fx.timed_graphs():
+            self.perfetto.dynamo_graph(graph.log, graph)
         self.perfetto.close()
 
     def _file(self, log: RunLog) -> None:
@@ -319,14 +322,16 @@ class RunBuilder:
     def model(self, files: dict[str, str]) -> RunModel:
         """The run's model, once every log is read; `files`: the report's files by name."""
         self._attach_calls()
+        fx = self.fx.finish(self.source_cache)
         return RunModel(
             logs=[self.log_summaries[log.index] for log in self.logs],
-            ranks=sorted({log.page_label for log in self.logs} - {""}), totals=self._totals(), compiles=self.summaries,
+            ranks=sorted({log.page_label for log in self.logs} - {""}), totals=self._totals(fx),
+            compiles=self.summaries,
             call_sites=self.call_sites.model(), failures=self.failures,
             roles=[RoleCount(r, c, n) for (r, c), n in self.roles.most_common()],
             distributed=compare_ranks(self.logs, self.summaries), problems=self.problems, files=files,
             time=run_time([log.label for log in self.logs], [(s.log, s.time) for s in self.summaries if s.time]),
-            fx=self.fx.finish(self.source_cache))
+            fx=fx)
 
     def _attach_calls(self) -> None:
         by_id = {(s.log, s.compile): s for s in self.summaries if as_int(s.compile) is not None}
@@ -337,7 +342,9 @@ class RunBuilder:
             if mine:  # hits are the function's: listed once, on its first compile
                 min(mine, key=lambda s: (s.index, s.start_ns or 0)).fn_first = True
 
-    def _totals(self) -> Totals:
+    def _totals(self, fx: FxRun | None = None) -> Totals:
+        """The run's figures. Under ThunderFX a graph's compile is more than its Thunder pieces'
+        compiles: Dynamo, the split and the fallbacks' compiles count too (and Dynamo's recompiles)."""
         status = Counter(s.status for s in self.summaries)
         keys = ("ops", "with_provenance", "compute", "compute_with_user_source", "fusions")
         final = dict.fromkeys(keys, 0)  # a run without compiles has zero of each
@@ -347,7 +354,8 @@ class RunBuilder:
                 final[k] += value if isinstance(value, int) else 0
         return Totals(compiles=len(self.summaries), ok=status["ok"], failed=status["failed"],
                       incomplete=status["incomplete"], disabled=status["disabled"],
-                      recompiles=sum(1 for s in self.summaries if s.recompiled),
-                      seconds=sum(s.seconds or 0.0 for s in self.summaries),
+                      recompiles=sum(1 for s in self.summaries if s.recompiled) + (fx.recompiles if fx else 0),
+                      seconds=sum(s.seconds or 0.0 for s in self.summaries)
+                      + (sum(g.seconds_outside_thunder for g in fx.graphs) if fx else 0.0),
                       cache_hits=sum(c.hits or 0 for c in self.calls), calls=sum(c.calls or 0 for c in self.calls),
                       **asdict(coverage(final)), bytes=self.bytes_read, logs=len(self.logs))

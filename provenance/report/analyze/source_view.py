@@ -51,11 +51,21 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
         quoted[path].setdefault(frame.line, frame.text)
         return [files[path], frame.line]
 
+    # prov id -> the lines an op counts at: its user line, and its module line where that differs
+    # (a line of modeling_llama.py lights up the ops made through it in a helper)
+    direct_keys: dict[int, list[tuple[int, int]]] = {}
     for prov_id, info in provs.items():
         frames = table.user_frames(info)
         if frames:
             keys[prov_id] = [key_of(f) for f in frames]
             wanted[paths[frames[0].path]].add(frames[0].line)
+            direct_keys[prov_id] = [tuple(keys[prov_id][0])]
+            if info.module_frame is not None:
+                module_key = key_of(info.module_frame)
+                wanted[paths[info.module_frame.path]].add(info.module_frame.line)
+                if module_key not in keys[prov_id]:
+                    keys[prov_id].insert(1, module_key)
+                direct_keys[prov_id].append(tuple(module_key))
     counts: dict[tuple[int, int], list[int]] = {}
     path_of = {index: path for path, index in files.items()}
     panes = []
@@ -67,10 +77,10 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
             if info is None or info.kind == Kind.BOOKKEEPING:
                 continue
             if info.kind == Kind.FUSION:
-                direct = {tuple(keys[m][0]) for m in info.members if m in keys}
+                direct = {k for m in info.members for k in direct_keys.get(m, ())}
                 column = 2
             else:
-                direct = {tuple(keys[prov][0])} if prov in keys else set()
+                direct = set(direct_keys.get(prov, ()))
                 column = slot
             for key in direct:
                 counts.setdefault(key, [0, 0, 0])[column] += 1

@@ -64,6 +64,7 @@ class ProvInfo:
     module: str | None
     module_type: str | None
     user_frame: FrameRef | None  # where the user's code made it (a backward op: its forward op's line)
+    module_frame: FrameRef | None  # its module line, where that is not `user_frame` (record.module_frame)
     stack: list[FrameRef]  # innermost first
     lineage: str | None  # e.g. grad(row_parallel(op))
     role: str | None  # distributed role
@@ -83,6 +84,7 @@ class ProvInfo:
             self._compact = {
                 "id": self.id, "k": self.kind, "h": self.header, "m": self.module, "mt": self.module_type,
                 "f": None if self.user_frame is None else list(self.user_frame),
+                "ml": None if self.module_frame is None else list(self.module_frame),
                 "st": [list(f) for f in self.stack], "lin": self.lineage, "r": self.role, "rc": self.role_color,
                 "sp": self.scope, "d": self.derived_from, "mem": self.members}
         return self._compact
@@ -385,6 +387,8 @@ class Rejection:
     changes: list[tuple[str, str, str]]  # (what, cached, now)
     check: str | None  # the prologue statement that raised
     error: str
+    # every input found changed, `subject` first: (subject, its changes)
+    inputs: list[tuple[str, list[tuple[str, str, str]]]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

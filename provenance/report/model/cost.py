@@ -93,6 +93,7 @@ class CompileTime:
     between_ms: float
     lines: list[TimeRow]
     more_lines: int
+    module_lines: list[TimeRow]  # by module line; empty where every op's is its user line
     modules: list[TimeRow]
     roles: list[TimeRow]
     kinds: list[TimeRow]

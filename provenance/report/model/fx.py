@@ -6,9 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from provenance.report.model.core import CompileSummary, SourceFileView, StackFrame
+from provenance.report.model.core import CompileSummary, Phase, PhaseView, SourceFileView, StackFrame
 
-__all__ = ["FxRun", "GraphBreakView", "GraphView", "PieceView", "SplitView"]
+__all__ = ["DynamoRecompileView", "FxRun", "GraphBreakView", "GraphView", "GuardFailureView", "PieceView",
+           "SplitView"]
+
+# Phases of a graph's compile that are its Thunder pieces' own compiles (counted with the compiles)
+THUNDER_PHASES = frozenset({"thunder_compile"})
 
 
 @dataclass(slots=True)
@@ -53,6 +57,28 @@ class GraphBreakView:
 
 
 @dataclass(slots=True)
+class GuardFailureView:
+    """One guard of a cached Dynamo entry that the call failed."""
+
+    entry: str | None  # the entry's compile id ("0/0")
+    subject: str | None  # what changed, as the user wrote it
+    changes: list[tuple[str, str, str]]  # (what, cached, now)
+    reason: str
+    guard: str  # torch's words
+
+
+@dataclass(slots=True)
+class DynamoRecompileView:
+    """Why Dynamo compiled the graph's frame again."""
+
+    reason: str
+    function: StackFrame | None  # the function Dynamo compiled again
+    call: StackFrame | None  # the user's line of the call
+    failures: list[GuardFailureView]
+    more: int
+
+
+@dataclass(slots=True)
 class GraphView:
     key: str  # unique in the report: its page's name
     log: int
@@ -70,6 +96,20 @@ class GraphView:
     # every Thunder piece; "fx": row id -> "fallback" and/or "break" (a line that ran in torch, broke the graph)
     marks: dict[str, dict[str, Any]] = field(default_factory=dict)
     dropped_pieces: int = 0
+    dynamo_start_ns: int | None = None  # Dynamo's start of the frame's compile
+    phases: list[Phase] = field(default_factory=list)  # the whole compile's, as logged (time order at finish)
+    timing: PhaseView | None = None  # made by FxGraphs.finish(): the pipeline bar of the whole compile
+    recompile: DynamoRecompileView | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        """The whole compile: its named phases (Dynamo, the split, every piece's compile)."""
+        return sum(p.ms for p in self.phases if p.depth == 0) / 1e3 if self.phases else None
+
+    @property
+    def seconds_outside_thunder(self) -> float:
+        """What the run's compile time lacks without this graph: all but its Thunder compiles."""
+        return sum(p.ms for p in self.phases if p.depth == 0 and p.name not in THUNDER_PHASES) / 1e3
 
     @property
     def page(self) -> str:
@@ -108,6 +148,11 @@ class FxRun:
         return sum(len(g.pieces) for g in self.graphs)
 
     @property
+    def recompiles(self) -> int:
+        """Dynamo's recompiles: graphs of a frame compiled again."""
+        return sum(1 for g in self.graphs if g.recompile is not None)
+
+    @property
     def fallbacks(self) -> list[tuple[GraphView, PieceView]]:
         return [(g, p) for g in self.graphs for p in g.pieces if not p.thunder]
 
@@ -120,7 +165,11 @@ class FxRun:
         return {
             "graphs": [{
                 "key": g.key, "log": g.log, "rank_label": g.rank_label, "graph": g.number, "compile_id": g.compile_id,
-                "page": g.page, "start_ns": g.start_ns, "end_ns": g.time_ns,
+                "page": g.page, "start_ns": g.start_ns, "end_ns": g.time_ns, "dynamo_start_ns": g.dynamo_start_ns,
+                "seconds": g.seconds, "covered_pct": g.timing.covered_pct if g.timing is not None else None,
+                "phases": [{"name": p.name, "detail": p.detail, "start_ns": p.start_ns, "end_ns": p.end_ns}
+                           for p in g.phases if p.depth == 0],
+                "recompile_reason": g.recompile.reason if g.recompile is not None else None,
                 "pieces": [{"name": p.name, "compiler": p.compiler, "nodes": p.nodes,
                             "compiles": [c.key for c in p.compiles],
                             "reasons": [{"kind": r.kind, "node": r.node, "info": r.info, "line": where(r.frame)}

@@ -303,7 +303,7 @@ class LogFile:
                 return None
             built = self._built[prov_id] = intern(Provenance(
                 source=tuple(Frame(*frame) for frame in data.get("source") or ()),
-                module=data.get("module"), module_type=data.get("module_type"),
+                module=data.get("module"), module_type=data.get("module_type"), module_file=data.get("module_file"),
                 transforms=tuple(data.get("transforms") or ()), role=data.get("role"),
                 span=self.span(data.get("span")), derived_from=self.provenance(data.get("derived_from")),
                 members=tuple(m for m in map(self.provenance, data.get("members") or ()) if m is not None),

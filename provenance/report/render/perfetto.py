@@ -17,12 +17,13 @@ from typing import IO, Any
 
 import orjson
 
-from provenance.report.model import CompileSummary, ExecutorCompile
+from provenance.report.model import CompileSummary, ExecutorCompile, GraphView
 
 __all__ = ["PERFETTO_FILE", "PerfettoWriter"]
 
 PERFETTO_FILE = "perfetto_trace.json"
-COMPILES, EXECUTORS, SCOPES = 1, 2, 3  # thread ids: compiles with their phases nested, executor compiles, scopes
+# thread ids: compiles with their phases nested, executor compiles, scopes, Dynamo graphs' whole compiles
+COMPILES, EXECUTORS, SCOPES, GRAPHS = 1, 2, 3, 4
 
 
 class PerfettoWriter:
@@ -41,7 +42,7 @@ class PerfettoWriter:
         self._emit({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
         self._emit({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
         for tid, thread in ((COMPILES, "compiles and their phases"), (EXECUTORS, "executor compiles (first call)"),
-                            (SCOPES, "provenance scopes")):
+                            (SCOPES, "provenance scopes"), (GRAPHS, "Dynamo graphs: the whole compile (ThunderFX)")):
             self._emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": thread}})
 
     def compile(self, pid: int, c: CompileSummary) -> None:
@@ -79,6 +80,21 @@ class PerfettoWriter:
         if c.status == "failed" and c.end_ns is not None:
             self._emit({"ph": "i", "s": "t", "name": "compile error", "cat": "error", "pid": pid, "tid": COMPILES,
                         "args": c.error or {}}, c.end_ns)
+
+    def dynamo_graph(self, pid: int, g: GraphView) -> None:
+        """A Dynamo graph's whole compile, Dynamo's start to the last piece compiled, its phases nested."""
+        if g.timing is None:
+            return
+        args = {"graph": g.number, "compile_id": g.compile_id, "page": g.page, "seconds": g.seconds,
+                "covered_pct": round(g.timing.covered_pct, 1)}
+        if g.recompile is not None:
+            args["recompile_reason"] = g.recompile.reason
+        self._emit({"ph": "X", "name": f"Dynamo graph {g.label}", "cat": "dynamo_graph", "pid": pid, "tid": GRAPHS,
+                    "args": args}, g.timing.start_ns, int(g.timing.window_ms * 1e6))
+        for phase in g.phases:
+            self._emit({"ph": "X", "name": phase.label, "cat": f"phase.{phase.group}", "pid": pid, "tid": GRAPHS,
+                        "args": {"phase": phase.name, "detail": phase.detail, "graph": g.label}},
+                       phase.start_ns, phase.end_ns - phase.start_ns)
 
     def executor_compile(self, pid: int, compile_id: Any, e: ExecutorCompile) -> None:
         self._emit({"ph": "X", "name": f"{e.fusion} ({e.executor})", "cat": "executor_compile", "pid": pid,

@@ -134,6 +134,12 @@
       where.title = paths[info.f[0]];
       row("user line", where);
     }
+    if (info.ml) {
+      var at = h("span");
+      at.append(h("span", "where", base(paths[info.ml[0]]) + ":" + info.ml[1]), " ", h("code", null, info.ml[3]));
+      at.title = paths[info.ml[0]];
+      row("module line", at);
+    }
     row("lineage", info.lin);
     if (info.r) row("role", h("span", "chip role" + info.rc, info.r));
     row("scope", info.sp);

@@ -1,0 +1,129 @@
+"""Real model code (transformers, litgpt; tiny configs, random weights) under each entry point:
+provenance coverage, the compile time the report shows against the measured wall time, and the
+report's size against the log's.
+
+For each model × entry point, one child process traces with THUNDER_TRACE (no code change):
+`compiled = entry(model)`, then two training steps at sequence length 16 and one at 8 (a
+Dynamo recompile under ThunderFX, a Thunder recompile under thunder.jit). The child measures
+the wall time of each step and, from the live records, the share of compute ops (a fusion's
+members, final forward and backward traces of every Thunder piece) whose innermost user frame
+is in the model's file, and whose module line is (docs/capture.md, `module_file`). The parent
+then builds the report of the log and reads what it shows (compile_directory.json).
+
+    python bench/real_models.py [--models litgpt,hf-llama,hf-gpt2] [--entries thunderfx,thunder.jit] [--keep DIR]
+
+Hugging Face models run under ThunderFX only: Thunder 0.2.6's thunder.jit fails on them itself
+(see bench/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HF_ONLY_FX = {"hf-llama", "hf-gpt2"}
+
+_CHILD = """
+import json, sys, time, warnings
+warnings.filterwarnings("ignore")
+sys.path.insert(0, {support!r})
+import torch, thunder, thunder.dynamo
+import real_models
+import provenance
+from provenance import Kind
+from provenance.attribution import line_frame, module_line_frame
+
+builders = {{"litgpt": real_models.litgpt_llama, "hf-llama": real_models.hf_llama, "hf-gpt2": real_models.hf_gpt2}}
+build = builders[sys.argv[1]]
+entry = sys.argv[2]
+torch.manual_seed(0)
+model, step, model_file = build()
+steps = []
+start = time.perf_counter()
+compiled = thunder.dynamo.thunderfx(model) if entry == "thunderfx" else thunder.jit(model)
+for seq in (16, 16, 8):
+    t = start if not steps else time.perf_counter()  # the first step includes entry(model)
+    step(compiled, real_models.ids(seq)).backward()
+    steps.append(time.perf_counter() - t)
+fns = ([p.fn for g in provenance.fx_graphs(compiled) for p in g.pieces if p.thunder]
+       if entry == "thunderfx" else [compiled])
+total = user = module = 0
+for fn in fns:
+    for traces in (thunder.last_traces(fn), thunder.last_backward_traces(fn)):
+        for bsym in traces[-1].bound_symbols if traces else ():
+            record = provenance.of(bsym)
+            if record is None or record.kind == Kind.BOOKKEEPING:
+                continue
+            for r in record.members if record.kind == Kind.FUSION else (record,):
+                total += 1
+                user += (f := line_frame(r)) is not None and f.file == model_file
+                module += (f := module_line_frame(r)) is not None and f.file == model_file
+print(json.dumps({{"steps": steps, "compute": total, "user": user / total, "module_line": module / total,
+                   "model_file": model_file}}))
+"""
+
+
+def _shown(report: Path) -> dict:
+    """What the report shows: compiles, their summed compile seconds, Dynamo graphs' seconds."""
+    directory = json.loads((report / "compile_directory.json").read_text())
+    compiles = [c for process in directory.get("processes", [directory]) for c in process.get("compiles", [])]
+    graphs = [g for process in directory.get("processes", [directory]) for g in process.get("dynamo_graphs", [])]
+    return {"compiles": len(compiles), "compile_s": sum(c.get("seconds") or 0 for c in compiles),
+            "graphs": len(graphs), "graph_s": sum(g.get("seconds") or 0 for g in graphs)}
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
+
+
+def run(model: str, entry: str, work: Path) -> dict:
+    logs, report = work / f"{model}-{entry}", work / f"{model}-{entry}-report"
+    env = dict(os.environ, THUNDER_TRACE=str(logs))
+    child = _CHILD.format(support=str(ROOT / "tests" / "support"))
+    out = subprocess.run([sys.executable, "-c", child, model, entry], env=env, capture_output=True, text=True)
+    if out.returncode:
+        return {"model": model, "entry": entry, "error": out.stderr.strip().splitlines()[-1:]}
+    measured = json.loads(out.stdout.strip().splitlines()[-1])
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "provenance.report.cli", "report", str(logs), "-o", str(report),
+                    "--overwrite", "--no-browser"], check=True, capture_output=True, cwd=ROOT)
+    built = time.perf_counter() - start
+    return {"model": model, "entry": entry, **measured, **_shown(report), "log_bytes": _size(logs),
+            "report_bytes": _size(report), "report_s": built}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default="litgpt,hf-llama,hf-gpt2")
+    parser.add_argument("--entries", default="thunderfx,thunder.jit")
+    parser.add_argument("--keep", type=Path, help="keep the logs and reports here")
+    args = parser.parse_args()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="real-models-"))
+    work.mkdir(parents=True, exist_ok=True)
+    print("| model | entry point | compute ops | at model file: innermost user frame | by module line "
+          "| first step (s) | compile shown (s) | graphs shown (s) | report / log |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for model in args.models.split(","):
+        for entry in args.entries.split(","):
+            if entry == "thunder.jit" and model in HF_ONLY_FX:
+                continue
+            r = run(model, entry, work)
+            if "error" in r:
+                print(f"| {model} | {entry} | failed: {r['error']} |||||||", flush=True)
+                continue
+            print(f"| {model} | {entry} | {r['compute']} | {r['user']:.1%} | {r['module_line']:.1%} "
+                  f"| {r['steps'][0]:.1f} | {r['compile_s']:.1f} ({r['compiles']} compiles) "
+                  f"| {r['graph_s']:.1f} ({r['graphs']} graphs) | {r['report_bytes'] / r['log_bytes']:.2f} "
+                  f"({r['log_bytes'] / 1e6:.1f} MB log) |", flush=True)
+    print(f"logs and reports: {work}")
+
+
+if __name__ == "__main__":
+    main()
