@@ -131,3 +131,52 @@ def test_the_run_table_names_the_model_codes_distributions(model, request):
     assert row == f"model code: transformers {transformers.__version__}"
     (entry,) = orjson.loads((out / "compile_directory.json").read_bytes())["logs"]
     assert entry["libraries"] == {"transformers": transformers.__version__}
+
+
+def test_a_dynamo_recompile_is_explained_and_each_graphs_whole_compile_counted(llama):
+    _logs, out = llama
+    graphs = orjson.loads((out / "compile_directory.json").read_bytes())["dynamo_graphs"]["graphs"]
+    assert [g["compile_id"] for g in graphs] == ["0/0", "0/1"]
+    first, second = graphs
+    assert first["recompile_reason"] is None
+    assert second["recompile_reason"] == "input_ids: dim 1 size 16 → 8"
+    for graph in graphs:  # from Dynamo's start to the last piece compiled, in named phases
+        assert graph["covered_pct"] >= 95 and graph["dynamo_start_ns"] < graph["start_ns"], graph
+        names = {p["name"] for p in graph["phases"]}
+        assert {"dynamo_trace", "split", "inductor_compile", "thunder_compile"} <= names, names
+    page = (out / second["page"]).read_text()
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+    assert "Why Dynamo compiled again input_ids dim 1 size 16 &rarr; 8" in text
+    assert "size mismatch at index 1. expected 16, actual 8" in text  # torch's guard, kept
+    assert "hf_program.py:" in text  # the user's call that failed the guards
+    assert 'recompiled: input_ids: dim 1 size 16 → 8' in (out / "index.html").read_text()
+
+
+def test_the_module_line_lights_up_the_ops_made_through_it(llama, browser):
+    """An SDPA op's innermost user frame is transformers' attention helper; its module line is
+    LlamaAttention.forward's call of it: that line of modeling_llama.py counts the op, and the op's
+    panel names it."""
+    _logs, out = llama
+    model = _model_file(out, "llama")
+    line = next(n for n, text in enumerate(Path(model).read_text().splitlines(), 1)
+                if "= attention_interface(" in text)
+    page = (out / "graphs" / "log0-g1.html").read_text()
+    files = dict((path, index) for index, path in re.findall(
+        r'<section class="srcfile" data-file="(\d+)">\s*<h3 title="([^"]*)"', page))
+    marks = orjson.loads(re.search(r'id="srcmarks"[^>]*>(.*?)</script>', page, re.S).group(1))
+    forward, backward, _ = marks["c"][f"L{files[model]}-{line}"]
+    assert forward > 0 and backward > 0
+    through, compile_page = [], None
+    for data in sorted((out / "compiles").glob("*.provs.js")):  # the piece with the attention
+        records = orjson.loads(data.read_text().split("=", 1)[1].strip().rstrip(";"))["provs"].values()
+        through = [r for r in records if r["ml"] is not None and r["ml"][1] == line]
+        if through:
+            compile_page = data.with_name(data.name.replace(".provs.js", ".html"))
+            break
+    assert through and all(r["f"][1] != line for r in through)  # the user line is the helper's
+    tab = browser.open(compile_page)
+    tab.locator(f'.op[data-p="{through[0]["id"]}"]').first.click()
+    panel = tab.inner_text(".panel")
+    assert f"module line\n{os.path.basename(model)}:{line}" in panel, panel
+    tab.close()
+    assert browser.errors == []

@@ -7,19 +7,14 @@ from __future__ import annotations
 
 import sys
 
+import real_models  # beside this file (a script's folder is on sys.path)
 import thunder.dynamo
 import torch
 
 
 def model(name: str) -> torch.nn.Module:
-    if name == "gpt2":
-        from transformers import GPT2Config, GPT2LMHeadModel
-
-        return GPT2LMHeadModel(GPT2Config(vocab_size=256, n_positions=64, n_embd=64, n_layer=2, n_head=4))
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    return LlamaForCausalLM(LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                        num_attention_heads=4, num_key_value_heads=2))
+    build = real_models.hf_gpt2 if name == "gpt2" else real_models.hf_llama
+    return build()[0]
 
 
 def main(name: str) -> None:
