@@ -17,6 +17,9 @@ import orjson
 import pytest
 from paths import ROOT, SUPPORT
 
+from provenance import Kind
+from provenance.attribution import line_frame, module_line_frame
+from provenance.report.read.log_file import LogFile
 from provenance.report.render.jsonsafe import json_bytes
 
 pytestmark = pytest.mark.slow
@@ -180,3 +183,29 @@ def test_the_module_line_lights_up_the_ops_made_through_it(llama, browser):
     assert f"module line\n{os.path.basename(model)}:{line}" in panel, panel
     tab.close()
     assert browser.errors == []
+
+
+@pytest.mark.parametrize("model", ["gpt2", "llama"])
+def test_every_op_in_the_log_is_at_the_model_file_by_its_module_line(model, request):
+    """The records as the log has them (module_file, schema 1.5): >= 95% of the compute ops of the
+    final traces are at a line of modeling_<model>.py by their module line, fewer by their
+    innermost user frame (HF's helpers: sdpa_attention.py, activations.py, pytorch_utils.py)."""
+    logs, out = request.getfixturevalue(model)
+    (path,) = logs.glob("*.jsonl")
+    log = LogFile(path)
+    finals = {}
+    for record in log:
+        if record.get("type") == "trace" and record.get("list") in ("computation", "backward") and record.get("ops"):
+            finals[(record["compile"], record["list"])] = record  # the last of each list is the final trace
+    records = []
+    for trace in finals.values():
+        for op in trace["ops"]:
+            found = log.provenance(op[4])
+            if found is not None and found.kind != Kind.BOOKKEEPING:
+                records.extend(found.members if found.kind == Kind.FUSION else (found,))
+    model_file = _model_file(out, model)
+    by_module_line = sum(1 for r in records if (f := module_line_frame(r)) is not None and f.file == model_file)
+    by_user_line = sum(1 for r in records if (f := line_frame(r)) is not None and f.file == model_file)
+    assert len(records) > 500
+    assert by_module_line / len(records) >= 0.95 and by_user_line / len(records) < 0.9, (
+        by_module_line, by_user_line, len(records))
