@@ -64,6 +64,23 @@ class Capture:
         # run by stop() after the patcher's undo, newest first (hook modules' own clean-up)
         self.on_stop: list[Callable[[], None]] = []
 
+    def listen_to_dynamo(self, started: Callable, ended: Callable) -> None:
+        """Dynamo's compile start/end callbacks (torch._dynamo.callback_handler), registered until
+        the capture stops."""
+        from provenance.thunder.compat import api  # Thunder is imported by now (enable() checked it)
+
+        handler = api().dynamo_callbacks
+        handler.register_start_callback(started)
+        handler.register_end_callback(ended)
+
+        def stop() -> None:
+            while started in handler.start_callbacks:
+                handler.remove_start_callback(started)
+            while ended in handler.end_callbacks:
+                handler.remove_end_callback(ended)
+
+        self.on_stop.append(stop)
+
 
 ACTIVE: Capture | None = None
 _fork_handler = False

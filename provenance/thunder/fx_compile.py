@@ -215,16 +215,10 @@ def _recompilation_reasons(orig: Callable) -> Callable:
 def install(running: Capture) -> None:
     running.patcher.wrap(T.dynamo_compiler, "_splitter", _splitter)
     running.patcher.wrap(T.convert_frame, "get_and_maybe_log_recompilation_reasons", _recompilation_reasons)
-    T.dynamo_callbacks.register_start_callback(_started)
-    T.dynamo_callbacks.register_end_callback(_ended)
+    running.listen_to_dynamo(_started, _ended)
     running.on_stop.append(_stopped)
 
 
 def _stopped() -> None:
-    handler = T.dynamo_callbacks
-    while _started in handler.start_callbacks:
-        handler.remove_start_callback(_started)
-    while _ended in handler.end_callbacks:
-        handler.remove_end_callback(_ended)
     with _lock:
         _graphs.clear()

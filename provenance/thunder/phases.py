@@ -254,7 +254,6 @@ def install(running: Capture) -> None:
     if T.distributed_utils is not None:  # None: torch without distributed
         patcher.wrap(T.distributed_utils, "maybe_sort_waits", lambda f: timed(f, "sort_waits"))
     _install_fusion_executors(running)
-    running.on_stop.append(_stopped)
 
 
 def _install_fusion_executors(running: Capture) -> None:
@@ -270,15 +269,4 @@ def _install_fusion_executors(running: Capture) -> None:
         patcher.wrap(loaded("nvFuserExecutor"), "fusion_pass",
                      lambda f: timed(f, "fusion", lambda self, *_, **__: str(self.name)))
         patcher.wrap(nvfuser, "rematerialize", lambda f: timed(f, "rematerialization"))
-    T.dynamo_callbacks.register_start_callback(_dynamo_started)
-    T.dynamo_callbacks.register_end_callback(_dynamo_ended)
-
-
-def _stopped() -> None:
-    """The patcher undid every wrap: stop listening to dynamo."""
-    callback_handler = T.dynamo_callbacks
-
-    while _dynamo_started in callback_handler.start_callbacks:
-        callback_handler.remove_start_callback(_dynamo_started)
-    while _dynamo_ended in callback_handler.end_callbacks:
-        callback_handler.remove_end_callback(_dynamo_ended)
+    running.listen_to_dynamo(_dynamo_started, _dynamo_ended)

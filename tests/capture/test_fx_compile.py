@@ -11,6 +11,7 @@ import warnings
 import fx_recompile
 import orjson
 import pytest
+import torch
 
 import provenance
 from provenance import schema
@@ -23,6 +24,7 @@ NAMED = {"dynamo_trace", "split", "inductor_compile", "dynamo_finish", "thunder_
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fx_compile")
+    torch._dynamo.reset()  # Dynamo's frame ids from 0 (the graphs are [0/0] and [0/1]), whatever ran before
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with provenance.tracing(tmp / "logs"):
