@@ -64,12 +64,9 @@ class Capture:
         # run by stop() after the patcher's undo, newest first (hook modules' own clean-up)
         self.on_stop: list[Callable[[], None]] = []
 
-    def listen_to_dynamo(self, started: Callable, ended: Callable) -> None:
-        """Dynamo's compile start/end callbacks (torch._dynamo.callback_handler), registered until
-        the capture stops."""
-        from provenance.thunder.compat import api  # Thunder is imported by now (enable() checked it)
-
-        handler = api().dynamo_callbacks
+    def listen_to_dynamo(self, handler: Any, started: Callable, ended: Callable) -> None:
+        """Dynamo's compile start/end callbacks on `handler` (torch._dynamo.callback_handler),
+        registered until the capture stops."""
         handler.register_start_callback(started)
         handler.register_end_callback(ended)
 

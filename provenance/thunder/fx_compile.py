@@ -215,7 +215,7 @@ def _recompilation_reasons(orig: Callable) -> Callable:
 def install(running: Capture) -> None:
     running.patcher.wrap(T.dynamo_compiler, "_splitter", _splitter)
     running.patcher.wrap(T.convert_frame, "get_and_maybe_log_recompilation_reasons", _recompilation_reasons)
-    running.listen_to_dynamo(_started, _ended)
+    running.listen_to_dynamo(T.dynamo_callbacks, _started, _ended)
     running.on_stop.append(_stopped)
 
 

@@ -269,4 +269,4 @@ def _install_fusion_executors(running: Capture) -> None:
         patcher.wrap(loaded("nvFuserExecutor"), "fusion_pass",
                      lambda f: timed(f, "fusion", lambda self, *_, **__: str(self.name)))
         patcher.wrap(nvfuser, "rematerialize", lambda f: timed(f, "rematerialization"))
-    running.listen_to_dynamo(_dynamo_started, _dynamo_ended)
+    running.listen_to_dynamo(T.dynamo_callbacks, _dynamo_started, _dynamo_ended)
