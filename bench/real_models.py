@@ -40,7 +40,7 @@ import torch, thunder, thunder.dynamo
 import real_models
 import provenance
 from provenance import Kind
-from provenance.attribution import line_frame, module_line_frame
+from provenance.attribution import charged, line_frame, module_line_frame
 
 builders = {{"litgpt": real_models.litgpt_llama, "hf-llama": real_models.hf_llama, "hf-gpt2": real_models.hf_gpt2}}
 build = builders[sys.argv[1]]
@@ -63,7 +63,7 @@ for fn in fns:
             record = provenance.of(bsym)
             if record is None or record.kind == Kind.BOOKKEEPING:
                 continue
-            for r in record.members if record.kind == Kind.FUSION else (record,):
+            for r in charged(record):  # a fusion as its members
                 total += 1
                 user += (f := line_frame(r)) is not None and f.file == model_file
                 module += (f := module_line_frame(r)) is not None and f.file == model_file

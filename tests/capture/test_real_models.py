@@ -17,7 +17,7 @@ import torch
 import provenance
 from provenance import Kind
 from provenance.annotation import header
-from provenance.attribution import line_frame, module_line_frame
+from provenance.attribution import charged, line_frame, module_line_frame
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +59,7 @@ def _compute(traces) -> list:
         for bsym in trace.bound_symbols:
             record = provenance.of(bsym)
             if record is not None and record.kind != Kind.BOOKKEEPING:
-                records.extend(record.members if record.kind == Kind.FUSION else (record,))
+                records.extend(charged(record))  # a fusion as its members
     return records
 
 

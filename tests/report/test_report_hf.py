@@ -18,7 +18,7 @@ import pytest
 from paths import ROOT, SUPPORT
 
 from provenance import Kind
-from provenance.attribution import line_frame, module_line_frame
+from provenance.attribution import charged, line_frame, module_line_frame
 from provenance.report.read.log_file import LogFile
 from provenance.report.render.jsonsafe import json_bytes
 
@@ -202,7 +202,7 @@ def test_every_op_in_the_log_is_at_the_model_file_by_its_module_line(model, requ
         for op in trace["ops"]:
             found = log.provenance(op[4])
             if found is not None and found.kind != Kind.BOOKKEEPING:
-                records.extend(found.members if found.kind == Kind.FUSION else (found,))
+                records.extend(charged(found))  # a fusion as its members
     model_file = _model_file(out, model)
     by_module_line = sum(1 for r in records if (f := module_line_frame(r)) is not None and f.file == model_file)
     by_user_line = sum(1 for r in records if (f := line_frame(r)) is not None and f.file == model_file)
