@@ -74,6 +74,7 @@ def _forward_backward(fn, x) -> None:
 def _shares(traces, model_file: str) -> tuple[int, float, float, float]:
     import provenance
     from provenance import Kind
+    from provenance.attribution import charged
 
     compute = at_file = with_module = both = 0
     for trace in traces:
@@ -81,7 +82,7 @@ def _shares(traces, model_file: str) -> tuple[int, float, float, float]:
             record = provenance.of(bsym)
             if record is None or record.kind == Kind.BOOKKEEPING:
                 continue
-            members = record.members if record.kind == Kind.FUSION else (record,)
+            members = charged(record)  # a fusion as its members
             in_file = any(m.user_frame is not None and m.user_frame.file == model_file for m in members)
             module = any(m.module is not None for m in members)
             compute += 1
