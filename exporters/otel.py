@@ -328,15 +328,18 @@ class OtelExporter:
         self._profiled.table(event, self._common)
 
     def _on_profile_call(self, event: Event) -> None:
-        """One profiled run of a trace: op time per (module, role) into the histogram, and a span
-        with its top lines. Aggregated per run first: the SDK takes ~10 us per recorded value, so
-        recording each op would double a profiled call of a large model."""
+        """One profiled run of a trace: op time per (module, role) into the histogram (a backend's
+        percentiles are the distributions; a run in which an executor compiled is left out and its
+        span says so), and a span with its top lines. Aggregated per run first: the SDK takes ~10 us
+        per recorded value, so recording each op would double a profiled call of a large model."""
         found = self._profiled.run(event)
         if found is None:
             return
         table, sums, lines = found
-        for attributes, ns in zip(table.attributes, sums):
-            self._op_seconds.record(ns / 1e9, attributes)
+        compiled = [str(c[0]) for c in event.get("compiled") or ()]
+        if not compiled:  # a run in which an executor compiled is no measured run (provenance.timing)
+            for attributes, ns in zip(table.attributes, sums):
+                self._op_seconds.record(ns / 1e9, attributes)
         top = sorted(lines.items(), key=lambda item: -item[1])[:TOP_LINES]
         wall = event["wall_ns"]
         attributes = {**self._common, "thunder.compile_id": event["compile"], "thunder.function": table.fn,
@@ -345,6 +348,8 @@ class OtelExporter:
                       "thunder.top_lines": [key for key, _ in top],
                       "thunder.top_lines.ms": [ns / 1e6 for _, ns in top],
                       "thunder.top_lines.text": [table.texts.get(key, "") for key, _ in top]}
+        if compiled:
+            attributes.update({"thunder.profile.excluded": "compile", "thunder.profile.compiled": compiled[:16]})
         if top and top[0][0] in table.frames:  # the top line, in the semantic conventions for code
             file, line, function = table.frames[top[0][0]]
             attributes.update({"code.file.path": file, "code.line.number": line, "code.function.name": function})

@@ -38,10 +38,11 @@ __all__ = [
 ]
 
 PROFILE_ENV = "THUNDER_TRACE_PROFILE"
+WARMUP_ENV = "THUNDER_TRACE_PROFILE_WARMUP"
 
 
 def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bool | None = None,
-           profile: int | None = None) -> bool:
+           profile: int | None = None, profile_warmup: int | None = None) -> bool:
     """Install the hooks into Thunder: every compile from now on records provenance.
 
     With `directory`, also log every compile there as JSONL (one file per process; what
@@ -54,7 +55,9 @@ def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bo
     waits (`provenance.wait_counters()`, and OTel metrics); it wraps every wait Thunder generates.
     `profile=N` (default: THUNDER_TRACE_PROFILE, else unchanged; 0 turns it off): for every
     compile from now on, the N calls after the first are timed op by op (`provenance.cost()`);
-    the calls after those run Thunder's code untouched. See docs/cost.md.
+    the calls after those run Thunder's code untouched. `profile_warmup` (default:
+    THUNDER_TRACE_PROFILE_WARMUP, else 1): how many calls of each compile run untimed first (0:
+    the compile's own call is timed too). See docs/cost.md.
     """
     from exporters.otel import OtelExporter, from_environment
     from provenance import thunder as integration
@@ -82,7 +85,8 @@ def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bo
             SESSION.add_exporter(otel)
     elif waits is not None:
         otel.observe_waits(waits)
-    integration.install(wait_counters=wait_counters, profile=_profile_setting(profile))
+    integration.install(wait_counters=wait_counters, profile=_profile_setting(profile),
+                        warmup=_warmup_setting(profile_warmup))
     return True
 
 
@@ -93,6 +97,23 @@ def _logging_to(directory: str | os.PathLike[str]) -> bool:
 
     wanted = os.path.realpath(os.fspath(directory))
     return any(isinstance(e, JsonlExporter) and os.path.realpath(e.directory) == wanted for e in SESSION.exporters)
+
+
+def _warmup_setting(warmup: int | None) -> int | None:
+    """Calls to run untimed first: the argument, else THUNDER_TRACE_PROFILE_WARMUP, else None
+    (unchanged; 1 by default)."""
+    from provenance.profile import parse_count
+
+    if warmup is not None:
+        return parse_count(warmup, "profile_warmup")
+    value = os.environ.get(WARMUP_ENV)
+    if value is None:
+        return None
+    try:
+        return parse_count(value, WARMUP_ENV)
+    except ValueError as exc:
+        warnings.warn(f"thunder-provenance: {exc}; one warm-up call, as by default.", RuntimeWarning, stacklevel=3)
+        return 1
 
 
 def _profile_setting(profile: int | None) -> int:
@@ -228,49 +249,86 @@ def load(path: str | os.PathLike[str]) -> Log:
 
 
 def profiles(jfn=None) -> list:  # noqa: ANN001 - list[provenance.profile.CompileProfile]
-    """The per-op profiles of `jfn`'s compiles (a function or module from thunder.jit), or of
-    every compile the process kept (the last 256) when `jfn` is None. See provenance.profile."""
+    """The per-op profiles of `jfn`'s compiles (a function or module from thunder.jit, or what
+    `thunder.dynamo.thunderfx` returned: its Thunder pieces' compiles), or of every compile the
+    process kept (the last 256) when `jfn` is None. See provenance.profile."""
     from provenance import profile
     from provenance import thunder as integration
 
     if jfn is None:
         return profile.profiles()
     compile_stats = integration.compile_stats_of(jfn)
-    if compile_stats is None:
-        raise TypeError(f"expected a function or module returned by thunder.jit, got {type(jfn).__name__}")
-    return profile.profiles(compile_stats)
+    if compile_stats is not None:
+        return profile.profiles(compile_stats)
+    graphs = fx_graphs(jfn)
+    if not graphs:
+        raise TypeError(f"expected a function or module returned by thunder.jit or thunderfx, got "
+                        f"{type(jfn).__name__}")
+    ids = {c for g in graphs for piece in g.pieces for c in piece.compiles}
+    return [p for p in profile.profiles() if p.compile_id in ids]
 
 
-def cost(jfn=None, by: str = "line") -> list:  # noqa: ANN001 - list[provenance.rollup.CostRow]
-    """Where the profiled calls' time went, as rows sorted by total time (largest first).
+def cost(jfn=None, by: str = "line", *, keep_all: bool = False) -> list:  # noqa: ANN001 - list[CostRow]
+    """Where the profiled calls' time went, as rows sorted by median time per call (largest first).
 
     `by`: "line" (the user's source line; backward and recompute time charged to the forward
-    line through `derived_from`), "module" (hierarchical: a module includes its submodules),
-    "role" (distributed role), "kind" (forward/backward/recompute/bookkeeping/fusion) or "op".
-    Each row: key, forward_ns, backward_ns, recompute_ns, shared_ns (fusions shared with other
-    keys), calls, share (of the profiled wall time). Needs profiling: enable(profile=N).
+    line through `derived_from`), "module_line", "module" (hierarchical: a module includes its
+    submodules), "role" (distributed role), "kind" (forward/backward/recompute/bookkeeping/fusion)
+    or "op". Each row (provenance.rollup.CostRow), per measured call: `time` (a
+    provenance.timing.Spread: median, range, quartiles, outliers), the medians `forward_ns`,
+    `backward_ns`, `recompute_ns`, `shared_ns` (fusions shared with other keys); `sum_ns`, `calls`,
+    `share` (of the median profiled wall time), `kind`, `label`, `members`, `fusions`. Calls in which
+    an executor compiled, and stalls (over 3× the median and 1 ms), are left out unless `keep_all`.
+    Needs profiling: enable(profile=N). See docs/cost.md.
     """
     from provenance.rollup import rollup
 
-    return rollup(profiles(jfn), by)
+    return rollup(profiles(jfn), by, keep_all=keep_all)
 
 
-def print_cost(jfn=None, by: str = "line", *, top: int | None = 20, file=None) -> None:  # noqa: ANN001
-    """Print `cost(jfn, by)` as a table (times in ms, summed over the profiled calls)."""
+def print_cost(jfn=None, by: str = "line", *, top: int | None = 20, file=None,  # noqa: ANN001
+               keep_all: bool = False) -> None:
+    """Print `cost(jfn, by)` as a table (ms per measured call: the median and the range), with
+    the calls left out and what was not timed."""
     from rich.console import Console
 
     from provenance.rollup import line_texts, rollup, summary, table
 
     kept = profiles(jfn)
-    rows = rollup(kept, by)
-    totals = summary(kept)
-    title = (f"Time by {by}: {totals['calls']} profiled call(s) of {totals['compiles']} compile(s), "
-             f"{totals['wall_ns'] / 1e6:.3f} ms, {totals['coverage']:.1%} in ops")
+    rows = rollup(kept, by, keep_all=keep_all)
+    totals = summary(kept, keep_all=keep_all)
     stream = file if file is not None else sys.stdout
     console = Console(file=file, width=None if getattr(stream, "isatty", lambda: False)() else 160)
-    if not totals["calls"]:
+    if not totals["profiled"]:
         console.print("No profiled calls: enable profiling with provenance.enable(profile=N) or "
                       f"{PROFILE_ENV}=N before the first call, then call the compiled function again.")
         return
+    title = (f"Time by {by}: {totals['calls']} measured call(s) of {totals['compiles']} compile(s), "
+             f"{totals['wall_ns'] / 1e6:.3f} ms per call (median), {totals['coverage']:.1%} in ops")
     console.print(table(rows, by=by, title=title, top=top,
-                        texts=line_texts(kept) if by == "line" else None))
+                        texts=line_texts(kept) if by in ("line", "module_line") else None))
+    for _fn, compile_id, excluded in totals["excluded"][:10]:
+        console.print(f"Left out: compile {compile_id}, {excluded.describe()}")
+    if len(totals["excluded"]) > 10:
+        console.print(f"Left out: {len(totals['excluded']) - 10} more calls")
+    for note in _untimed(jfn):
+        console.print(note)
+
+
+def _untimed(jfn: object) -> list[str]:
+    """What the figures do not hold: ThunderFX pieces that torch ran (inductor or eager)."""
+    try:
+        graphs = fx_graphs(jfn)
+    except Exception:  # noqa: BLE001 - a note, never an error
+        return []
+    notes = []
+    for graph in graphs:
+        fallback = [p for p in graph.pieces if not p.thunder]
+        if not fallback:
+            continue
+        lines = list(dict.fromkeys(f"{os.path.basename(f.file)}:{f.line}" for p in fallback for f in p.frames))
+        shown = ", ".join(lines[:6]) + (f" and {len(lines) - 6} more" if len(lines) > 6 else "")
+        compilers = ", ".join(sorted({p.compiler for p in fallback}))
+        notes.append(f"Not timed: {len(fallback)} piece(s) of Dynamo graph {graph.compile_id or graph.number} ran in "
+                     f"torch ({compilers}), not Thunder: {shown or 'no user line'}. Their time is in no row.")
+    return notes

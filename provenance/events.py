@@ -36,7 +36,7 @@ __all__ = [
     "SpanStart", "SplitReasonJSON", "TYPES", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json", "refs",
 ]
 
-SCHEMA_VERSION = "1.5"  # major.minor: readers refuse another major and read a newer minor
+SCHEMA_VERSION = "1.6"  # major.minor: readers refuse another major and read a newer minor
 MAX_PHASES = 4096  # phases a `phases` record holds at most
 
 # A stack frame is a JSON array, [file, line, function, source text, user code?], and for code
@@ -372,6 +372,7 @@ class ProfileCall(TypedDict):
     op_ns: list[int]
     host_ns: list[int] | None
     time_ns: int
+    compiled: NotRequired[list[tuple[str, str, int]]]  # executor compiles during the run: [fusion, executor, ns] (1.6)
 
 
 # -- the registry: every event type, once ------------------------------------------------------

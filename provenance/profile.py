@@ -6,9 +6,12 @@ symbol name, provenance record) and their times summed over the profiled calls. 
 are filled by provenance/thunder/profiling.py; a log reader can rebuild the same objects from
 profile records, so provenance.rollup (behind provenance.cost()) rolls both up the same way.
 
+Which calls count and what their times say (median, spread, one-offs) is provenance.timing's.
+
 Memory: a profile holds no tensor, trace, function or module (records are interned and shared);
-each profile keeps sums of fixed size plus its last `RECENT_CALLS` calls, and the process keeps
-its last `MAX_PROFILES` profiles. The jitted function is referred to weakly.
+each profile keeps sums of fixed size plus its last `MAX_CALLS` calls (the per-call times the
+distributions are made of), and the process keeps its last `MAX_PROFILES` profiles. The jitted
+function is referred to weakly.
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provenance.record import Provenance
+from provenance.timing import Excluded, measured_calls
 
 __all__ = ["CompileProfile", "Op", "ProfiledCall", "TraceProfile", "call_listeners", "profiles", "register"]
 
 FORWARD, BACKWARD = "forward", "backward"
 MAX_PROFILES = 256  # compiles whose profiles the process keeps (the oldest go first)
-RECENT_CALLS = 8  # per compile and trace: the raw per-op times of the last calls
+MAX_CALLS = 64  # per compile and trace: the per-op times of the last calls (the distributions')
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,7 @@ class ProfiledCall:
     op_ns: tuple[int, ...]  # aligned with TraceProfile.ops
     host_ns: tuple[int, ...] | None = None  # cuda: the CPU time of each op (launches), else None
     time_ns: int = field(default_factory=time.time_ns)  # when it ended (epoch)
+    compiled: tuple[tuple[str, str, int], ...] = ()  # executor compiles during it: (fusion, executor, ns)
 
     @property
     def between_ns(self) -> int:
@@ -64,7 +69,8 @@ class ProfiledCall:
 
 @dataclass(eq=False)
 class TraceProfile:
-    """The timed ops of one execution trace and their times, summed over profiled calls."""
+    """The timed ops of one execution trace: their times summed over every profiled call, and each
+    of the last MAX_CALLS calls (`recent`)."""
 
     name: str  # FORWARD | BACKWARD
     ops: tuple[Op, ...]
@@ -73,7 +79,7 @@ class TraceProfile:
     host_ns: list[int] | None = None  # cuda: per op CPU time, summed
     wall_ns: int = 0
     calls: int = 0
-    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT_CALLS))
+    recent: deque = field(default_factory=lambda: deque(maxlen=MAX_CALLS))
 
     def __post_init__(self) -> None:
         if not self.op_ns:
@@ -124,6 +130,10 @@ class CompileProfile:
     def coverage(self) -> float:
         """Attributed op time / profiled wall time (1.0 before any profiled call)."""
         return self.attributed_ns / self.wall_ns if self.wall_ns else 1.0
+
+    def measured(self, keep_all: bool = False) -> tuple[list[int], list[Excluded]]:
+        """The measured calls (their numbers) and the excluded ones: provenance.timing's rule."""
+        return measured_calls({name: t.recent for name, t in self.traces.items()}, keep_all)
 
     def belongs_to(self, compile_stats: Any) -> bool:
         return self.owner is not None and self.owner() is compile_stats

@@ -4,6 +4,8 @@ Pure data in, rows out (no torch or thunder import): the input is `CompileProfil
 or ones rebuilt from a log, so the in-process API and the report roll up the same way.
 
 Rules (docs/cost.md):
+- Figures are per measured call (provenance.timing: warm-up, executor compiles and stalls left
+  out): each row's median time per call ranks it, with its range; the columns are medians too.
 - Columns. An op of the forward trace is forward time. In the backward trace, an op whose record
   is `recompute(...)` (or a forward op re-run there) is recompute time, every other op backward time.
 - Keys (provenance.attribution, shared with the OTel exporter). A backward or recomputed op is
@@ -11,7 +13,9 @@ Rules (docs/cost.md):
   no user line is `(bookkeeping)` or `(no user line)`.
 - Fusions. A fusion's time is never split among its members. If its members all have one key,
   the fusion is charged to it; otherwise the fusion is a row of its own listing the members' keys,
-  and each of those keys' rows shows the fusion's time in `shared_ns` (not in its total).
+  named with its compile, and each of those keys' rows shows the fusion's time in `shared_ns`
+  (not in its own). A key whose time is all in such fusions is an `in_fusion` row: tables list
+  it with its fusion, not on its own.
   By module, a fusion is charged to the members' innermost common module (a real subtree).
 - Modules are hierarchical: a module's row includes the time of its submodules.
 - `(between ops)`: wall time of the profiled functions minus the sum of their ops' times.
@@ -20,13 +24,16 @@ Rules (docs/cost.md):
 from __future__ import annotations
 
 import os
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from provenance import attribution
 from provenance.attribution import BOOKKEEPING, NO_LINE, ROOT, line_key
 from provenance.profile import BACKWARD, FORWARD, CompileProfile, Op
 from provenance.record import Frame, Kind, Provenance
+from provenance.timing import Excluded, Spread, spread
 
 # BOOKKEEPING, NO_LINE, ROOT, line_key: attribution's, re-exported as the cost tables' keys
 __all__ = ["BOOKKEEPING", "BY", "NO_LINE", "ROOT", "CostRow", "line_key", "merge", "rollup", "summary", "table"]
@@ -40,27 +47,43 @@ _FORWARD_KINDS = (Kind.OP, Kind.DECOMPOSITION, Kind.RECOMPUTE)
 
 @dataclass
 class CostRow:
-    """One row of a cost table. Times are sums over the profiled calls (`calls`)."""
+    """One row of a cost table. Times are per measured call (provenance.timing): `time` is the
+    distribution of the row's time per call (its median ranks the rows); the columns are the
+    medians of each; `sum_ns` is the time over every measured call."""
 
     key: str
-    forward_ns: int = 0
-    backward_ns: int = 0
-    recompute_ns: int = 0
-    shared_ns: int = 0  # time of fusions this key shares with other keys (not in total_ns)
-    calls: int = 0  # profiled calls summed (per-call time: total_ns / calls)
-    share: float = 0.0  # total_ns / the profiled wall time
-    kind: str = "key"  # "key" | "fusion" (a fusion spanning several keys) | "between"
-    label: str = ""  # for display: `model.py:12 · x = self.fc(x)`, `h.0.attn (CausalSelfAttention)`
+    time: Spread = field(default_factory=Spread)
+    forward_ns: float = 0.0
+    backward_ns: float = 0.0
+    recompute_ns: float = 0.0
+    shared_ns: float = 0.0  # time of fusions this key shares with other keys (not in its time)
+    sum_ns: int = 0
+    calls: int = 0  # measured calls the figures are over (summed over compiles)
+    share: float = 0.0  # median / the median profiled wall time per call
+    kind: str = "key"  # "key" | "fusion" (a fusion spanning several keys) | "in_fusion" | "between"
+    label: str = ""  # for display: `model.py:12`, `TorchCompile1 (backward of GPT.forward, compile 2): 15 lines`
     members: tuple[str, ...] = ()  # a fusion row: the keys of its members
+    fusions: tuple[str, ...] = ()  # the fusion rows it shares (an in_fusion row: they hold all its time)
     ops: int = 0  # distinct ops (trace positions) whose time is in the row
     _compiles: set = field(default_factory=set, repr=False)
 
     @property
-    def total_ns(self) -> int:
-        return self.forward_ns + self.backward_ns + self.recompute_ns
+    def median_ns(self) -> float:
+        return self.time.median_ns
 
-    def _add(self, column: str, ns: int) -> None:
-        setattr(self, f"{column}_ns", getattr(self, f"{column}_ns") + ns)
+
+class _Acc:
+    """One compile's per-call samples of one row: column -> time per measured call."""
+
+    __slots__ = ("cols", "ops", "init")
+
+    def __init__(self, n: int, init: dict) -> None:
+        self.cols = {c: [0] * n for c in _COLUMNS}
+        self.ops: set = set()
+        self.init = init
+
+
+_COLUMNS = ("forward", "backward", "recompute", "shared")
 
 
 def column(trace: str, record: Provenance | None) -> str:
@@ -98,125 +121,167 @@ def _ancestors(path: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(len(parts), 0, -1)] + [ROOT]
 
 
-class _Table:
-    def __init__(self) -> None:
-        self.rows: dict[str, CostRow] = {}
-        self.ops: dict[str, set] = {}
+class _Compile:
+    """The rows of one compile while its calls are added: key -> samples."""
 
-    def row(self, key: str, **init: object) -> CostRow:
-        row = self.rows.get(key)
-        if row is None:
-            row = self.rows[key] = CostRow(key=key, **init)
-            self.ops[key] = set()
-        return row
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.rows: dict[str, _Acc] = {}
 
-    def charge(self, key: str, column_: str, ns: int, op_id: tuple, compile_id: int, **init: object) -> None:
-        row = self.row(key, **init)
-        row._add(column_, ns)
-        row._compiles.add(compile_id)
-        self.ops[key].add(op_id)
-
-    def share(self, key: str, ns: int, compile_id: int) -> None:
-        row = self.row(key)
-        row.shared_ns += ns
-        row._compiles.add(compile_id)
+    def acc(self, key: str, **init: object) -> _Acc:
+        acc = self.rows.get(key)
+        if acc is None:
+            acc = self.rows[key] = _Acc(self.n, init)
+        return acc
 
 
-def rollup(profiles: Iterable[CompileProfile], by: str = "line") -> list[CostRow]:
-    """Rows for `by` ('line', 'module_line', 'module', 'role', 'kind' or 'op'), sorted by total time.
-    'module_line' charges an op to the line of its innermost user module's own code (the
-    `attention_interface(...)` call in LlamaAttention.forward, not the helper's line)."""
+# An op's charges, worked out once per op: (key, column, op counted, init) for each row it goes to.
+Charge = tuple[str, str, bool, dict]
+
+
+def rollup(profiles: Iterable[CompileProfile], by: str = "line", *, keep_all: bool = False) -> list[CostRow]:
+    """Rows for `by` ('line', 'module_line', 'module', 'role', 'kind' or 'op'), sorted by median
+    time per measured call. 'module_line' charges an op to the line of its innermost user module's
+    own code (the `attention_interface(...)` call in LlamaAttention.forward, not the helper's
+    line). `keep_all`: every profiled call counts, one-offs included (provenance.timing)."""
     if by not in BY:
         raise ValueError(f"cost by {by!r}: choose one of {', '.join(BY)}")
-    table = _Table()
-    profiles = list(profiles)
-    wall = 0
-    compile_calls: dict[int, int] = {}
+    rows: dict[str, CostRow] = {}
+    wall = 0.0
     for profile in profiles:
-        compile_calls[profile.compile_id] = compile_calls.get(profile.compile_id, 0) + profile.calls
-        for trace in profile.traces.values():
-            if not trace.calls:
-                continue
-            wall += trace.wall_ns
-            for op, ns in zip(trace.ops, trace.op_ns):
-                _charge(table, by, profile.compile_id, trace.name, op, ns)
-            between = trace.wall_ns - trace.attributed_ns
-            table.charge(BETWEEN, "backward" if trace.name == BACKWARD else "forward", between, (),
-                         profile.compile_id, kind="between", label=BETWEEN)
-    rows = list(table.rows.values())
-    for row in rows:
-        row.calls = sum(compile_calls.get(c, 0) for c in row._compiles)
-        row.share = row.total_ns / wall if wall else 0.0
-        row.ops = len(table.ops[row.key] - {()})
+        calls, _ = profile.measured(keep_all)
+        if not calls:
+            continue
+        table, walls = _compile_rows(profile, by, calls)
+        wall += spread(list(zip(calls, walls))).median_ns
+        _add_rows(rows, table, calls, profile.compile_id)
+    return _finish(rows, wall, by)
+
+
+def _compile_rows(profile: CompileProfile, by: str, calls: list[int]) -> tuple[_Compile, list[int]]:
+    """One compile's rows over its measured calls, and its wall time in each of them."""
+    index = {k: i for i, k in enumerate(calls)}
+    table = _Compile(len(calls))
+    walls = [0] * len(calls)
+    for trace in profile.traces.values():
+        ran = [c for c in trace.recent if c.call in index]
+        if not ran:
+            continue
+        plans = [_charges(by, profile, trace.name, op) for op in trace.ops]
+        accs = [[(table.acc(key, **init).cols[col], counted and (profile.compile_id, trace.name, op.position),
+                  table.rows[key]) for key, col, counted, init in plan] for op, plan in zip(trace.ops, plans)]
+        between = table.acc(BETWEEN, kind="between", label=BETWEEN).cols[
+            "backward" if trace.name == BACKWARD else "forward"]
+        for charges in accs:
+            for _, op_id, acc in charges:
+                if op_id:
+                    acc.ops.add(op_id)
+        for c in ran:
+            i = index[c.call]
+            walls[i] += c.wall_ns
+            for charges, ns in zip(accs, c.op_ns):
+                for samples, _, _ in charges:
+                    samples[i] += ns
+            between[i] += c.wall_ns - sum(c.op_ns)
+    return table, walls
+
+
+def _charges(by: str, profile: CompileProfile, trace: str, op: Op) -> list[Charge]:
+    record, col = op.record, column(trace, op.record)
+    if by == "kind":
+        return [(_kind_key(trace, record), col, True, {})]
+    if by == "op":
+        key = op.name if record is None or record.kind != Kind.FUSION else f"{op.name} ({trace})"
+        return [(key, col, True, {})]
+    if by == "module":
+        paths = attribution.modules(record)
+        if not paths:
+            return [(NO_MODULE, col, True, {})]
+        common = attribution.common_module(paths)
+        above = _ancestors(common)
+        below = dict.fromkeys(a for path in paths for a in _ancestors(path) if a not in above)
+        return [(k, col, True, {}) for k in above] + [(k, "shared", False, {}) for k in below]
+    key_of = {"line": line_key, "module_line": attribution.module_line_key}.get(by, role_key)
+    found = attribution.keys(record, key_of)
+    if len(found) == 1:
+        return [(found[0], col, True, {})]
+    fn = profile.fn_name.rsplit(".", 2)
+    fn = ".".join(fn[-2:]) if len(fn) > 1 else profile.fn_name
+    init = {"kind": "fusion", "members": tuple(found),
+            "label": f"{op.name} ({trace} of {fn}, compile {profile.compile_id}): {len(found)} {by}s"}
+    return [(f"{op.name} ({trace}, compile {profile.compile_id})", col, True, init)] + [
+        (key, "shared", False, {}) for key in found]
+
+
+def _add_rows(rows: dict[str, CostRow], table: _Compile, calls: list[int], compile_id: int) -> None:
+    for key, acc in table.rows.items():
+        cols = acc.cols
+        own = [f + b + r for f, b, r in zip(cols["forward"], cols["backward"], cols["recompute"])]
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = CostRow(key=key, **acc.init)
+        elif acc.init.get("members"):
+            row.members = tuple(dict.fromkeys(row.members + acc.init["members"]))
+        row.time = row.time + spread(list(zip(calls, own)))
+        for name in _COLUMNS:
+            setattr(row, f"{name}_ns", getattr(row, f"{name}_ns") + _median(cols[name]))
+        row.sum_ns += sum(own)
+        row.calls += len(calls)
+        row.ops += len(acc.ops)
+        row._compiles.add(compile_id)
+
+
+def _median(values: list[int]) -> float:
+    return float(statistics.median(values)) if values else 0.0
+
+
+def _finish(rows: dict[str, CostRow], wall: float, by: str) -> list[CostRow]:
+    fusion_keys: dict[str, list[str]] = {}
+    for row in rows.values():
+        for member in row.members:
+            fusion_keys.setdefault(member, []).append(row.key)
+    for row in rows.values():
+        row.share = row.median_ns / wall if wall else 0.0
         row.label = row.label or _label(by, row.key)
-    rows.sort(key=lambda r: (-r.total_ns, -r.shared_ns, r.key))
-    return rows
+        row.fusions = tuple(fusion_keys.get(row.key, ()))
+        if row.kind == "key" and not row.ops and row.shared_ns:
+            row.kind = "in_fusion"  # all its time is in fusions it shares: shown with them
+    out = list(rows.values())
+    out.sort(key=lambda r: (-r.median_ns, -r.shared_ns, r.key))
+    return out
 
 
-def merge(tables: Iterable[tuple[list[CostRow], int]]) -> list[CostRow]:
-    """Several roll-ups by the same `by` as one, each given with the profiled wall time it was
-    made over (`summary()["wall_ns"]`): the rows `rollup()` gives on all their profiles at once,
-    when no compile is in two of them (a report keeps per compile its rows, not its ops)."""
+def merge(tables: Iterable[tuple[list[CostRow], float]]) -> list[CostRow]:
+    """Several roll-ups by the same `by` as one, each given with the median profiled wall time
+    per call it was made over (`summary()["wall_ns"]`): figures of distinct compiles add up
+    (provenance.timing), as `rollup()` adds them (a report keeps per compile its rows, not its ops)."""
     merged: dict[str, CostRow] = {}
-    wall = 0
+    wall = 0.0
     for rows, wall_ns in tables:
         wall += wall_ns
         for row in rows:
             into = merged.get(row.key)
             if into is None:
-                into = merged[row.key] = CostRow(key=row.key, kind=row.kind, label=row.label, members=row.members)
-            into.forward_ns += row.forward_ns
-            into.backward_ns += row.backward_ns
-            into.recompute_ns += row.recompute_ns
-            into.shared_ns += row.shared_ns
+                into = merged[row.key] = CostRow(key=row.key, kind=row.kind, label=row.label, members=row.members,
+                                                 fusions=row.fusions)
+            into.time = into.time + row.time
+            for name in _COLUMNS:
+                setattr(into, f"{name}_ns", getattr(into, f"{name}_ns") + getattr(row, f"{name}_ns"))
+            into.sum_ns += row.sum_ns
             into.calls += row.calls
             into.ops += row.ops
             into._compiles |= row._compiles
             if row.members and row.members != into.members:
                 into.members = tuple(dict.fromkeys(into.members + row.members))
+            if row.fusions and row.fusions != into.fusions:
+                into.fusions = tuple(dict.fromkeys(into.fusions + row.fusions))
+            if into.kind == "in_fusion" and row.kind == "key":
+                into.kind = "key"  # it has ops of its own in another compile
     rows = list(merged.values())
     for row in rows:
-        row.share = row.total_ns / wall if wall else 0.0
-    rows.sort(key=lambda r: (-r.total_ns, -r.shared_ns, r.key))
+        row.share = row.median_ns / wall if wall else 0.0
+    rows.sort(key=lambda r: (-r.median_ns, -r.shared_ns, r.key))
     return rows
-
-
-def _charge(table: _Table, by: str, compile_id: int, trace: str, op: Op, ns: int) -> None:
-    record, col = op.record, column(trace, op.record)
-    op_id = (compile_id, trace, op.position)
-    if by == "kind":
-        table.charge(_kind_key(trace, record), col, ns, op_id, compile_id)
-        return
-    if by == "op":
-        key = op.name if record is None or record.kind != Kind.FUSION else f"{op.name} ({trace})"
-        table.charge(key, col, ns, op_id, compile_id)
-        return
-    if by == "module":
-        _charge_module(table, compile_id, op, col, ns, op_id)
-        return
-    key_of = {"line": line_key, "module_line": attribution.module_line_key}.get(by, role_key)
-    found = attribution.keys(record, key_of)
-    if len(found) == 1:
-        table.charge(found[0], col, ns, op_id, compile_id)
-        return
-    fusion_key = f"{op.name} ({trace}, compile {compile_id})"
-    table.charge(fusion_key, col, ns, op_id, compile_id, kind="fusion", members=tuple(found),
-                 label=f"fusion {op.name} ({trace}) of {len(found)} {by}s")
-    for key in found:
-        table.share(key, ns, compile_id)
-
-
-def _charge_module(table: _Table, compile_id: int, op: Op, col: str, ns: int, op_id: tuple) -> None:
-    paths = attribution.modules(op.record)
-    if not paths:
-        table.charge(NO_MODULE, col, ns, op_id, compile_id)
-        return
-    common = attribution.common_module(paths)
-    for key in _ancestors(common):
-        table.charge(key, col, ns, op_id, compile_id)
-    below = {a for path in paths for a in _ancestors(path)} - set(_ancestors(common))
-    for key in below:  # the members' own modules, under their common one
-        table.share(key, ns, compile_id)
 
 
 def _label(by: str, key: str) -> str:
@@ -226,29 +291,62 @@ def _label(by: str, key: str) -> str:
     return key
 
 
-def summary(profiles: Iterable[CompileProfile]) -> dict[str, float | int]:
-    """Totals over profiles: wall, attributed and between-ops time, coverage, calls, compiles."""
-    profiles = list(profiles)
-    wall = sum(p.wall_ns for p in profiles)
-    attributed = sum(p.attributed_ns for p in profiles)
-    return {"compiles": len(profiles), "calls": sum(p.calls for p in profiles), "wall_ns": wall,
+def summary(profiles: Iterable[CompileProfile], *, keep_all: bool = False) -> dict[str, Any]:
+    """Totals over profiles, per measured call: the median wall time (summed over compiles), the
+    attributed and between-ops time, coverage; the measured and profiled calls, the compiles;
+    and `excluded`: (function, compile id, provenance.timing.Excluded) of each call left out."""
+    wall = attributed = 0.0
+    calls = profiled = compiles = 0
+    wall_sum = attributed_sum = 0
+    excluded: list[tuple[str, int, Excluded]] = []
+    for profile in profiles:
+        compiles += 1
+        profiled += profile.calls
+        measured, left_out = profile.measured(keep_all)
+        excluded.extend((profile.fn_name, profile.compile_id, e) for e in left_out)
+        if not measured:
+            continue
+        index = {k: i for i, k in enumerate(measured)}
+        walls, ops = [0] * len(measured), [0] * len(measured)
+        for trace in profile.traces.values():
+            for c in trace.recent:
+                if c.call in index:
+                    walls[index[c.call]] += c.wall_ns
+                    ops[index[c.call]] += sum(c.op_ns)
+        calls += len(measured)
+        wall += statistics.median(walls)
+        attributed += statistics.median(ops)
+        wall_sum += sum(walls)
+        attributed_sum += sum(ops)
+    return {"compiles": compiles, "calls": calls, "profiled": profiled, "wall_ns": wall,
             "attributed_ns": attributed, "between_ns": wall - attributed,
-            "coverage": attributed / wall if wall else 1.0}
+            "coverage": attributed_sum / wall_sum if wall_sum else 1.0, "excluded": excluded}
 
 
-def _ms(ns: int) -> str:
+def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f}" if ns else "·"
+
+
+def spread_text(time: Spread) -> str:
+    """`1.100–1.400` (ms, the measured calls' range), with `+1 outlier` where one was left out."""
+    if time.calls < 2:
+        return ""
+    text = f"{time.low_ns / 1e6:.3f}–{time.high_ns / 1e6:.3f}"
+    return f"{text} +{len(time.outliers)} outlier{'s' if len(time.outliers) > 1 else ''}" if time.outliers else text
 
 
 def table(rows: list[CostRow], *, by: str = "line", title: str | None = None, top: int | None = 20,
           texts: dict[str, str] | None = None) -> object:
-    """A rich Table of `rows` (times in ms, summed over the profiled calls)."""
+    """A rich Table of `rows` (ms per measured call: the median, the range; the columns' medians).
+    A row whose time is all in fusions it shares is listed with those fusions, not on its own."""
     from rich.table import Table
 
+    rows = [r for r in rows if r.kind != "in_fusion"]
     shown = rows if top is None else rows[:top]
     grid = Table(title=title, title_justify="left")
     grid.add_column(by)
-    grid.add_column("total ms", justify="right")
+    grid.add_column("median ms", justify="right")
+    grid.add_column("range ms", justify="right")
     grid.add_column("share", justify="right")
     for name in ("forward", "backward", "recompute", "shared"):
         grid.add_column(name, justify="right")
@@ -259,9 +357,9 @@ def table(rows: list[CostRow], *, by: str = "line", title: str | None = None, to
             label = f"{label}  {texts[row.key]}"
         if row.members:
             label = f"{label}: {', '.join(_label(by, m) for m in row.members)}"
-        share = f"{row.share:.1%}" if row.total_ns else "·"
-        grid.add_row(label, _ms(row.total_ns), share, _ms(row.forward_ns), _ms(row.backward_ns),
-                     _ms(row.recompute_ns), _ms(row.shared_ns), str(row.calls))
+        share = f"{row.share:.1%}" if row.median_ns else "·"
+        grid.add_row(label, _ms(row.median_ns), spread_text(row.time), share, _ms(row.forward_ns),
+                     _ms(row.backward_ns), _ms(row.recompute_ns), _ms(row.shared_ns), str(row.calls))
     if top is not None and len(rows) > top:
         grid.caption = f"{len(rows) - top} more rows"
     return grid

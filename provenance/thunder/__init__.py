@@ -24,9 +24,10 @@ def _torch_version() -> str:
     return str(torch.__version__)
 
 
-def install(*, wait_counters: bool = False, profile: int = 0) -> None:
+def install(*, wait_counters: bool = False, profile: int = 0, warmup: int | None = None) -> None:
     """Install every hook (idempotent); `wait_counters` also counts collective waits; `profile`
-    times the ops of that many calls (after the first) of every compile from now on (0: off). Log
+    times the ops of that many calls (after `warmup` untimed ones; None: unchanged) of every
+    compile from now on (0: off). Log
     headers name the torch and Thunder versions from then on. The hooks and all they keep belong
     to one `capture.Capture`, dropped by uninstall()."""
     with _lock:
@@ -48,6 +49,8 @@ def install(*, wait_counters: bool = False, profile: int = 0) -> None:
         if profile:
             profiling.install(running)
         running.profile = profile
+        if warmup is not None:
+            running.warmup = warmup
 
 
 def uninstall() -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +45,9 @@ class Capture:
         self.cuda_event_factory: Callable[[], Any] | None = None  # default: torch.cuda.Event(enable_timing=True)
         self.profile_windows: weakref.WeakSet = weakref.WeakSet()  # open windows, closed by stop()
         self.profiles_logged: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # profile -> its exporters
+        self.warmup = 1  # calls of each compile run untimed before the profiled ones
+        # per thread, while a profiled call runs: the executor compiles during it (phases.py appends)
+        self.call_compiles = threading.local()
         # wait_hooks.py
         self.waits_active = False
         # phases.py: the transform methods wrapped so far; the torch.compile executor's fusions by

@@ -382,6 +382,8 @@ def profile_called(profile: CompileProfile, call: ProfiledCall) -> None:
             "type": "profile_call", "compile": call.compile_id, "trace": call.trace, "call": call.call,
             "wall_ns": call.wall_ns, "op_ns": call.op_ns, "host_ns": call.host_ns, "time_ns": call.time_ns,
         }
+        if call.compiled:
+            event["compiled"] = [list(c) for c in call.compiled]
         SESSION.emit(event, only=targets)
     except Exception as exc:  # this compile's calls go unlogged; the others' are still written
         running.profiles_logged.pop(profile, None)

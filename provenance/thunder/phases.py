@@ -181,7 +181,7 @@ def _fuse(orig: Callable, running: Capture) -> Callable:
         try:
             check_fault("executor_compile")
             state = _active()
-            if state is not None and SESSION.active:
+            if state is not None and (SESSION.active or running.profile):  # logged, or excludes profiled calls
                 wrapper = (getattr(bsym, T.names["fusion_call_ctx"]) or {}).get(bsym.sym.name)
                 inner = _closure_value(wrapper, T.names["compiled_func"])
                 if inner is not None:
@@ -198,8 +198,10 @@ def _fuse(orig: Callable, running: Capture) -> Callable:
 def _dynamo_started(_args: Any) -> None:
     try:
         running = capture.ACTIVE
-        if running is None or not running.fusion_wrapper_code or not SESSION.active:
+        if running is None or not running.fusion_wrapper_code:
             return
+        if not SESSION.active and getattr(running.call_compiles, "value", None) is None:
+            return  # neither a log nor a profiled call to tell
         code = running.fusion_wrapper_code[0]
         frame = sys._getframe(1)
         found = trace = None
@@ -226,7 +228,13 @@ def _dynamo_ended(_args: Any) -> None:
         return
     try:
         (compile_id, fusion, executor), trace, start = pending
-        emit.executor_compiled(compile_id, executor, fusion, trace, start, time.time_ns())
+        end = time.time_ns()
+        running = capture.ACTIVE
+        during = getattr(running.call_compiles, "value", None) if running is not None else None
+        if during is not None:  # a profiled call is running: it is not a measured run (profiling.py)
+            during.append((fusion, executor, end - start))
+        if SESSION.active:
+            emit.executor_compiled(compile_id, executor, fusion, trace, start, end)
     except Exception:
         pass
 

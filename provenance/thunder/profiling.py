@@ -7,11 +7,15 @@ op): one clock reading per boundary, on the statements' own lines, so line numbe
 original's. Op k's time is stamps[k + 1] - stamps[k]. The cache entry Thunder stores holds two dispatchers
 instead of the generated functions, for the profiling window only:
 
-- the first call (the compile's own, which warms up executors) runs Thunder's functions;
+- the first call (the compile's own, which warms up executors) runs Thunder's functions
+  (`Capture.warmup` calls: `enable(profile_warmup=0)` times the compile's own call too);
 - the next N calls run the timed twins: the forward marks its saved-for-backward values, so the
-  backward of exactly those calls runs timed, whenever autograd calls it;
-- after the N-th, the cache entry Thunder built is put back: later calls run Thunder's generated
-  code objects themselves, with no hook at all.
+  backward of exactly those calls runs timed, whenever autograd calls it. A call during which an
+  executor compiled a fusion (phases.py tells, `Capture.call_compiles`) is no measured run
+  (provenance.timing): the window takes one more call instead, N more at most;
+- after the N-th (its backward, where there is one; else the next forward), the cache entry
+  Thunder built is put back: later calls run Thunder's generated code objects themselves, with
+  no hook at all.
 
 With a log open, the compile's ops tables are written when its window opens, and each timed run
 from the call listener (emit.profile_started, emit.profile_called: `profile_ops`, `profile_call`).
@@ -246,13 +250,17 @@ class _Mark:
 
 class Window:
     def __init__(self, profile: CompileProfile, compile_stats: Any, original: Any,
-                 forward: Timed, backward: Timed | None, calls: int) -> None:
+                 forward: Timed, backward: Timed | None, calls: int, warmup: int = 1,
+                 compiles: threading.local | None = None) -> None:
         self.profile = profile
         self.owner = weakref.ref(compile_stats)
         self.original = original  # the cache entry Thunder built, put back at the end
         self.forward_fn, self.backward_fn = original.computation_fn, original.backward_fn
         self.forward, self.backward = forward, backward
-        self.calls = calls
+        self.calls = calls  # the last call to time (grows by one for each call an executor compiled in)
+        self.extensions = calls  # how many more calls it may take so
+        self.warmup = warmup
+        self.compiles = compiles  # Capture.call_compiles
         self.seen = 0
         self.active = True
         self.dispatcher_id = 0
@@ -261,13 +269,25 @@ class Window:
 
     def run(self, timed: Timed, trace: str, call: int, args: tuple) -> Any:
         stamps, clock = timed.stamps, timed.clock
-        begin = clock.start()
-        result = timed.fn(*args)  # straight-line code: when it returns, every mark has run
-        end = clock.stop()
+        compiled: list = []
+        outer = getattr(self.compiles, "value", None)
+        if self.compiles is not None:
+            self.compiles.value = compiled
+        try:
+            begin = clock.start()
+            result = timed.fn(*args)  # straight-line code: when it returns, every mark has run
+            end = clock.stop()
+        finally:
+            if self.compiles is not None:
+                self.compiles.value = outer
         try:
             check_fault("profile")
             wall, op_ns, host_ns = clock.read(begin, end, stamps)
-            self.profile.add(ProfiledCall(self.profile.compile_id, call, trace, clock.name, wall, op_ns, host_ns))
+            if compiled and self.extensions > 0:  # not a measured run: time one more call
+                self.extensions -= 1
+                self.calls += 1
+            self.profile.add(ProfiledCall(self.profile.compile_id, call, trace, clock.name, wall, op_ns, host_ns,
+                                          compiled=tuple(compiled)))
         except Exception as exc:
             self.fail(exc)
         return result
@@ -311,15 +331,18 @@ def _forward_dispatcher(window: Window) -> Callable:
         if not window.active:
             return original(*args)
         window.seen += 1
-        call = window.seen - 1  # the first call warms up
+        call = window.seen - window.warmup  # the first calls warm up
         timed = window.forward
-        if call == 0 or timed is None or not timed.lock.acquire(blocking=False):
+        if call > window.calls:  # past the window (the last call's backward never ran)
+            window.finish()
+            return original(*args)
+        if call <= 0 or timed is None or not timed.lock.acquire(blocking=False):
             return original(*args)
         try:
             result = window.run(timed, FORWARD, call, args)
         finally:
             timed.lock.release()
-            if call >= window.calls:
+            if call >= window.calls and not marks:
                 window.finish()
         if marks:
             try:
@@ -347,6 +370,8 @@ def _backward_dispatcher(window: Window) -> Callable:
             return window.run(timed, BACKWARD, mark.call, (saved_for_backward, cotangents))
         finally:
             timed.lock.release()
+            if mark.call >= window.calls:
+                window.finish()
 
     return backward_fn
 
@@ -377,7 +402,8 @@ def profiled_entry(running: Capture, entry: Any, state: CompileState, compile_st
         profile.traces[FORWARD] = TraceProfile(FORWARD, forward.ops, clock=forward.clock.name)
         if backward is not None:
             profile.traces[BACKWARD] = TraceProfile(BACKWARD, backward.ops, clock=backward.clock.name)
-        window = Window(profile, compile_stats, entry, forward, backward, requested)
+        window = Window(profile, compile_stats, entry, forward, backward, requested, running.warmup,
+                        running.call_compiles)
         computation = _forward_dispatcher(window)
         window.dispatcher_id = id(computation)
         replaced = entry._replace(computation_fn=computation)

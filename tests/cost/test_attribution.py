@@ -75,10 +75,10 @@ def test_rollup_and_the_otel_tables_charge_a_real_profile_alike(tmp_path):
     assert len(backward) > 10 and "(bookkeeping)" in lines
 
     by_line = _otel_by(tables, calls, None)
-    rows = {r.key: r.total_ns for r in rollup([profile], "line") if r.kind == "key"}
+    rows = {r.key: r.sum_ns for r in rollup([profile], "line") if r.kind == "key"}
     assert rows and {k: by_line[k] for k in rows} == rows and set(by_line) == set(rows)
     by_role = _otel_by(tables, calls, "thunder.role")
-    assert {r.key.replace("(no role)", ""): r.total_ns for r in rollup([profile], "role")
+    assert {r.key.replace("(no role)", ""): r.sum_ns for r in rollup([profile], "role")
             if r.kind == "key"} == dict(by_role)
 
 

@@ -6,9 +6,12 @@ import gc
 import inspect
 import json
 import os
+import re
 import shutil
+import statistics
 import subprocess
 import sys
+import time
 import warnings
 import weakref
 from pathlib import Path
@@ -21,7 +24,7 @@ from paths import SUPPORT
 
 import provenance
 from provenance import Kind
-from provenance.profile import BACKWARD, FORWARD, RECENT_CALLS
+from provenance.profile import BACKWARD, FORWARD, MAX_CALLS
 from provenance.rollup import BETWEEN
 from provenance.thunder import capture, profiling
 
@@ -67,19 +70,21 @@ def test_the_big_matmul_line_ranks_first_with_its_backward(profiled):
     assert profile.calls == 3 and profile.traces[FORWARD].calls == profile.traces[BACKWARD].calls == 3
     rows = provenance.cost(jm, by="line")
     top = rows[0]
-    assert top.key == line("big matmul"), [(r.key, r.total_ns) for r in rows]
+    assert top.key == line("big matmul"), [(r.key, r.median_ns) for r in rows]
     assert top.share > 0.5 and top.calls == 3
     assert top.backward_ns > 0.3 * top.forward_ns > 0  # the weight gradient: another n^3 matmul
     # the backward time reaches the line through derived_from: the backward ops' own records
     # are grad(...) records whose forward op is the matmul
     backward = profile.traces[BACKWARD]
-    charged = [(op, ns) for op, ns in zip(backward.ops, backward.op_ns)
+    charged = [i for i, op in enumerate(backward.ops)
                if op.record is not None and op.record.kind == Kind.BACKWARD
                and op.record.derived_from.user_frame.line == models.line_of("big matmul")]
-    assert charged and sum(ns for _, ns in charged) == top.backward_ns
-    assert all(op.record.derived_from.kind in (Kind.OP, Kind.DECOMPOSITION) for op, _ in charged)
+    measured, _ = profile.measured()
+    per_call = [sum(c.op_ns[i] for i in charged) for c in backward.recent if c.call in measured]
+    assert charged and statistics.median(per_call) == top.backward_ns  # the median of the measured calls
+    assert all(backward.ops[i].record.derived_from.kind in (Kind.OP, Kind.DECOMPOSITION) for i in charged)
     for marker in ("tiny", "tiny slice"):
-        assert rows_by_key(rows)[line(marker)].total_ns < top.total_ns / 3
+        assert rows_by_key(rows)[line(marker)].median_ns < top.median_ns / 3
 
 
 @pytest.mark.slow
@@ -99,12 +104,12 @@ def test_ops_cover_most_of_the_profiled_wall_time_on_nanogpt(profiled):
     assert profile.coverage >= 0.90, profile.coverage
     rows = provenance.cost(jm)
     between = rows_by_key(rows)[BETWEEN]
-    assert between.total_ns == profile.wall_ns - profile.attributed_ns
-    assert sum(r.total_ns for r in rows) == profile.wall_ns
+    assert between.sum_ns == profile.wall_ns - profile.attributed_ns  # two calls: none is a one-off
+    assert sum(r.sum_ns for r in rows) == profile.wall_ns
     assert between.share <= 0.10
     # the model's lines get the time, forward and backward
     model_file = sys.modules[type(model).__module__].__file__
-    at_model = sum(r.total_ns for r in rows if r.key.startswith(model_file))
+    at_model = sum(r.sum_ns for r in rows if r.key.startswith(model_file))
     assert at_model / profile.wall_ns > 0.8
     assert any(r.key.startswith(model_file) and r.backward_ns > 0 for r in rows)
 
@@ -113,7 +118,10 @@ def test_ops_cover_most_of_the_profiled_wall_time_on_nanogpt(profiled):
 def test_calls_after_the_window_run_the_code_thunder_generated(profiled):
     x = torch.randn(4, 8)
     jm = thunder.jit(models.Net(n=8, depth=1))
-    out = [jm(x) for _ in range(4)]  # the compile's call, 2 profiled, 1 after
+    # the compile's call, 2 profiled; the window waits for the 2nd call's backward (an executor
+    # compiling in it would extend the window), which never runs: the 4th call closes it, the 5th
+    # runs Thunder's code
+    out = [jm(x) for _ in range(5)]
     entry = thunder.compile_stats(jm).interpreter_cache[0]
     # the entry Thunder built is back in its cache, with Thunder's own generated functions
     computation = generated(entry.computation_fn)
@@ -124,7 +132,7 @@ def test_calls_after_the_window_run_the_code_thunder_generated(profiled):
     ran = inspect.getclosurevars(thunder.compile_stats(jm).last_computation).nonlocals["fn"]
     assert ran is entry.computation_fn
     (profile,) = provenance.profiles(jm)
-    assert profile.traces[FORWARD].calls == 2  # the 4th call was not timed
+    assert profile.traces[FORWARD].calls == 2  # the 4th and 5th calls were not timed
 
     # the same model compiled without profiling: the same program, byte for byte
     provenance.enable(profile=0)
@@ -179,7 +187,7 @@ def test_every_top_level_op_is_timed_by_its_position(profiled):
     kinds = rows_by_key(provenance.cost(jm, by="kind"))
     assert kinds["bookkeeping"].forward_ns > 0 and kinds["bookkeeping"].backward_ns > 0  # dels are timed
     ops = rows_by_key(provenance.cost(jm, by="op"))
-    assert ops["linear"].forward_ns > 0 and ops["python_del"].total_ns > 0
+    assert ops["linear"].forward_ns > 0 and ops["python_del"].median_ns > 0
 
 
 @pytest.mark.parametrize("profiled", [1], indirect=True)
@@ -201,10 +209,10 @@ def test_modules_roll_up_hierarchically(profiled):
     for key in ("blocks.0", "blocks.0.mlp", "blocks.0.mlp.fc1", "blocks.1", "blocks", "head"):
         inside = sum(ns for r, ns in per_op
                      if (m := module_of(r)) is not None and (m == key or m.startswith(key + ".")))
-        assert rows[key].total_ns == inside > 0, key
-    assert rows["blocks.0"].total_ns > rows["blocks.0.mlp"].total_ns > rows["blocks.0.mlp.fc1"].total_ns
-    assert rows["<root>"].total_ns == sum(ns for r, ns in per_op if module_of(r) is not None)
-    assert rows["<root>"].total_ns >= rows["blocks"].total_ns + rows["head"].total_ns
+        assert rows[key].sum_ns == inside > 0, key
+    assert rows["blocks.0"].sum_ns > rows["blocks.0.mlp"].sum_ns > rows["blocks.0.mlp.fc1"].sum_ns
+    assert rows["<root>"].sum_ns == sum(ns for r, ns in per_op if module_of(r) is not None)
+    assert rows["<root>"].sum_ns >= rows["blocks"].sum_ns + rows["head"].sum_ns
 
 
 class _Scoped(torch.nn.Module):
@@ -231,42 +239,136 @@ def test_roles_get_their_time(profiled):
     (profile,) = provenance.profiles(jm)
     with_role = sum(ns for t in profile.traces.values() for op, ns in zip(t.ops, t.op_ns)
                     if op.record is not None and op.record.role == "row_parallel.post")
-    assert role.total_ns == with_role
-    assert rows["(no role)"].total_ns > 0  # self.out and the bookkeeping
+    assert role.sum_ns == with_role  # two calls: none is a one-off
+    assert rows["(no role)"].sum_ns > 0  # self.out and the bookkeeping
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("profiled", [1], indirect=True)
-def test_a_torch_compile_fusion_row_lists_its_member_lines(profiled):
+def test_a_torch_compile_fusion_row_lists_its_member_lines_and_its_compile_call_is_left_out(profiled, tmp_path,
+                                                                                             browser):
     from thunder.executors.torch_compile import torch_compile_ex
 
+    from provenance.report.cli import main
+
+    # the compile's own call timed too: inductor builds the fusions in it (forward and backward)
+    provenance.enable(tmp_path / "logs", profile=1, profile_warmup=0)
     jm = thunder.jit(models.Net(n=8, depth=1), executors=[torch_compile_ex, *thunder.get_default_executors()])
     x = torch.randn(4, 8)
-    for _ in range(2):
+    for _ in range(3):
         models.forward_backward(jm, x)
+    (profile,) = provenance.profiles(jm)
+    measured, excluded = profile.measured()
+    # the call that compiled is flagged and left out; the window took one more call instead
+    assert profile.calls == 2 and measured == [2], (measured, excluded)
+    assert [(e.call, e.trace, e.reason) for e in excluded] == [(1, "forward", "compile"), (1, "backward", "compile")]
+    assert all(e.compiled and all(f.startswith("TorchCompile") for f in e.compiled) for e in excluded)
+    assert "compiled TorchCompile" in excluded[0].describe() and excluded[0].describe().endswith("excluded")
+
     rows = provenance.cost(jm, by="line")
     fusions = [r for r in rows if r.kind == "fusion"]
     assert fusions, [(r.key, r.kind) for r in rows]
     members = {m for r in fusions for m in r.members}
     assert {line("block residual"), line("helper"), line("root tanh")} & members
     for row in fusions:
-        assert row.key.startswith("TorchCompile") and len(row.members) > 1 and row.total_ns > 0
+        assert row.key.startswith("TorchCompile") and len(row.members) > 1 and row.median_ns > 0
         for member in row.members:  # each member line shows the time it shares
-            assert rows_by_key(rows)[member].shared_ns >= row.total_ns
-    assert any("fusion TorchCompile" in r.label for r in fusions)
+            assert rows_by_key(rows)[member].shared_ns >= row.median_ns
+    # every fusion row names its compile, by function and compile id
+    assert all(re.match(r"TorchCompile\d+ \((forward|backward) of .*, compile \d+\): \d+ lines", r.label)
+               for r in fusions), [r.label for r in fusions]
+    # a line whose ops are all in fusions is listed with them, never as a row of 0.000
+    fused_only = [r for r in rows if r.kind == "in_fusion"]
+    assert fused_only and all(r.fusions and r.shared_ns > 0 and not r.ops for r in fused_only)
+    assert not [r for r in rows if r.kind == "key" and r.median_ns == 0 and r.shared_ns > 0]
+    provenance.disable()
+
+    # the report says the same: the left-out call named, fused lines showing their fusion's time
+    assert main(["report", str(tmp_path / "logs"), "-o", str(tmp_path / "out"), "--no-browser"]) == 0
+    directory = json.loads((tmp_path / "out" / "compile_directory.json").read_text())
+    entry = next(c for c in directory["compiles"] if c.get("time"))
+    assert entry["time"]["calls"] == 1 and entry["time"]["profiled"] == 2
+    assert [e.split(":")[0] for e in entry["time"]["excluded"]] == ["call 1 (forward)", "call 1 (backward)"]
+    page = browser.open(tmp_path / "out" / entry["pages"]["compile"], "#time")
+    assert "left out" in page.locator("#time .excluded").inner_text()
+    page.close()
+    page = browser.open(tmp_path / "out" / entry["pages"]["source"])
+    gutters = page.locator(".sl .tm").all_inner_texts()
+    assert gutters and "0.000" not in gutters
+    fused = page.locator(".sl .cnt .c-in")
+    assert fused.count() >= len({r.key for r in fused_only if r.key.startswith(MODELS_FILE)}) > 0
+    assert re.match(r"in TorchCompile\d+ \(with \d+ other lines?\)", fused.first.inner_text())
+    page.close()
 
 
-@pytest.mark.parametrize("profiled", [20], indirect=True)
+@pytest.mark.parametrize("profiled", [3], indirect=True)
+def test_an_injected_5ms_stall_in_one_of_three_calls_changes_neither_the_top_line_nor_its_median(profiled):
+    model = models.OneBigLine(n=192)  # the big line: well under 5 ms per call, so a sum would rank the stall first
+    x = torch.randn(192, 192)
+    jm = thunder.jit(model)
+    models.forward_backward(jm, x)  # the compile's call: its window opens
+    (window,) = [w for w in capture.ACTIVE.profile_windows if w.profile.fn_name.endswith("OneBigLine")] or [
+        next(iter(capture.ACTIVE.profile_windows))]
+    timed = window.forward
+    stalled_op = next(i for i, op in enumerate(timed.ops)
+                      if op.record is not None and op.record.user_frame is not None
+                      and op.record.user_frame.line == models.line_of("tiny slice"))
+    namespace = generated(timed.fn).__globals__  # the twin's globals: its clock
+    clock, seen = namespace["_provenance_clock"], {"marks": 0}
+    marks = len(timed.ops) + 1
+
+    def stalling_clock():  # in the 2nd profiled call, a 5 ms stall inside the tiny slice's op
+        seen["marks"] += 1
+        if seen["marks"] == marks + stalled_op + 2:  # the mark that ends that op, in the 2nd call
+            time.sleep(0.005)
+        return clock()
+
+    namespace["_provenance_clock"] = stalling_clock
+    for _ in range(3):
+        models.forward_backward(jm, x)
+    (profile,) = provenance.profiles(jm)
+    calls = {c.call: c for c in profile.traces[FORWARD].recent}
+    assert calls[2].op_ns[stalled_op] >= 5_000_000  # the stall is real, and where it was put
+    rows = provenance.cost(jm, by="line")
+    top = rows[0]
+    assert top.key == line("big matmul"), [(r.key, r.median_ns) for r in rows[:4]]
+    stalled = rows_by_key(rows)[line("tiny slice")]
+    assert stalled.sum_ns > top.sum_ns or 2 not in profile.measured()[0]  # by sums, the stall would have ranked
+    measured, excluded = profile.measured()
+    # the stall is named: the whole call left out (its forward over 3x the others'), or the one sample an outlier
+    assert (2 not in measured and [(e.call, e.reason) for e in excluded] == [(2, "stall")]) or \
+        (2, calls[2].op_ns[stalled_op]) in stalled.time.outliers
+    assert stalled.median_ns < 1_000_000
+    # the top line's median is the median of its time over the measured calls, untouched by the stall
+    forward, backward = profile.traces[FORWARD], profile.traces[BACKWARD]
+    big = models.line_of("big matmul")
+
+    def on_big(op):
+        record = op.record
+        while record is not None and record.user_frame is None:
+            record = record.derived_from
+        return record is not None and record.user_frame.line == big
+
+    per_call = []
+    for k in measured:
+        f = next(c for c in forward.recent if c.call == k)
+        b = next(c for c in backward.recent if c.call == k)
+        per_call.append(sum(ns for op, ns in zip(forward.ops, f.op_ns) if on_big(op))
+                        + sum(ns for op, ns in zip(backward.ops, b.op_ns) if on_big(op)))
+    assert top.median_ns == statistics.median(per_call) and top.calls == len(measured)
+
+
+@pytest.mark.parametrize("profiled", [70], indirect=True)
 def test_storage_is_bounded_and_nothing_keeps_the_model_alive(profiled):
     model = models.Net(n=8, depth=1)
     alive = weakref.ref(model)
     jm = thunder.jit(model)
     x = torch.randn(4, 8)
-    for _ in range(21):
+    for _ in range(71):
         models.forward_backward(jm, x)
     (profile,) = provenance.profiles(jm)
     forward = profile.traces[FORWARD]
-    assert forward.calls == 20 and len(forward.recent) == RECENT_CALLS
+    assert forward.calls == 70 and len(forward.recent) == MAX_CALLS
     assert len(forward.op_ns) == len(forward.ops)  # sums, not one list per call
     # during a window (a second model, its window still open) and after one: nothing of ours
     # holds the model
@@ -274,11 +376,11 @@ def test_storage_is_bounded_and_nothing_keeps_the_model_alive(profiled):
     other_alive = weakref.ref(other)
     jo = thunder.jit(other)
     models.forward_backward(jo, x)
-    models.forward_backward(jo, x)  # profiled; 19 more to go
+    models.forward_backward(jo, x)  # profiled; 69 more to go
     del model, jm, other, jo
     gc.collect()
     assert alive() is None and other_alive() is None
-    assert profile.calls == 20  # the profile outlives the model, for provenance.cost()
+    assert profile.calls == 70  # the profile outlives the model, for provenance.cost()
 
 
 @pytest.mark.parametrize("profiled", [2], indirect=True)
@@ -387,9 +489,9 @@ def test_print_cost_prints_the_table(capsys):
         provenance.disable()
         torch.set_num_threads(threads)
     out = capsys.readouterr().out
-    assert "Time by line: 1 profiled call(s) of 1 compile(s)" in out
+    assert "Time by line: 1 measured call(s) of 1 compile(s)" in out
     top = provenance.cost(jm)[0]
-    assert top.label in out and f"{top.total_ns / 1e6:.3f}" in out
+    assert top.label in out and f"{top.median_ns / 1e6:.3f}" in out
     with pytest.raises(TypeError, match="returned by thunder.jit"):
         provenance.cost(models.Net())
     with pytest.raises(ValueError, match="profile must be a number of calls"):

@@ -26,7 +26,7 @@ import provenance
 from provenance import schema
 from provenance.report.analyze.cost import load_profiles
 from provenance.report.cli import main
-from provenance.rollup import BY, rollup
+from provenance.rollup import BY, rollup, summary
 
 ARTIFACTS = ROOT / "test-artifacts" / "report"
 
@@ -80,9 +80,11 @@ def test_the_report_rolls_a_log_up_as_cost_did_in_the_process_that_wrote_it(tmp_
     out = _report(tmp_path / "logs", tmp_path / "out")
     (entry,) = _directory(out)["compiles"]
     time = entry["time"]
-    assert time["calls"] == 2 and time["wall_ns"] == profile.wall_ns and time["attributed_ns"] == profile.attributed_ns
-    assert [(r["key"], r["total_ns"], r["backward_ns"]) for r in time["lines"]] == [
-        (r.key, r.total_ns, r.backward_ns) for r in live["line"][:10]]
+    totals = summary([profile])  # per measured call: the medians
+    assert time["calls"] == 2 and time["wall_ns"] == round(totals["wall_ns"])
+    assert time["attributed_ns"] == round(totals["attributed_ns"])
+    assert [(r["key"], r["median_ns"], r["backward_ns"]) for r in time["lines"]] == [
+        (r.key, round(r.median_ns), round(r.backward_ns)) for r in live["line"][:10]]
     page = (out / entry["pages"]["compile"]).read_text()
     assert 'id="time"' in page and 'class="icicle"' in page
     # every timed op of the two final traces shows its time: the ops table's indices name their ops
@@ -151,7 +153,8 @@ def test_bad_profile_records_are_named_and_skipped(tmp_path, capsys):
     assert reasons[-1] == "profile records of compile 9, which this log does not start"
     assert [e["line"] for e in problems["entries"]][:6] == list(range(at + 3, at + 3 + 6))  # 1-based, as the pass
     (entry,) = _directory(tmp_path / "out")["compiles"]
-    assert entry["time"]["calls"] == 3  # the 2 good calls, and the spaced one (forward only)
+    # 3 profiled: the 2 good calls, and the spaced one, forward only: the measured calls are those with both
+    assert entry["time"]["profiled"] == 3 and entry["time"]["calls"] == 2
 
 
 def test_workers_build_the_same_time_pages(tmp_path):
@@ -201,12 +204,13 @@ def test_the_time_section_icicle_gutter_and_op_times_of_a_known_log(tmp_path, br
     assert f"{WALL_MS:.3f} ms per call" in section.inner_text()
     rows = section.locator('table[data-by="line"] tbody tr')
     cells = [[c.strip() for c in rows.nth(i).locator("td").all_inner_texts()] for i in range(rows.count())]
-    # heat, line, ms/call, share, forward, backward, recompute, shared, bars
+    # heat, line, ms/call (median), range, share, forward, backward, recompute, shared, bars
     assert [rows.nth(i).get_attribute("data-key") for i in range(rows.count())] == [
         f"{report_logs.MODEL}:10", f"{report_logs.MODEL}:11", "(between ops)", "(bookkeeping)"]
     assert cells[0][1].startswith("report_model.py:10")
-    assert cells[0][2:6] == ["5.000", f"{100 * 5 / WALL_MS:.1f}%", "3.000", "2.000"]
-    assert cells[1][2:6] == ["1.500", f"{100 * 1.5 / WALL_MS:.1f}%", "1.000", "0.500"]
+    assert cells[0][2:7] == ["5.000", "5.000–5.000", f"{100 * 5 / WALL_MS:.1f}%", "3.000", "2.000"]
+    assert cells[1][2:7] == ["1.500", "1.500–1.500", f"{100 * 1.5 / WALL_MS:.1f}%", "1.000", "0.500"]
+    assert "median 5.000 ms, 5.000–5.000 ms over 2 calls" in rows.nth(0).locator("td").nth(2).get_attribute("title")
     assert cells[0][1].endswith("y = x * 2") and rows.nth(0).locator("td.heat.h5").count() == 1
     assert rows.nth(3).locator("td.heat.h2").count() == 1  # bookkeeping: 0.6% of the time
     roles = section.locator('table[data-by="role"] tbody tr').all_inner_texts()
@@ -248,7 +252,8 @@ def test_the_time_section_icicle_gutter_and_op_times_of_a_known_log(tmp_path, br
 
     page = browser.open(out / "time.html")
     lines = page.locator('table[data-by="line"] tbody tr').all_inner_texts()
-    assert lines[0].split()[:4] == ["report_model.py:10", "y", "=", "x"] and "10.000" in lines[0]  # 2 calls x 5 ms
+    assert lines[0].split()[:4] == ["report_model.py:10", "y", "=", "x"]
+    assert lines[0].split("\t")[2:4] == ["5.000", "5.000–5.000"]  # per call, as on the compile's page
     assert page.locator("#ranks").count() == 0  # one process
     page.close()
     assert browser.errors == [] and browser.dialogs == []
@@ -298,7 +303,7 @@ x = torch.randn(4, 8)
 for _ in range(3):
     models.forward_backward(jm, x)
 (profile,) = provenance.profiles(jm)
-modules = {{r.key: r.total_ns for r in provenance.cost(jm, by="module")}}
+modules = {{r.key: r.sum_ns for r in provenance.cost(jm, by="module")}}
 runs = {{}}  # (trace, call) -> each line's time in that run, from the live profile
 for name, timed in profile.traces.items():
     for call in timed.recent:

@@ -68,7 +68,7 @@ def test_backward_and_recompute_are_charged_to_the_forward_line():
     between = rows_by_key(rows)[BETWEEN]
     assert (between.forward_ns, between.backward_ns, between.kind) == (100, 50, "between")
     assert rows_by_key(rows)[BOOKKEEPING].forward_ns == 5
-    assert sum(r.total_ns for r in rows) == wall  # every ns once
+    assert sum(r.median_ns for r in rows) == wall  # every ns once
 
 
 def test_a_fusion_of_several_lines_is_its_own_row_and_its_members_show_it_shared():
@@ -77,7 +77,7 @@ def test_a_fusion_of_several_lines_is_its_own_row_and_its_members_show_it_shared
     p = profile([(fused, 900), (L12, 40)], [(one_line, 300), (grad(L10), 10)])
     rows = rows_by_key(rollup([p], "line"))
     row = rows["fused (forward, compile 1)"]
-    assert row.kind == "fusion" and row.forward_ns == 900 and row.total_ns == 900
+    assert row.kind == "fusion" and row.forward_ns == 900 and row.median_ns == 900
     assert row.members == (f"{FILE}:10", f"{FILE}:11", f"{FILE}:12")
     for line in (10, 11):
         assert rows[f"{FILE}:{line}"].shared_ns == 900
@@ -85,7 +85,7 @@ def test_a_fusion_of_several_lines_is_its_own_row_and_its_members_show_it_shared
     # in the backward, with a grad member, it is backward time
     assert rows[f"{FILE}:12"].forward_ns == 40 and rows[f"{FILE}:12"].backward_ns == 300
     assert rows[f"{FILE}:12"].shared_ns == 900
-    assert rows[f"{FILE}:10"].total_ns == 10
+    assert rows[f"{FILE}:10"].median_ns == 10
 
 
 def test_a_backward_fusion_of_recomputed_ops_only_is_recompute_time():
@@ -99,38 +99,40 @@ def test_modules_are_hierarchical():
     ops = [(L10, 1000), (L11, 300), (L12, 50), (L20, 7), (BOOK, 3)]
     p = profile(ops, [(grad(L10), 2000), (fusion(L10, L11), 500)])
     rows = rows_by_key(rollup([p], "module"))
-    assert rows["blocks.0.attn"].total_ns == 3000
-    assert rows["blocks.0.mlp"].total_ns == 300
-    assert rows["blocks.0"].total_ns == 3000 + 300 + 500  # children, and the fusion of both
+    assert rows["blocks.0.attn"].median_ns == 3000
+    assert rows["blocks.0.mlp"].median_ns == 300
+    assert rows["blocks.0"].median_ns == 3000 + 300 + 500  # children, and the fusion of both
     assert rows["blocks.0.attn"].shared_ns == rows["blocks.0.mlp"].shared_ns == 500
-    assert rows["blocks"].total_ns == rows["blocks.0"].total_ns + rows["blocks.1"].total_ns
-    assert rows[ROOT].total_ns == rows["blocks"].total_ns + 7
-    assert rows["(no module)"].total_ns == 3
+    assert rows["blocks"].median_ns == rows["blocks.0"].median_ns + rows["blocks.1"].median_ns
+    assert rows[ROOT].median_ns == rows["blocks"].median_ns + 7
+    assert rows["(no module)"].median_ns == 3
     assert rollup([p], "module")[0].key == ROOT
 
 
 def test_roles_kinds_and_ops():
     p = profile([(L10, 100), (L11, 10), (BOOK, 1), (fusion(L10, L11), 20)], [(grad(L10), 200)])
     roles = rows_by_key(rollup([p], "role"))
-    assert roles["column_parallel.post"].total_ns == 300
-    assert roles[NO_ROLE].total_ns == 11
+    assert roles["column_parallel.post"].median_ns == 300
+    assert roles[NO_ROLE].median_ns == 11
     assert roles["fused (forward, compile 1)"].members == ("column_parallel.post", NO_ROLE)
     kinds = rows_by_key(rollup([p], "kind"))
-    assert (kinds["forward"].total_ns, kinds["backward"].total_ns) == (110, 200)
-    assert (kinds["bookkeeping"].total_ns, kinds["fusion"].total_ns) == (1, 20)
+    assert (kinds["forward"].median_ns, kinds["backward"].median_ns) == (110, 200)
+    assert (kinds["bookkeeping"].median_ns, kinds["fusion"].median_ns) == (1, 20)
     ops = rows_by_key(rollup([p], "op"))
-    assert ops["op0"].total_ns == 100 + 200  # position 0 in both traces: same name
-    assert ops["fused (forward)"].total_ns == 20
+    assert ops["op0"].median_ns == 100 + 200  # position 0 in both traces: same name
+    assert ops["fused (forward)"].median_ns == 20
 
 
-def test_calls_sum_over_calls_and_compiles():
+def test_figures_are_per_call_medians_that_add_up_over_compiles():
     a = profile([(L10, 10)], [(grad(L10), 20)], calls=3, compile_id=1)
     b = profile([(L10, 5)], [], calls=2, compile_id=2)
     row = rows_by_key(rollup([a, b], "line"))[f"{FILE}:10"]
-    assert row.calls == 5 and row.forward_ns == 3 * 10 + 2 * 5 and row.backward_ns == 60
+    # per call: 10 + 20 in compile 1, 5 in compile 2; medians of distinct compiles add up
+    assert row.calls == 5 and row.forward_ns == 10 + 5 and row.backward_ns == 20 and row.median_ns == 35
+    assert row.sum_ns == 3 * 30 + 2 * 5
     totals = summary([a, b])
-    assert totals["calls"] == 5 and totals["wall_ns"] == a.wall_ns + b.wall_ns
-    assert totals["coverage"] == pytest.approx((a.attributed_ns + b.attributed_ns) / totals["wall_ns"])
+    assert totals["calls"] == 5 and totals["wall_ns"] == a.wall_ns / 3 + b.wall_ns / 2
+    assert totals["coverage"] == pytest.approx((a.attributed_ns + b.attributed_ns) / (a.wall_ns + b.wall_ns))
 
 
 def test_merged_rollups_of_separate_compiles_are_the_rollup_of_all():
@@ -175,3 +177,84 @@ def test_by_module_line_charges_a_helpers_ops_to_the_modules_line():
     assert rows[f"{FILE}:30"].forward_ns == 300 and rows[f"{FILE}:30"].backward_ns == 300
     assert rows["/src/helpers.py:7"].forward_ns == 40 and rows[f"{FILE}:10"].forward_ns == 7
     assert "/src/helpers.py:5" not in rows and rows[f"{FILE}:30"].label == "model.py:30"
+
+
+# -- distributions (provenance.timing) ------------------------------------------------------------
+def calls_profile(per_call: list[list[tuple[Provenance, int]]], between: int = 100,
+                  compiled: dict[int, tuple] | None = None, compile_id: int = 1) -> CompileProfile:
+    """A forward-only profile whose call k (from 1) takes per_call[k - 1]'s op times; `compiled`:
+    call -> the executor compiles during it."""
+    result = CompileProfile(compile_id, "pkg.Net.forward", requested=len(per_call))
+    records = [r for r, _ in per_call[0]]
+    result.traces[FORWARD] = TraceProfile(FORWARD, tuple(Op(i, "fused" if r.kind == Kind.FUSION else f"op{i}", r, i)
+                                                         for i, r in enumerate(records)))
+    for k, ops in enumerate(per_call, 1):
+        ns = tuple(t for _, t in ops)
+        result.add(ProfiledCall(compile_id, k, FORWARD, "cpu", sum(ns) + between, ns,
+                                compiled=(compiled or {}).get(k, ())))
+    return result
+
+
+MS = 1_000_000
+
+
+def test_a_stall_in_one_of_three_calls_changes_neither_the_top_line_nor_its_median():
+    calls = [[(L10, 2 * MS), (L11, 1 * MS)], [(L10, 2 * MS), (L11, 6 * MS)], [(L10, 2 * MS), (L11, 1 * MS)]]
+    rows = rows_by_key(rollup([calls_profile(calls)], "line"))
+    top = rollup([calls_profile(calls)], "line")[0]
+    assert top.key == f"{FILE}:10" and top.median_ns == 2 * MS
+    stalled = rows[f"{FILE}:11"]
+    # the stall (5 ms over a 1 ms median) is named, and left out of the median and the range
+    assert stalled.median_ns == 1 * MS and stalled.time.outliers == ((2, 6 * MS),)
+    assert (stalled.time.low_ns, stalled.time.high_ns, stalled.calls) == (1 * MS, 1 * MS, 3)
+    assert "1 outlier (call 2: 6.000 ms)" in stalled.time.describe()
+    # with the ranking by sums, the stall would have won
+    assert stalled.sum_ns > top.sum_ns
+
+
+def test_a_call_that_is_a_stall_or_compiled_an_executor_is_left_out_and_named():
+    fast = [(L10, MS // 10)]
+    stall = [(L10, 8 * MS)]  # over 3x the others' median and by more than 1 ms
+    p = calls_profile([fast, fast, stall, fast])
+    measured, excluded = p.measured()
+    assert measured == [1, 2, 4] and [(e.call, e.reason) for e in excluded] == [(3, "stall")]
+    assert rows_by_key(rollup([p], "line"))[f"{FILE}:10"].median_ns == MS // 10
+    compiling = calls_profile([stall, fast, fast], compiled={1: (("TorchCompile0", "torchcompile", 1_200_000_000),)})
+    measured, excluded = compiling.measured()
+    assert measured == [2, 3]
+    assert excluded[0].describe() == "call 1 (forward): compiled TorchCompile0, 8.00 ms, excluded"
+    totals = summary([compiling])
+    assert totals["calls"] == 2 and totals["profiled"] == 3 and totals["wall_ns"] == MS // 10 + 100
+    # keep_all: every call counts
+    assert summary([compiling], keep_all=True)["calls"] == 3
+    assert rows_by_key(rollup([compiling], "line", keep_all=True))[f"{FILE}:10"].sum_ns == 8 * MS + 2 * MS // 10
+
+
+def test_a_small_sample_names_no_outlier():
+    """Two calls cannot say which one is the odd one: none is left out."""
+    p = calls_profile([[(L10, MS // 10)], [(L10, 9 * MS)]])
+    assert p.measured() == ([1, 2], [])
+    assert rollup([p], "line")[0].time.outliers == ()
+
+
+def test_lines_all_in_a_fusion_are_listed_with_it_and_the_fusion_names_its_compile():
+    fused = fusion(L10, L11, L12)
+    p = calls_profile([[(fused, 900), (L20, 50)]] * 3, compile_id=7)
+    rows = rollup([p], "line")
+    by_key = rows_by_key(rows)
+    key = "fused (forward, compile 7)"
+    assert by_key[key].kind == "fusion" and by_key[key].label == "fused (forward of Net.forward, compile 7): 3 lines"
+    for n in (10, 11, 12):
+        row = by_key[f"{FILE}:{n}"]
+        assert row.kind == "in_fusion" and row.fusions == (key,) and row.shared_ns == 900 and row.median_ns == 0
+    assert by_key[f"{FILE}:20"].kind == "key"
+    # a table lists the fusion with its member lines, not three rows of nothing but shared time
+    from rich.console import Console
+
+    from provenance.rollup import table
+
+    console = Console(width=200, record=True)
+    console.print(table(rows))
+    text = console.export_text()
+    assert "model.py:10, model.py:11, model.py:12" in text
+    assert sum(line.lstrip().startswith("model.py:1") for line in text.splitlines()) == 0

@@ -194,9 +194,10 @@ class CompileBuilder:
         if previous is not None:
             view.diff = diff(previous, view)
         if self.profile is not None:  # a profiled final trace: its ops' times, shown on it
+            measured = self.profile.measured()
             for timed in self.profile.traces.values():
                 if timed.list == list_name and timed.index == index:
-                    view.times = op_times(view, timed)
+                    view.times = op_times(view, timed, measured)
         self.prov_ids.update(map(_PROV, ops))  # None too: dropped when the compile ends
         self.latest[list_name] = view
         self.passes.append(view)

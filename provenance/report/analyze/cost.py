@@ -4,7 +4,8 @@ source view's gutter; and for the run (time.html) the lines and roles across com
 
 Everything is rolled up by `provenance.rollup` on the compile's profile rebuilt from the log
 (read/profile_records.py), so the figures are the ones `provenance.cost()` gave in the process. Times are
-per profiled call (a sum over the calls / the calls), except the run's totals. Colours ("heat")
+per measured call (provenance.timing: medians, with their range; one-off calls left out and
+named). Colours ("heat")
 say which share of the profiled time an op or a line took: `HEAT` are the thresholds.
 """
 
@@ -43,6 +44,7 @@ from provenance.report.read.profile_records import (
     safe_lookup,
 )
 from provenance.rollup import BETWEEN, NO_MODULE, ROOT, CostRow, line_texts, merge, rollup, summary
+from provenance.timing import spread
 
 __all__ = ["HREFS_KEPT", "compile_time", "heat", "icicle", "load_profiles", "op_times", "run_time"]
 
@@ -64,17 +66,33 @@ def _duration(ms: float) -> str:
     return f"{ms * 1000:.1f} us" if ms >= 0.001 else f"{ms * 1000:.2f} us"
 
 
-def _ms(ns: float, calls: int) -> float:
-    return ns / (calls or 1) / 1e6
+def _ms(ns: float) -> float:
+    return ns / 1e6
 
 
 def _time_row(row: CostRow, texts: dict[str, str], href: str | None = None) -> TimeRow:
-    calls = row.calls
     return TimeRow(key=row.key, label=row.label, text=texts.get(row.key, ""), kind=row.kind,
-                   members=[_short(m) for m in row.members], ms=_ms(row.total_ns, calls),
-                   forward_ms=_ms(row.forward_ns, calls), backward_ms=_ms(row.backward_ns, calls),
-                   recompute_ms=_ms(row.recompute_ns, calls), shared_ms=_ms(row.shared_ns, calls),
-                   total_ms=row.total_ns / 1e6, share=row.share, heat=heat(row.share), calls=calls, href=href)
+                   members=[_short(m) for m in row.members], ms=_ms(row.median_ns),
+                   forward_ms=_ms(row.forward_ns), backward_ms=_ms(row.backward_ns),
+                   recompute_ms=_ms(row.recompute_ns), shared_ms=_ms(row.shared_ns),
+                   total_ms=row.sum_ns / 1e6, share=row.share, heat=heat(row.share), calls=row.calls, href=href,
+                   low_ms=_ms(row.time.low_ns), high_ms=_ms(row.time.high_ns), spread=row.time.describe())
+
+
+def _shown(rows: list[CostRow]) -> list[CostRow]:
+    """The rows a table lists: a row whose time is all in fusions it shares is listed with them."""
+    return [r for r in rows if r.kind != "in_fusion"]
+
+
+def in_fusion(row: CostRow, rows: dict[str, CostRow], what: str = "line") -> str:
+    """`in TorchCompile1 (with 14 other lines)`: where an in_fusion row's time is."""
+    names = []
+    for key in row.fusions[:3]:
+        fusion = rows.get(key)
+        others = len(fusion.members) - 1 if fusion is not None else 0
+        names.append(f"{key.split(' ', 1)[0]} (with {others} other {what}{'s' if others != 1 else ''})")
+    more = f" and {len(row.fusions) - 3} more" if len(row.fusions) > 3 else ""
+    return f"in {', '.join(names)}{more}" if names else "in fusions"
 
 
 def _short(key: str) -> str:
@@ -98,30 +116,47 @@ def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Proven
     by_role = rollup([profile], "role")
     by_kind = rollup([profile], "kind")
     types = _module_types(profile)
-    modules = [r for r in by_module if r.key != ROOT][:TOP_MODULES]
+    modules = [r for r in _shown(by_module) if r.key != ROOT][:TOP_MODULES]
     clock = "/".join(sorted({t.clock for t in profile.traces.values()})) or "cpu"
     boxes, depth = icicle(by_module, wall, types, fn.rsplit(".", 1)[-1])
+    excluded = [e.describe() for _, _, e in totals["excluded"]]
+    lines_shown = _shown(by_line)
     time = CompileTime(
-        calls=calls, clock=clock, wall_ms=_ms(wall, calls),
-        traces=[(name, _ms(t.wall_ns, t.calls), t.calls) for name, t in profile.traces.items()],
-        coverage=totals["coverage"], between_ms=_ms(totals["between_ns"], calls),
-        lines=[_time_row(r, texts) for r in by_line[:TOP_LINES]], more_lines=max(0, len(by_line) - TOP_LINES),
-        module_lines=([_time_row(r, texts) for r in by_module_line[:TOP_LINES]]
+        calls=calls, clock=clock, wall_ms=_ms(wall), traces=_trace_walls(profile),
+        coverage=totals["coverage"], between_ms=_ms(totals["between_ns"]),
+        lines=[_time_row(r, texts) for r in lines_shown[:TOP_LINES]],
+        more_lines=max(0, len(lines_shown) - TOP_LINES),
+        module_lines=([_time_row(r, texts) for r in _shown(by_module_line)[:TOP_LINES]]
                       if {r.key for r in by_module_line} != {r.key for r in by_line} else []),
-        modules=[_time_row(r, types) for r in modules], roles=[_time_row(r, {}) for r in by_role],
-        kinds=[_time_row(r, {}) for r in by_kind], icicle=boxes, icicle_depth=depth)
+        modules=[_time_row(r, types) for r in modules], roles=[_time_row(r, {}) for r in _shown(by_role)],
+        kinds=[_time_row(r, {}) for r in by_kind], icicle=boxes, icicle_depth=depth,
+        profiled=totals["profiled"], excluded=excluded)
     lines: dict[tuple[str, int], LineTime] = {}
+    keyed = {r.key: r for r in by_line}
     for row in by_line:
         path, _, number = row.key.rpartition(":")
-        if row.kind == "key" and path and number.isdigit():
-            c = row.calls
+        if row.kind in ("key", "in_fusion") and path and number.isdigit():
+            fusion = in_fusion(row, keyed) if row.kind == "in_fusion" else ""
+            share = row.shared_ns / wall if fusion and wall else row.share
             lines[(path, int(number))] = LineTime(
-                _ms(row.total_ns, c), _ms(row.forward_ns, c), _ms(row.backward_ns, c), _ms(row.recompute_ns, c),
-                _ms(row.shared_ns, c), row.share, heat(row.share))
+                _ms(row.median_ns if not fusion else row.shared_ns), _ms(row.forward_ns), _ms(row.backward_ns),
+                _ms(row.recompute_ns), _ms(row.shared_ns), share, heat(share),
+                "" if fusion else row.time.describe(), fusion)
     top = {r.key for r in by_line[:RUN_LINES * 4]}  # the run's page names at most so many lines
     kept = TimeSummary(calls, clock, wall, totals["attributed_ns"], by_line, by_role,
-                       {k: v for k, v in texts.items() if k in top})
+                       {k: v for k, v in texts.items() if k in top}, profiled=totals["profiled"], excluded=excluded)
     return time, kept, lines
+
+
+def _trace_walls(profile: CompileProfile) -> list[tuple[str, float, int]]:
+    """(trace, median wall ms per measured call, measured calls) of each profiled trace."""
+    measured = set(profile.measured()[0])
+    out = []
+    for name, trace in profile.traces.items():
+        walls = [c.wall_ns for c in trace.recent if c.call in measured]
+        if walls:
+            out.append((name, _ms(statistics.median(walls)), len(walls)))
+    return out
 
 
 def _module_types(profile: CompileProfile) -> dict[str, str]:
@@ -165,41 +200,45 @@ def icicle(rows: list[CostRow], wall_ns: int, types: dict[str, str], root_label:
 
     def place(row: CostRow, depth: int, left: float, label: str) -> None:
         nonlocal depth_used
-        width = 100.0 * row.total_ns / wall_ns
+        width = 100.0 * row.median_ns / wall_ns
         if width < ICICLE_MIN_WIDTH or depth >= ICICLE_MAX_DEPTH:
             return
         depth_used = max(depth_used, depth + 1)
-        calls = row.calls or 1
         kind = f" ({types[row.key]})" if row.key in types and row.key != ROOT else ""
-        shared = f", +{_ms(row.shared_ns, calls):.3f} ms in fusions it shares" if row.shared_ns else ""
+        shared = f", +{_ms(row.shared_ns):.3f} ms in fusions it shares" if row.shared_ns else ""
         name = row.key if row.key != ROOT else f"{root_label} (the jitted module)"
-        boxes.append(IcicleBox(depth, left, width, label, f"{name}{kind}, {_ms(row.total_ns, calls):.3f} ms "
-                               f"per call, {row.share:.1%}{shared}", heat(row.share)))
-        for child in sorted(children.get(row.key, ()), key=lambda r: -r.total_ns):
+        boxes.append(IcicleBox(depth, left, width, label, f"{name}{kind}, {_ms(row.median_ns):.3f} ms "
+                               f"per call (median), {row.share:.1%}{shared}", heat(row.share)))
+        for child in sorted(children.get(row.key, ()), key=lambda r: -r.median_ns):
             place(child, depth + 1, left, child.key.rpartition(".")[2])
-            left += 100.0 * child.total_ns / wall_ns
+            left += 100.0 * child.median_ns / wall_ns
 
     left = 0.0
     for key, label in ((ROOT, root_label), (NO_MODULE, NO_MODULE), (BETWEEN, BETWEEN)):
         row = by_key.get(key)
-        if row is not None and row.total_ns > 0:
+        if row is not None and row.median_ns > 0:
             place(row, 0, left, label)
-            left += 100.0 * row.total_ns / wall_ns
+            left += 100.0 * row.median_ns / wall_ns
     return boxes, depth_used
 
 
-def op_times(view: TraceView, trace: LoggedTrace) -> dict[int, OpTime]:
-    """Each timed op of a logged final trace (by its index in `view.ops`) -> its time per call.
-    An ops-table entry whose index does not name an op of the same symbol and record is skipped."""
+def op_times(view: TraceView, trace: LoggedTrace, measured: set[int] | None = None) -> dict[int, OpTime]:
+    """Each timed op of a logged final trace (by its index in `view.ops`) -> its median time per
+    measured call (`measured`: the call numbers; None: every call kept) and its spread. An
+    ops-table entry whose index does not name an op of the same symbol and record is skipped."""
     out: dict[int, OpTime] = {}
-    if not trace.calls or not trace.wall_ns:
+    calls = [c for c in trace.recent if measured is None or c.call in measured]
+    if not calls:
+        return out
+    wall = statistics.median(c.wall_ns for c in calls)
+    if not wall:
         return out
     ops = view.ops
-    for (_position, symbol, prov, index), ns in zip(trace.ops, trace.op_ns):
+    for i, (_position, symbol, prov, index) in enumerate(trace.ops):
         if index is None or not 0 <= index < len(ops) or ops[index][SYM] != symbol or ops[index][PROV] != prov:
             continue
-        ms = _ms(ns, trace.calls)
-        out[index] = OpTime(_duration(ms), heat(ns / trace.wall_ns))
+        times = spread([(c.call, c.op_ns[i]) for c in calls])
+        out[index] = OpTime(_duration(_ms(times.median_ns)), heat(times.median_ns / wall), times.describe())
     return out
 
 
@@ -210,7 +249,7 @@ def run_time(labels: list[str], compiles: Iterable[tuple[int, TimeSummary]]) -> 
     compiles = list(compiles)
     if not compiles:
         return None
-    wall = sum(t.wall_ns for _, t in compiles)
+    wall = sum(t.wall_ns for _, t in compiles)  # per measured call of each compile, added up
     texts: dict[str, str] = {}
     hrefs: dict[str, str] = {}
     for _, t in compiles:
@@ -224,10 +263,12 @@ def run_time(labels: list[str], compiles: Iterable[tuple[int, TimeSummary]]) -> 
     for log, t in compiles:
         per_log.setdefault(log, []).append(t)
     ranks = _ranks(labels, per_log, texts) if len(per_log) > 1 else None
+    lines = _shown(lines)
     return RunTime(compiles=len(compiles), calls=sum(t.calls for _, t in compiles), wall_ms=wall / 1e6,
                    coverage=sum(t.attributed_ns for _, t in compiles) / wall if wall else 1.0,
                    lines=[_time_row(r, texts, hrefs.get(r.key)) for r in lines[:RUN_LINES]],
-                   roles=[_time_row(r, {}) for r in roles], more_lines=max(0, len(lines) - RUN_LINES), ranks=ranks)
+                   roles=[_time_row(r, {}) for r in _shown(roles)], more_lines=max(0, len(lines) - RUN_LINES),
+                   ranks=ranks, excluded=sum(len(t.excluded) for _, t in compiles))
 
 
 def _ranks(labels: list[str], per_log: dict[int, list[TimeSummary]], texts: dict[str, str]) -> RankTable:
@@ -246,7 +287,7 @@ def _compare(logs: list[int], rows: dict[int, dict[str, CostRow]], texts: dict[s
     out = []
     for key in keys:
         found = [rows[log].get(key) for log in logs]
-        cells = [None if r is None else _ms(r.total_ns, r.calls) for r in found]
+        cells = [None if r is None else _ms(r.median_ns) for r in found]
         present = [c for c in cells if c is not None]
         median = statistics.median(present)
         flags = [c is not None and len(present) > 1 and median > 0 and c >= STRAGGLER * median for c in cells]

@@ -97,7 +97,7 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
     # A file's lines are the same for every compile that shows it (sent once): what this one adds is data.
     marks: dict[str, dict[str, list]] = {"c": {f"L{k[0]}-{k[1]}": c for k, c in counts.items()}}
     if line_time:
-        marks["t"] = {f"L{files[path]}-{line}": [f"{t.ms:.3f}", t.heat, t.title]
+        marks["t"] = {f"L{files[path]}-{line}": [f"{t.ms:.3f}", t.heat, t.title, t.fusion]
                       for (path, line), t in line_time.items() if path in files}
     return SourcePage(summary=summary, files=shown, panes=panes, provs=provs, paths=table.paths_of(provs),
                       line_keys=keys, marks=marks)

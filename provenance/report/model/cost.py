@@ -18,7 +18,8 @@ STRAGGLER = 1.5  # a rank whose time on a line is >= this times the ranks' media
 
 @dataclass(slots=True)
 class TimeRow:
-    """A row of a time table: per profiled call (`ms`...) and over all of them (`total_ms`)."""
+    """A row of a time table, per measured call (provenance.timing): the median (`ms`), the
+    range of the measured calls, the medians of its columns."""
 
     key: str
     label: str
@@ -30,11 +31,14 @@ class TimeRow:
     backward_ms: float
     recompute_ms: float
     shared_ms: float
-    total_ms: float
+    total_ms: float  # over every measured call
     share: float
     heat: int
     calls: int
     href: str | None = None  # the line in a source view
+    low_ms: float = 0.0  # the fastest and slowest measured call
+    high_ms: float = 0.0
+    spread: str = ""  # `median 1.2 ms, 1.1–1.4 ms over 3 calls, 1 outlier (call 2: 6.1 ms)`
 
 
 @dataclass(slots=True)
@@ -52,7 +56,8 @@ class IcicleBox:
 
 @dataclass(slots=True)
 class LineTime:
-    """A source line's time per profiled call, for the source view's gutter."""
+    """A source line's time per measured call (its median), for the source view's gutter. A line
+    whose time is all in fusions it shares with other lines shows the fusion's (`fusion`)."""
 
     ms: float
     forward_ms: float
@@ -61,34 +66,41 @@ class LineTime:
     shared_ms: float
     share: float
     heat: int
+    spread: str = ""
+    fusion: str = ""  # `in TorchCompile1 (with 14 other lines)`
 
     @property
     def title(self) -> str:
+        if self.fusion:
+            return f"{self.fusion}: {self.shared_ms:.3f} ms per call, the fusion's whole time"
         parts = [f"{self.ms:.3f} ms per call ({self.share:.1%})", f"forward {self.forward_ms:.3f}",
                  f"backward {self.backward_ms:.3f}"]
         if self.recompute_ms:
             parts.append(f"recompute {self.recompute_ms:.3f}")
         if self.shared_ms:
             parts.append(f"+ {self.shared_ms:.3f} in fusions shared with other lines")
+        if self.spread:
+            parts.append(self.spread)
         return ", ".join(parts)
 
 
 @dataclass(slots=True)
 class OpTime:
-    """An op's time per profiled call on its trace."""
+    """An op's time per measured call on its trace (the median), and its spread."""
 
     label: str  # "1.234 ms"
     heat: int
+    spread: str = ""  # `median 1.234 ms, 1.100–1.400 ms over 3 calls`
 
 
 @dataclass(slots=True)
 class CompileTime:
     """The Time section of a compile page."""
 
-    calls: int
+    calls: int  # measured calls
     clock: str
-    wall_ms: float  # per call, forward + backward
-    traces: list[tuple[str, float, int]]  # (forward | backward, wall ms per call, calls)
+    wall_ms: float  # per measured call (the median), forward + backward
+    traces: list[tuple[str, float, int]]  # (forward | backward, median wall ms per call, measured calls)
     coverage: float
     between_ms: float
     lines: list[TimeRow]
@@ -99,6 +111,9 @@ class CompileTime:
     kinds: list[TimeRow]
     icicle: list[IcicleBox]
     icicle_depth: int
+    profiled: int = 0  # profiled calls, the excluded ones included
+    excluded: list[str] = field(default_factory=list)  # `call 1 (backward): compiled TorchCompile0, 1.20 s, excluded`
+    fusions: list[TimeRow] = field(default_factory=list)  # rows of fusions shared by several lines
     legend: list[tuple[int, str]] = field(default_factory=lambda: LEGEND)
 
 
@@ -107,21 +122,25 @@ class TimeSummary:
     """What the run keeps of a compile's profile: its rows by line and role (for the run's page
     and the rank comparison), and the figures compile_directory.json lists."""
 
-    calls: int
+    calls: int  # measured calls
     clock: str
-    wall_ns: int
-    attributed_ns: int
+    wall_ns: float  # per measured call: the median
+    attributed_ns: float
     lines: list[CostRow]
     roles: list[CostRow]
     texts: dict[str, str]
     hrefs: dict[str, str] = field(default_factory=dict)  # line key -> its source view line
+    profiled: int = 0
+    excluded: list[str] = field(default_factory=list)
     legend: list[tuple[int, str]] = field(default_factory=lambda: LEGEND, repr=False)
 
     def directory(self) -> dict[str, Any]:
-        return {"calls": self.calls, "clock": self.clock, "wall_ns": self.wall_ns,
-                "attributed_ns": self.attributed_ns,
-                "lines": [{"key": r.key, "total_ns": r.total_ns, "forward_ns": r.forward_ns,
-                           "backward_ns": r.backward_ns, "recompute_ns": r.recompute_ns, "shared_ns": r.shared_ns}
+        return {"calls": self.calls, "profiled": self.profiled, "excluded": self.excluded, "clock": self.clock,
+                "wall_ns": round(self.wall_ns), "attributed_ns": round(self.attributed_ns),
+                "lines": [{"key": r.key, "median_ns": round(r.median_ns), "low_ns": round(r.time.low_ns),
+                           "high_ns": round(r.time.high_ns), "forward_ns": round(r.forward_ns),
+                           "backward_ns": round(r.backward_ns), "recompute_ns": round(r.recompute_ns),
+                           "shared_ns": round(r.shared_ns), "calls": r.calls}
                           for r in self.lines[:10]]}
 
 
@@ -159,12 +178,13 @@ class RunTime:
     """time.html: the run's profiled compiles, their lines and roles, and the ranks compared."""
 
     compiles: int
-    calls: int
-    wall_ms: float  # all profiled calls
+    calls: int  # measured calls
+    wall_ms: float  # per measured call of each compile, added up
     coverage: float
     lines: list[TimeRow]
     roles: list[TimeRow]
     more_lines: int
     ranks: RankTable | None
+    excluded: int = 0  # profiled calls left out (executor compiles, stalls)
     straggler: float = STRAGGLER
     legend: list[tuple[int, str]] = field(default_factory=lambda: LEGEND)

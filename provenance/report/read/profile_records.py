@@ -12,13 +12,15 @@ table) is skipped and named, and never stops the report.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from provenance.profile import BACKWARD, FORWARD, CompileProfile, Op, TraceProfile
+from provenance.profile import BACKWARD, FORWARD, MAX_CALLS, CompileProfile, Op, ProfiledCall, TraceProfile
 from provenance.record import Provenance
 from provenance.report.read.coerce import hashable
+from provenance.timing import measured_calls
 
 __all__ = ["LoggedProfile", "LoggedTrace", "ProfileCollector", "compile_profile", "safe_lookup"]
 
@@ -37,8 +39,8 @@ def _ints(value: Any, n: int) -> bool:
 
 @dataclass
 class LoggedTrace:
-    """One profiled execution trace of a compile, as its log says: the ops table and the times of
-    its calls, summed (what a page needs; a log's calls are never all kept)."""
+    """One profiled execution trace of a compile, as its log says: the ops table, the times of its
+    calls summed, and its last MAX_CALLS calls (the distributions'; a log's calls are never all kept)."""
 
     trace: str  # forward | backward
     list: str  # the trace list of the logged trace these ops are in
@@ -50,6 +52,7 @@ class LoggedTrace:
     host_ns: list[int] | None = None
     wall_ns: int = 0
     calls: int = 0
+    recent: deque = field(default_factory=lambda: deque(maxlen=MAX_CALLS))  # the last calls, as ProfiledCall
 
     def __post_init__(self) -> None:
         if not self.op_ns:
@@ -70,6 +73,10 @@ class LoggedProfile:
     @property
     def wall_ns(self) -> int:
         return sum(t.wall_ns for t in self.traces.values())
+
+    def measured(self) -> set[int]:
+        """The measured calls' numbers (provenance.timing)."""
+        return set(measured_calls({name: t.recent for name, t in self.traces.items()})[0])
 
     def prov_ids(self) -> set[int]:
         return {op[2] for t in self.traces.values() for op in t.ops if op[2] is not None}
@@ -124,6 +131,20 @@ class ProfileCollector:
         op_ns, host_ns, wall_ns = data.get("op_ns"), data.get("host_ns"), data.get("wall_ns")
         if not _ints(op_ns, n) or not (host_ns is None or _ints(host_ns, n)) or not _int(wall_ns) or wall_ns < 0:
             return f"profile_call of compile {compile_id!r} ({trace}): times missing, negative or not one per op ({n})"
+        number, compiled = data.get("call"), data.get("compiled", [])
+        if not _int(number) or number < 0:
+            return f"profile_call of compile {compile_id!r} ({trace}) without a call number"
+        if not (isinstance(compiled, list) and all(
+                isinstance(c, list) and len(c) == 3 and isinstance(c[0], str) and isinstance(c[1], str)
+                and _int(c[2]) and c[2] >= 0 for c in compiled)):
+            return (f"profile_call of compile {compile_id!r} ({trace}): `compiled` is not a list of "
+                    f"[fusion, executor, ns]")
+        if any(c.call == number for c in table.recent):
+            return f"a second profile_call for call {number} of compile {compile_id!r} ({trace}); the first is kept"
+        table.recent.append(ProfiledCall(compile_id if _int(compile_id) else -1, number, trace, table.clock, wall_ns,
+                                         tuple(op_ns), None if host_ns is None else tuple(host_ns),
+                                         data.get("time_ns") if _int(data.get("time_ns")) else 0,
+                                         tuple((c[0][:200], c[1][:200], c[2]) for c in compiled)))
         table.op_ns = [a + b for a, b in zip(table.op_ns, op_ns)]
         if host_ns is not None:
             table.host_ns = [a + b for a, b in zip(table.host_ns or [0] * n, host_ns)]
@@ -135,7 +156,7 @@ class ProfileCollector:
 def compile_profile(logged: LoggedProfile, record_of: Callable[[int | None], Provenance | None],
                     fn_name: str = "?") -> CompileProfile:
     """The CompileProfile a log describes, its records rebuilt by `record_of(prov id)`: what
-    provenance.rollup takes. Sums only (`recent` is empty); an op's `line` is not logged (-1)."""
+    provenance.rollup takes (with the last MAX_CALLS calls); an op's `line` is not logged (-1)."""
     compile_id = logged.compile
     profile = CompileProfile(compile_id if _int(compile_id) else -1, fn_name,
                              max((t.requested for t in logged.traces.values()), default=0))
@@ -147,6 +168,7 @@ def compile_profile(logged: LoggedProfile, record_of: Callable[[int | None], Pro
         timed = TraceProfile(name, ops, clock=trace.clock, op_ns=list(trace.op_ns),
                              host_ns=list(trace.host_ns) if trace.host_ns is not None else None,
                              wall_ns=trace.wall_ns, calls=trace.calls)
+        timed.recent.extend(trace.recent)
         profile.traces[name] = timed
     return profile
 

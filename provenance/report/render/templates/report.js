@@ -86,12 +86,15 @@
         cnt.append(flag);
       });
     });
-    Object.keys(marks.t || {}).forEach(function (id) {  // [time per call, heat, its split]
+    Object.keys(marks.t || {}).forEach(function (id) {  // [time per call, heat, its split, the fusion it is in]
       var row = document.getElementById(id), tm = row && row.querySelector(".tm");
       if (!tm) return;
-      tm.textContent = marks.t[id][0];
+      var fusion = marks.t[id][3];
+      tm.textContent = (fusion ? "\u2282 " : "") + marks.t[id][0];
       tm.title = marks.t[id][2];
       row.dataset.c = marks.t[id][1];
+      var cnt = row.querySelector(".cnt");
+      if (fusion && cnt) { row.classList.add("has"); cnt.append(h("i", "c-in", fusion)); }
     });
   }
   sourceRows();

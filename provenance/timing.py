@@ -1,0 +1,147 @@
+"""Which profiled calls count, and what a set of per-call times says: the rules behind every time
+figure (provenance.rollup, the report, the OpenTelemetry exporter). Pure data, no torch or
+thunder import. docs/cost.md, "Distributions".
+
+- A profiled call is **measured** unless it was a one-off: an executor compiled a fusion during it
+  (torch.compile's inductor at a fusion's first call: `ProfiledCall.compiled`), or its time is a
+  stall, far outside the compile's other calls of the same trace (`is_one_off`). A measured call
+  is one whose forward and (where any backward ran) backward were both measured.
+- A row's figure is the **median** over the measured calls of its time per call, with its spread:
+  the fastest and slowest measured call, and the quartiles. A sample that is itself a one-off
+  against the row's median (a stall inside one op) is named as an outlier and left out of the
+  median and the spread.
+- Figures of several compiles add up: a row's median is the sum of its medians per compile (a line
+  in a function compiled for two shapes costs what it costs in each).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["MIN_EXCESS_NS", "RATIO", "Excluded", "Spread", "is_one_off", "measured_calls", "spread"]
+
+RATIO = 3.0  # a time over RATIO × the median ...
+MIN_EXCESS_NS = 1_000_000  # ... and over the median by more than 1 ms is a one-off
+
+
+def is_one_off(ns: float, median: float) -> bool:
+    """Whether a time is a one-off against the median of its peers."""
+    return ns > RATIO * median and ns - median > MIN_EXCESS_NS
+
+
+@dataclass(frozen=True, slots=True)
+class Excluded:
+    """A profiled call left out of the figures, and why."""
+
+    call: int
+    trace: str  # forward | backward
+    reason: str  # "compile" (an executor compiled during it) | "stall" (a one-off time)
+    wall_ns: int
+    compiled: tuple[str, ...] = ()  # the fusions compiled during it
+    compile_ns: int = 0  # the time those compiles took
+
+    def describe(self) -> str:
+        """`call 1 (backward): compiled TorchCompile0, 1.20 s, excluded`."""
+        what = (f"compiled {', '.join(self.compiled)}" if self.reason == "compile"
+                else "a stall, over 3× the other calls")
+        return f"call {self.call} ({self.trace}): {what}, {_duration(self.wall_ns)}, excluded"
+
+
+def _duration(ns: int) -> str:
+    return f"{ns / 1e9:.2f} s" if ns >= 1e9 else f"{ns / 1e6:.2f} ms"
+
+
+class _Call:  # what measured_calls reads of a ProfiledCall (or a logged one)
+    call: int
+    wall_ns: int
+    compiled: Sequence
+
+
+def measured_calls(traces: dict[str, Iterable[_Call]], keep_all: bool = False,
+                   ) -> tuple[list[int], list[Excluded]]:
+    """{trace: its profiled calls} -> the measured call numbers (ascending) and the excluded calls.
+    `keep_all`: every call counts (warm-up and one-offs included)."""
+    excluded: list[Excluded] = []
+    present: dict[str, set[int]] = {}
+    for name, calls in traces.items():
+        calls = list(calls)
+        if not calls:
+            continue
+        present[name] = {c.call for c in calls}
+        if keep_all:
+            continue
+        ran = [c for c in calls if not c.compiled]
+        median = statistics.median(c.wall_ns for c in ran) if ran else 0.0
+        for c in calls:
+            if c.compiled:
+                compiled = tuple(str(f[0]) for f in c.compiled)
+                excluded.append(Excluded(c.call, name, "compile", c.wall_ns, compiled,
+                                         sum(int(f[2]) for f in c.compiled)))
+            elif len(ran) > 2 and is_one_off(c.wall_ns, median):
+                excluded.append(Excluded(c.call, name, "stall", c.wall_ns))
+    if not present:
+        return [], excluded
+    out = {e.call for e in excluded}
+    complete = set.intersection(*present.values()) - out
+    if not complete and len(present) > 1:  # no backward ran for a measured forward: forward-only
+        complete = present.get("forward", next(iter(present.values()))) - out
+    return sorted(complete), sorted(excluded, key=lambda e: (e.call, e.trace != "forward"))
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """Per-call times of one row: the median (outliers apart), the range and quartiles of the
+    measured calls, and the outliers (call, ns). Adding two Spreads adds each figure (two
+    compiles' shares of one row)."""
+
+    median_ns: float = 0.0
+    low_ns: float = 0.0
+    high_ns: float = 0.0
+    q1_ns: float = 0.0
+    q3_ns: float = 0.0
+    calls: int = 0
+    outliers: tuple[tuple[int, int], ...] = ()
+
+    def __add__(self, other: Spread) -> Spread:
+        return Spread(self.median_ns + other.median_ns, self.low_ns + other.low_ns, self.high_ns + other.high_ns,
+                      self.q1_ns + other.q1_ns, self.q3_ns + other.q3_ns, self.calls + other.calls,
+                      self.outliers + other.outliers)
+
+    def describe(self) -> str:
+        """`median 1.23 ms, 1.10–1.40 ms over 3 calls, 1 outlier (call 2: 6.10 ms)`."""
+        if not self.calls:
+            return "not measured"
+        text = f"median {_ms(self.median_ns)}"
+        if self.calls > 1:
+            text += f", {_ms(self.low_ns, unit=False)}–{_ms(self.high_ns)} over {self.calls} calls"
+        if self.outliers:
+            shown = ", ".join(f"call {c}: {_ms(ns)}" for c, ns in self.outliers[:3])
+            text += f", {len(self.outliers)} outlier{'s' if len(self.outliers) > 1 else ''} ({shown})"
+        return text
+
+
+def _ms(ns: float, unit: bool = True) -> str:
+    ms = ns / 1e6
+    text = f"{ms:.3f}" if ms < 10 else f"{ms:.1f}"
+    return f"{text} ms" if unit else text
+
+
+def spread(samples: Sequence[tuple[int, float]]) -> Spread:
+    """(call, ns) per measured call -> its Spread; a sample that is a one-off against the median
+    of all of them is an outlier (needs three samples or more)."""
+    if not samples:
+        return Spread()
+    values = [ns for _, ns in samples]
+    median = statistics.median(values)
+    outliers = tuple((c, int(ns)) for c, ns in samples if len(samples) > 2 and is_one_off(ns, median))
+    if outliers:
+        values = [ns for c, ns in samples if (c, int(ns)) not in outliers]
+        median = statistics.median(values)
+    if len(values) > 1:
+        q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    else:
+        q1 = q3 = values[0]
+    return Spread(float(median), float(min(values)), float(max(values)), float(q1), float(q3), len(samples),
+                  outliers)
