@@ -5,7 +5,9 @@ or ones rebuilt from a log, so the in-process API and the report roll up the sam
 
 Rules (docs/cost.md):
 - Figures are per measured call (provenance.timing: warm-up, executor compiles and stalls left
-  out): each row's median time per call ranks it, with its range; the columns are medians too.
+  out). Every figure of a row is the sum of its ops' (a preemption hits some op in most calls of
+  a large model, rarely the same op in most calls; and the ops' times on a trace page add up to
+  their line's): the median ranks the rows, with the range and the one-off samples named.
 - Columns. An op of the forward trace is forward time. In the backward trace, an op whose record
   is `recompute(...)` (or a forward op re-run there) is recompute time, every other op backward time.
 - Keys (provenance.attribution, shared with the OTel exporter). A backward or recomputed op is
@@ -47,9 +49,10 @@ _FORWARD_KINDS = (Kind.OP, Kind.DECOMPOSITION, Kind.RECOMPUTE)
 
 @dataclass
 class CostRow:
-    """One row of a cost table. Times are per measured call (provenance.timing): `time` is the
-    distribution of the row's time per call (its median ranks the rows); the columns are the
-    medians of each; `sum_ns` is the time over every measured call."""
+    """One row of a cost table. Times are per measured call (provenance.timing), each the sum of
+    its ops' figures: the columns their medians, `time` (median: it ranks the rows; range,
+    quartiles, the ops' outliers) that of the row's own columns; `sum_ns` its time over every
+    measured call."""
 
     key: str
     time: Spread = field(default_factory=Spread)
@@ -73,14 +76,28 @@ class CostRow:
 
 
 class _Acc:
-    """One compile's per-call samples of one row: column -> time per measured call."""
+    """One compile's figures of one row, each the sum of its ops' (provenance.timing.Spread):
+    column -> [median, low, high, q1, q3]; the ops' outliers; the time over every measured call."""
 
-    __slots__ = ("cols", "ops", "init")
+    __slots__ = ("figures", "outliers", "sum_ns", "ops", "init")
 
-    def __init__(self, n: int, init: dict) -> None:
-        self.cols = {c: [0] * n for c in _COLUMNS}
+    def __init__(self, init: dict) -> None:
+        self.figures = {c: [0.0] * 5 for c in _COLUMNS}
+        self.outliers: list[tuple[int, int]] = []
+        self.sum_ns = 0
         self.ops: set = set()
         self.init = init
+
+    def add(self, column_: str, op: Spread, total: int) -> None:
+        into = self.figures[column_]
+        into[0] += op.median_ns
+        into[1] += op.low_ns
+        into[2] += op.high_ns
+        into[3] += op.q1_ns
+        into[4] += op.q3_ns
+        if column_ != "shared":
+            self.outliers.extend(op.outliers)
+            self.sum_ns += total
 
 
 _COLUMNS = ("forward", "backward", "recompute", "shared")
@@ -122,16 +139,15 @@ def _ancestors(path: str) -> list[str]:
 
 
 class _Compile:
-    """The rows of one compile while its calls are added: key -> samples."""
+    """The rows of one compile while its ops are added: key -> figures."""
 
-    def __init__(self, n: int) -> None:
-        self.n = n
+    def __init__(self) -> None:
         self.rows: dict[str, _Acc] = {}
 
     def acc(self, key: str, **init: object) -> _Acc:
         acc = self.rows.get(key)
         if acc is None:
-            acc = self.rows[key] = _Acc(self.n, init)
+            acc = self.rows[key] = _Acc(init)
         return acc
 
 
@@ -161,28 +177,26 @@ def rollup(profiles: Iterable[CompileProfile], by: str = "line", *, keep_all: bo
 def _compile_rows(profile: CompileProfile, by: str, calls: list[int]) -> tuple[_Compile, list[int]]:
     """One compile's rows over its measured calls, and its wall time in each of them."""
     index = {k: i for i, k in enumerate(calls)}
-    table = _Compile(len(calls))
+    table = _Compile()
     walls = [0] * len(calls)
     for trace in profile.traces.values():
         ran = [c for c in trace.recent if c.call in index]
         if not ran:
             continue
-        plans = [_charges(by, profile, trace.name, op) for op in trace.ops]
-        accs = [[(table.acc(key, **init).cols[col], counted and (profile.compile_id, trace.name, op.position),
-                  table.rows[key]) for key, col, counted, init in plan] for op, plan in zip(trace.ops, plans)]
-        between = table.acc(BETWEEN, kind="between", label=BETWEEN).cols[
-            "backward" if trace.name == BACKWARD else "forward"]
-        for charges in accs:
-            for _, op_id, acc in charges:
-                if op_id:
-                    acc.ops.add(op_id)
         for c in ran:
-            i = index[c.call]
-            walls[i] += c.wall_ns
-            for charges, ns in zip(accs, c.op_ns):
-                for samples, _, _ in charges:
-                    samples[i] += ns
-            between[i] += c.wall_ns - sum(c.op_ns)
+            walls[index[c.call]] += c.wall_ns
+        numbers = [c.call for c in ran]
+        per_op = zip(*(c.op_ns for c in ran))  # each op's times over the measured calls
+        for op, times in zip(trace.ops, per_op):
+            figures, total = spread(list(zip(numbers, times))), sum(times)
+            for key, col, counted, init in _charges(by, profile, trace.name, op):
+                acc = table.acc(key, **init)
+                acc.add(col, figures, total)
+                if counted:
+                    acc.ops.add((profile.compile_id, trace.name, op.position))
+        gaps = [c.wall_ns - sum(c.op_ns) for c in ran]
+        table.acc(BETWEEN, kind="between", label=BETWEEN).add(
+            "backward" if trace.name == BACKWARD else "forward", spread(list(zip(numbers, gaps))), sum(gaps))
     return table, walls
 
 
@@ -215,24 +229,19 @@ def _charges(by: str, profile: CompileProfile, trace: str, op: Op) -> list[Charg
 
 def _add_rows(rows: dict[str, CostRow], table: _Compile, calls: list[int], compile_id: int) -> None:
     for key, acc in table.rows.items():
-        cols = acc.cols
-        own = [f + b + r for f, b, r in zip(cols["forward"], cols["backward"], cols["recompute"])]
         row = rows.get(key)
         if row is None:
             row = rows[key] = CostRow(key=key, **acc.init)
         elif acc.init.get("members"):
             row.members = tuple(dict.fromkeys(row.members + acc.init["members"]))
-        row.time = row.time + spread(list(zip(calls, own)))
+        own = [sum(acc.figures[c][i] for c in ("forward", "backward", "recompute")) for i in range(5)]
+        row.time = row.time + Spread(*own, calls=len(calls), outliers=tuple(acc.outliers))
         for name in _COLUMNS:
-            setattr(row, f"{name}_ns", getattr(row, f"{name}_ns") + _median(cols[name]))
-        row.sum_ns += sum(own)
+            setattr(row, f"{name}_ns", getattr(row, f"{name}_ns") + acc.figures[name][0])
+        row.sum_ns += acc.sum_ns
         row.calls += len(calls)
         row.ops += len(acc.ops)
         row._compiles.add(compile_id)
-
-
-def _median(values: list[int]) -> float:
-    return float(statistics.median(values)) if values else 0.0
 
 
 def _finish(rows: dict[str, CostRow], wall: float, by: str) -> list[CostRow]:

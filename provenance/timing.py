@@ -6,10 +6,11 @@ thunder import. docs/cost.md, "Distributions".
   (torch.compile's inductor at a fusion's first call: `ProfiledCall.compiled`), or its time is a
   stall, far outside the compile's other calls of the same trace (`is_one_off`). A measured call
   is one whose forward and (where any backward ran) backward were both measured.
-- A row's figure is the **median** over the measured calls of its time per call, with its spread:
-  the fastest and slowest measured call, and the quartiles. A sample that is itself a one-off
-  against the row's median (a stall inside one op) is named as an outlier and left out of the
-  median and the spread.
+- An op's figure is the **median** of its time over the measured calls, with its spread (the
+  fastest and slowest call, the quartiles); a time that is a one-off against the op's median (a
+  stall inside it) is named as an outlier and left out of the spread. A row's (a line, a module)
+  figures are the sums of its ops': a preemption or stall hits some op in nearly every call of a
+  large model, but rarely the same op in most calls.
 - Figures of several compiles add up: a row's median is the sum of its medians per compile (a line
   in a function compiled for two shapes costs what it costs in each).
 """
@@ -129,8 +130,8 @@ def _ms(ns: float, unit: bool = True) -> str:
 
 
 def spread(samples: Sequence[tuple[int, float]]) -> Spread:
-    """(call, ns) per measured call -> its Spread; a sample that is a one-off against the median
-    of all of them is an outlier (needs three samples or more)."""
+    """(call, ns) per measured call -> its Spread: a sample that is a one-off against the median
+    is an outlier (needs three samples or more), left out of the median and the range."""
     if not samples:
         return Spread()
     values = [ns for _, ns in samples]

@@ -80,8 +80,9 @@ def test_the_big_matmul_line_ranks_first_with_its_backward(profiled):
                if op.record is not None and op.record.kind == Kind.BACKWARD
                and op.record.derived_from.user_frame.line == models.line_of("big matmul")]
     measured, _ = profile.measured()
-    per_call = [sum(c.op_ns[i] for i in charged) for c in backward.recent if c.call in measured]
-    assert charged and statistics.median(per_call) == top.backward_ns  # the median of the measured calls
+    ran = [c for c in backward.recent if c.call in measured]
+    # the sum of those ops' medians over the measured calls
+    assert charged and sum(statistics.median(c.op_ns[i] for c in ran) for i in charged) == top.backward_ns
     assert all(backward.ops[i].record.derived_from.kind in (Kind.OP, Kind.DECOMPOSITION) for i in charged)
     for marker in ("tiny", "tiny slice"):
         assert rows_by_key(rows)[line(marker)].median_ns < top.median_ns / 3
@@ -339,7 +340,7 @@ def test_an_injected_5ms_stall_in_one_of_three_calls_changes_neither_the_top_lin
     assert (2 not in measured and [(e.call, e.reason) for e in excluded] == [(2, "stall")]) or \
         (2, calls[2].op_ns[stalled_op]) in stalled.time.outliers
     assert stalled.median_ns < 1_000_000
-    # the top line's median is the median of its time over the measured calls, untouched by the stall
+    # the top line's figure: its ops' medians over the measured calls, untouched by the stall
     forward, backward = profile.traces[FORWARD], profile.traces[BACKWARD]
     big = models.line_of("big matmul")
 
@@ -349,13 +350,9 @@ def test_an_injected_5ms_stall_in_one_of_three_calls_changes_neither_the_top_lin
             record = record.derived_from
         return record is not None and record.user_frame.line == big
 
-    per_call = []
-    for k in measured:
-        f = next(c for c in forward.recent if c.call == k)
-        b = next(c for c in backward.recent if c.call == k)
-        per_call.append(sum(ns for op, ns in zip(forward.ops, f.op_ns) if on_big(op))
-                        + sum(ns for op, ns in zip(backward.ops, b.op_ns) if on_big(op)))
-    assert top.median_ns == statistics.median(per_call) and top.calls == len(measured)
+    expected = sum(statistics.median(c.op_ns[i] for c in trace.recent if c.call in measured)
+                   for trace in (forward, backward) for i, op in enumerate(trace.ops) if on_big(op))
+    assert top.median_ns == expected and top.calls == len(measured)  # its ops' medians, added up
 
 
 @pytest.mark.parametrize("profiled", [70], indirect=True)
