@@ -19,6 +19,7 @@ from pathlib import Path
 import models
 import pytest
 import thunder
+import thunder.dynamo
 import torch
 from paths import SUPPORT
 
@@ -577,3 +578,24 @@ def test_profiling_off_installs_nothing_for_it(monkeypatch):
     finally:
         provenance.disable()
     assert TraceCtx.python_callable is thunders_own and capture.ACTIVE is None
+
+
+@pytest.mark.parametrize("profiled", [2], indirect=True)
+def test_thunderfx_pieces_are_profiled_and_the_torch_fallback_is_said_untimed(profiled, capsys):
+    import fx_program
+
+    compiled = thunder.dynamo.thunderfx(fx_program.Fx())
+    x = torch.randn(4, 4, requires_grad=True)
+    for _ in range(3):
+        compiled(x).sum().backward()
+    capsys.readouterr()
+    rows = provenance.cost(compiled)  # what thunderfx returned: its Thunder pieces' compiles
+    program = fx_program.__file__
+    keys = {r.key for r in rows}
+    assert f"{program}:{fx_program.line_of('fxp up')}" in keys and f"{program}:{fx_program.line_of('fxp tanh')}" in keys
+    assert f"{program}:{fx_program.line_of('fxp fallback')}" in keys  # the `h *` of that line ran in Thunder
+    provenance.print_cost(compiled, top=5)
+    out = capsys.readouterr().out
+    # the det ran in torch (inductor): its time is in no row, and print_cost says so, with its line
+    assert re.search(r"Not timed: 1 piece\(s\) of Dynamo graph \d+/\d+ ran in torch \(inductor\), not Thunder: "
+                     rf"fx_program\.py:{fx_program.line_of('fxp fallback')}\. Their time is in no row\.", out), out
