@@ -107,7 +107,7 @@ def _warmup_setting(warmup: int | None) -> int | None:
     if warmup is not None:
         return parse_count(warmup, "profile_warmup")
     value = os.environ.get(WARMUP_ENV)
-    if value is None:
+    if value is None or not value.strip():
         return None
     try:
         return parse_count(value, WARMUP_ENV)
@@ -125,6 +125,8 @@ def _profile_setting(profile: int | None) -> int:
     value = os.environ.get(PROFILE_ENV)
     if value is None:
         return integration.profile_setting()  # unchanged (0 when disabled)
+    if not value.strip():  # set but empty: off, as unset would be in a fresh process
+        return 0
     try:
         return parse_count(value, PROFILE_ENV)
     except ValueError as exc:

@@ -32,11 +32,15 @@ __all__ = [
     "EVENTS", "Event", "EventType", "ExecutorCompile", "FRAME_FIELDS", "FinalCounts", "FrameJSON",
     "GraphBreakEvent", "GraphPhases", "Header", "KNOWN_TYPES", "Library", "MAX_PHASES", "OP_FIELDS", "OpJSON",
     "PHASE_FIELDS", "PROFILE_OP_FIELDS", "PhaseJSON", "Phases", "PieceJSON", "PieceRef", "ProfileCall",
-    "ProfileOpJSON", "ProfileOps", "Prov", "Recompile", "Ref", "RejectedEntry", "SCHEMA_VERSION", "SpanEnd",
+    "MAX_NESTING", "ProfileOpJSON", "ProfileOps", "Prov", "Recompile", "Ref", "RejectedEntry", "SCHEMA_VERSION",
+    "SpanEnd",
     "SpanStart", "SplitReasonJSON", "TYPES", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json", "refs",
 ]
 
-SCHEMA_VERSION = "1.6"  # major.minor: readers refuse another major and read a newer minor
+SCHEMA_VERSION = "1.6"
+# How deep provenance records (derived_from, members) and spans (parent) nest, at most: the writer
+# writes a deeper one with its references dropped (a chain restarts), the reader drops deeper ones'.
+MAX_NESTING = 64  # major.minor: readers refuse another major and read a newer minor
 MAX_PHASES = 4096  # phases a `phases` record holds at most
 
 # A stack frame is a JSON array, [file, line, function, source text, user code?], and for code

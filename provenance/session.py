@@ -25,6 +25,7 @@ exporter's `after_fork()` (the JSONL log opens a file of the child's own at its 
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
 import platform
 import socket
@@ -37,7 +38,18 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from provenance._version import __version__
-from provenance.events import SCHEMA_VERSION, Calls, Event, Header, Library, Prov, SpanEnd, SpanStart, frames_json
+from provenance.events import (
+    MAX_NESTING,
+    SCHEMA_VERSION,
+    Calls,
+    Event,
+    Header,
+    Library,
+    Prov,
+    SpanEnd,
+    SpanStart,
+    frames_json,
+)
 from provenance.libraries import Libraries
 from provenance.record import Provenance, Span
 from provenance.scope import attribute_value, span_end_listeners, span_start_listeners, text
@@ -70,8 +82,12 @@ class Session:
         self.exporters: list[Exporter] = []
         self._versions: dict[str, Callable[[], str | None]] = {}  # header versions integrations add
         self._header_sent = False
+        # ids of the records written, and how deep each nests (events.MAX_NESTING); an id is kept
+        # only once its record is written (a KeyboardInterrupt mid-write leaves none dangling)
         self._prov_ids: dict[Provenance, int] = {}
-        self._span_ids: set[int] = set()
+        self._prov_depth: dict[int, int] = {}
+        self._next_prov = itertools.count(1)
+        self._span_ids: dict[int, int] = {}  # span id -> its depth
         self._interned: list[Event] = []  # prov, span and library events, replayed to a joining exporter
         self._libraries = Libraries()  # the distributions the user's frames lie in (library events)
         # id(owner) -> (weak reference to it, its counter reader, fn name, compile ids, counts) of
@@ -163,6 +179,8 @@ class Session:
             self._header_sent = False
             self._prov_ids.clear()
             self._span_ids.clear()
+            self._prov_depth.clear()
+            self._next_prov = itertools.count(1)
             self._interned.clear()
 
     def before_fork(self) -> None:
@@ -178,6 +196,8 @@ class Session:
         self._header_sent = False
         self._prov_ids.clear()
         self._span_ids.clear()
+        self._prov_depth.clear()
+        self._next_prov = itertools.count(1)
         self._interned.clear()
         self._compiles.clear()
         self._dead.clear()
@@ -246,7 +266,10 @@ class Session:
             derived = self.prov_id(record.derived_from)
             members = [self.prov_id(m) for m in record.members]
             span = self._span_ref(record.span)
-            new_id = self._prov_ids.setdefault(record, len(self._prov_ids) + 1)
+            depth = max([self._prov_depth.get(i, 0) for i in (derived, *members) if i is not None], default=0)
+            if depth >= MAX_NESTING:  # as deep as a reader follows: the chain restarts here
+                derived, members, depth = None, [], 0
+            new_id = next(self._next_prov)
             event: Prov = {
                 "type": "prov", "id": new_id, "kind": record.kind, "source": frames_json(record.source),
                 "module": record.module, "module_type": record.module_type, "module_file": record.module_file,
@@ -258,6 +281,9 @@ class Session:
                 library: Library = {"type": "library", "name": name, "version": version, "package": package}
                 self._emit_interned(library)
             self._emit_interned(event)
+            # kept once written: an interrupt before this line leaves the id unused, never dangling
+            self._prov_depth[new_id] = depth + 1
+            self._prov_ids[record] = new_id
             return new_id
 
     def _span_ref(self, span: Span | None) -> int | None:
@@ -265,18 +291,21 @@ class Session:
             return None
         if span.id not in self._span_ids:
             parent = self._span_ref(span.parent)
-            self._span_ids.add(span.id)
+            depth = self._span_ids.get(parent, 0) if parent is not None else 0
+            if depth >= MAX_NESTING:  # as deep as a reader follows: written as a root
+                parent, depth = None, 0
             event: SpanStart = {
                 "type": "span", "id": span.id, "name": span.name, "parent": parent,
                 "attributes": {text(k): attribute_value(v) for k, v in span.attributes}, "role": span.role,
                 "start_ns": span.start_ns,
             }
             self._emit_interned(event)
+            self._span_ids[span.id] = depth + 1
         return span.id
 
     def _emit_interned(self, event: Prov | SpanStart | Library) -> None:
-        self._interned.append(event)
         self.emit(event)
+        self._interned.append(event)
 
     def span_started(self, span: Span) -> None:
         if self.active:

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from provenance.events import KNOWN_TYPES, SCHEMA_VERSION, TYPES, EventType, refs
+from provenance.events import KNOWN_TYPES, MAX_NESTING, SCHEMA_VERSION, TYPES, EventType, refs
 from provenance.record import Frame, Provenance, Span, intern
 from provenance.report.plural import plural
 from provenance.report.read.validate import check
@@ -33,7 +33,7 @@ __all__ = ["BadLine", "Log", "LogFile", "LogRecord", "NotALog", "SchemaError", "
 _MAJOR, _MINOR = SCHEMA_VERSION.split(".")
 MAX_KEPT = 200  # bad lines (and malformed records) kept per file, to list; the rest are counted
 MAX_UNKNOWN_TYPES = 50  # distinct unknown record types counted by name; more are counted together
-MAX_DEPTH = 64  # how deep provenance records (derived_from, members) and spans (parent) may nest
+MAX_DEPTH = MAX_NESTING  # how deep provenance records and spans may nest: the writer's bound (events.py)
 MAX_HEADER_BYTES = 8 << 20
 _SCHEMA = re.compile(r"(\d+)\.(\d+)")
 # glog's prefix, which every TORCH_TRACE line starts with: "V1130 15:52:35.123456 1234 torch/_dynamo/...:52]"
