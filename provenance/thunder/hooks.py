@@ -117,7 +117,7 @@ def _from_bsym(orig: Callable, running: Capture) -> Callable:
         # record the bind hook derives from them. In a compile, the bind hook stamps the copy
         # (the record is handed over on the CompileState); outside one, this hook does.
         state = getattr(get_compile_data()[1], "__dict__", no_dict).get(COMPILE_ATTR)
-        record = self._provenance
+        record = getattr(self, ATTR, None)  # disable() may have removed the class default meanwhile
         new_members = "subsymbols" in kwargs
         if new_members and kwargs.get("sym", self.sym).is_fusion:
             record = None

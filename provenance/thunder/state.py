@@ -60,6 +60,7 @@ class CompileState:
     # copy keeps, for the bind hook; `copying_fill`: the copy has new subsymbols, to fill.
     copying: Provenance | None = None
     copying_fill: bool = False
+    capture: Any = None  # the capture.Capture it started under (disable() drops that one)
 
     def fusion_record(self, subsymbols: tuple | list) -> Provenance | None:
         hint = self.fusion_hints.get(tuple(map(id, subsymbols)))
@@ -143,7 +144,7 @@ def start_compile() -> CompileState | None:
     running = capture.ACTIVE
     if running is None:  # disabled meanwhile (another thread)
         return None
-    state = CompileState(id=next(running.compile_ids))
+    state = CompileState(id=next(running.compile_ids), capture=running)
     setattr(cs, COMPILE_ATTR, state)
     active_compile.set(state)
     _DETACHED.disabled = False  # a failure outside a compile only skipped its own step
@@ -171,6 +172,9 @@ def fail(hook: str, exc: BaseException) -> None:
     """
     state = current_compile()
     if state.disabled:
+        return
+    if capture.ACTIVE is None or (state.capture is not None and state.capture is not capture.ACTIVE):
+        state.disabled = True  # disable() ran meanwhile (another thread): its hooks are gone, no error of ours
         return
     detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     state.disabled = True  # outside a compile: warns once, re-armed at the next compile

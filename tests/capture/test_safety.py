@@ -168,3 +168,37 @@ def test_version_gate():
     for bad in ("0.2.7", "0.3.0", "0.2.60"):
         with pytest.raises(UnsupportedThunderVersion, match=re.escape(f"but {bad} is installed")):
             check_version(bad)
+
+
+def test_disable_in_another_thread_while_compiling_never_raises_or_warns_in_the_users_thread():
+    """Another thread turns tracing on and off as fast as it can while this one compiles: every
+    compile finishes (traced or not) with the right result, and nothing of ours reaches the user."""
+    import threading
+
+    errors, done = [], threading.Event()
+
+    def compiles() -> None:
+        try:
+            for i in range(60):
+                f = eval(f"lambda x: torch.sin(x) * {i} + torch.cos(x)", {"torch": torch})  # a new compile each
+                torch.testing.assert_close(thunder.jit(f)(torch.ones(3)), torch.sin(torch.ones(3)) * i + torch.cos(
+                    torch.ones(3)))
+        except BaseException as exc:  # noqa: BLE001 - what the user's thread would see
+            errors.append(repr(exc))
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=compiles)
+    toggles = 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        worker.start()
+        try:
+            while not done.is_set():
+                provenance.enable()
+                provenance.disable()
+                toggles += 1
+        finally:
+            worker.join()
+    assert errors == [] and toggles > 30
+    assert [str(w.message) for w in caught if "thunder-provenance" in str(w.message)] == []
