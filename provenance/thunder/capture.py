@@ -57,8 +57,10 @@ class Capture:
         self.fusion_wrapper_code: list = []
         # emit.py: the user stack of each thunder.jit call, by its CompileData
         self.jit_stacks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        # recompile.py: the compile that built each cache entry, by its prologue function
+        # recompile.py: the compile that built each cache entry, by its prologue function; what
+        # the prologues of the lookup in progress raised (per thread)
         self.entry_compiles: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.rejected: Any = None  # a recompile.Rejected, from hooks.install
         # thunderfx.py / fx_source.py: each ThunderFX piece by its CompileData; each GraphModule's
         # context and line table
         self.pieces: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -103,6 +105,8 @@ def stop() -> None:
     global ACTIVE
     capture, ACTIVE = ACTIVE, None
     if capture is not None:
+        if capture.rejected is not None:
+            capture.rejected.clear()  # the exceptions hold the inputs' frames
         capture.patcher.undo()
         while capture.on_stop:
             capture.on_stop.pop()()

@@ -139,22 +139,16 @@ _LOOKS_UP = (T.CACHE_OPTIONS.CONSTANT_VALUES, T.CACHE_OPTIONS.SYMBOLIC_VALUES)  
 
 
 def recompiled(state: CompileState, compile_data: Any, compile_stats: Any, args: tuple, kwargs: dict) -> None:
-    """A call missed the cache although it holds entries: log why each entry rejected it (its
-    prologue runs again here, on the compile path only)."""
+    """A call missed the cache although it holds entries: log why each entry rejected it, from
+    the exceptions its prologue raised in this call's lookup (recompile.recording)."""
     entries = list(getattr(compile_stats, "interpreter_cache", None) or ())
     if not entries or getattr(compile_data, "cache_option", None) not in _LOOKS_UP:
         return
     check_fault("recompile")
-    # Thunder's prologue wrapper times itself into the stats: leave them as Thunder left them.
-    timers = ("last_prologue_execution_start", "last_prologue_execution_stop")
-    saved = [getattr(compile_stats, t, None) for t in timers]
     running = capture.ACTIVE
     built_by = running.entry_compiles if running is not None else {}
-    try:
-        found, more = recompiles.rejections(entries, args, kwargs, getattr(compile_data, "fn", None), built_by)
-    finally:
-        for name, value in zip(timers, saved):
-            setattr(compile_stats, name, value)
+    raised = running.rejected.take() if running is not None and running.rejected is not None else {}
+    found, more = recompiles.rejections(entries, raised, args, kwargs, getattr(compile_data, "fn", None), built_by)
     rejected: list[RejectedEntry] = [
         {"compile": r.compile, "reason": r.reason, "subject": r.subject, "changes": [list(c) for c in r.changes],
          "check": r.check, "error": r.error,

@@ -27,7 +27,7 @@ from typing import Any
 from provenance.record import Kind, of
 from provenance.scope import current_span
 from provenance.session import SESSION
-from provenance.thunder import distributed, emit, fx_compile, passes, phases, profiling, thunderfx
+from provenance.thunder import capture, distributed, emit, fx_compile, passes, phases, profiling, recompile, thunderfx
 from provenance.thunder.capture import Capture
 from provenance.thunder.compat import api
 from provenance.thunder.printing import printed_ops
@@ -481,6 +481,11 @@ def _open_window(state: Any) -> None:
         log.add("cache_lookup", host, missed)
 
 
+def _rejected() -> Any:
+    running = capture.ACTIVE
+    return running.rejected if running is not None else None
+
+
 def _cache_entry(orig: type, running: Capture) -> type:
     class CacheEntry(orig):  # type: ignore[misc, valid-type]
         """Thunder's CacheEntry; building one ends a compile: every trace gets fixed up."""
@@ -490,6 +495,8 @@ def _cache_entry(orig: type, running: Capture) -> type:
         def __new__(cls, *args: Any, **kwargs: Any) -> Any:
             entry = orig.__new__(cls, *args, **kwargs)
             try:
+                if SESSION.active:  # its prologue keeps why it rejects a call, for the recompile that follows
+                    entry = entry._replace(prologue_fn=recompile.recording(entry.prologue_fn, _rejected))
                 state = current_compile()
                 if not state.disabled:
                     ours = state.phases.begin("provenance", "fix-up")
@@ -517,6 +524,7 @@ def _cache_entry(orig: type, running: Capture) -> type:
 
 def install(running: Capture) -> None:
     patcher = running.patcher
+    running.rejected = recompile.Rejected()
     # The record is an attribute (`ATTR`) with a class default: hooks read and write it as
     # `bsym._provenance`, which keeps CPython's inline instance values (no per-symbol dict).
     patcher.set_attribute(BoundSymbol, ATTR, None)

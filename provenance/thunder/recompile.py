@@ -4,13 +4,15 @@ On a call, Thunder tries its cached entries newest first: each entry's prologue 
 inputs (shapes, dtypes, Python values, globals, ...) and raises on the first mismatch, and
 Thunder swallows that exception and tries the next (thunder/__init__.py,
 get_computation_and_inputs). When every entry rejected the call, it compiles. Only then, on that
-compile path, `rejections` runs each entry's prologue once more on the same inputs and reads its
-exception: the statement that raised (the generated prologue's frame and line), the checked
-value (that frame's locals), and what the check expected (the statement's bound symbol in the
-entry's prologue trace). The prologue's unpacking symbols map the checked proxy back to what the
-user wrote: a parameter of the jitted function or of the module's forward, an attribute path
-under `self`, a global, a closure variable, or Thunder's own cache keys (default dtype, grad
-mode, ...). A cache hit runs none of this.
+compile path, `rejections` reads the exception each entry's prologue raised in that lookup (the
+prologue of an entry built while tracing is `recording`: it keeps its rejection for the compile
+that follows, and a hit drops it; no prologue is run again, so no user code runs twice): the
+statement that raised (the generated prologue's frame and line), the checked value (that frame's
+locals), and what the check expected (the statement's bound symbol in the entry's prologue
+trace). The prologue's unpacking symbols map the checked proxy back to what the user wrote: a
+parameter of the jitted function or of the module's forward, an attribute path under `self`, a
+global, a closure variable, or Thunder's own cache keys (default dtype, grad mode, ...). A cache
+hit runs none of the explaining.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import inspect
 import linecache
 import re
+import threading
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -69,26 +72,68 @@ class Rejection:
     inputs: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = ()
 
 
-def rejections(entries: list, args: tuple, kwargs: dict, fn: Any,
+class Rejected:
+    """The rejections of the cache lookup in progress, per thread: (prologue, its exception),
+    kept by `recording` prologues until the compile that follows reads them (`take`) or a prologue
+    accepts the call (a hit: dropped). At most MAX_ENTRIES per lookup; `clear()` at disable()."""
+
+    def __init__(self) -> None:
+        self._by_thread: dict[int, list] = {}
+
+    def add(self, prologue: Any, exc: BaseException) -> None:
+        found = self._by_thread.setdefault(threading.get_ident(), [])
+        if len(found) < MAX_ENTRIES:
+            found.append((prologue, exc))
+
+    def drop(self) -> None:
+        self._by_thread.pop(threading.get_ident(), None)
+
+    def take(self) -> dict[Any, BaseException]:
+        return dict(self._by_thread.pop(threading.get_ident(), ()))
+
+    def clear(self) -> None:
+        self._by_thread.clear()
+
+
+def recording(prologue: Callable, rejected: Callable[[], Rejected | None]) -> Callable:
+    """`prologue`, keeping the exception it raises for the compile that may follow (`rejected()`:
+    the running capture's Rejected, None while disabled). On a hit, one dict pop."""
+
+    def checked_prologue(*args: Any, **kwargs: Any) -> Any:
+        try:
+            result = prologue(*args, **kwargs)
+        except Exception as exc:
+            into = rejected()
+            if into is not None:
+                into.add(checked_prologue, exc)
+            raise
+        into = rejected()
+        if into is not None:
+            into.drop()
+        return result
+
+    return checked_prologue
+
+
+def rejections(entries: list, raised: Mapping[Any, BaseException], args: tuple, kwargs: dict, fn: Any,
                built_by: Mapping[Any, int]) -> tuple[list[Rejection], int]:
     """Why each cached entry (`cs.interpreter_cache`, oldest first) rejected this call, newest
-    first as Thunder tried them; and how many older entries were not analysed. `built_by`: the
-    compile that built each entry, by its prologue function (Capture.entry_compiles)."""
+    first as Thunder tried them, from what its prologue raised (`raised`, by prologue function:
+    Rejected.take()); and how many older entries were not analysed. `built_by`: the compile that
+    built each entry, by its prologue function (Capture.entry_compiles)."""
     tried = list(reversed(entries))
-    out = [_rejection(entry, args, kwargs, fn, built_by) for entry in tried[:MAX_ENTRIES]]
+    out = [_rejection(entry, raised, args, kwargs, fn, built_by) for entry in tried[:MAX_ENTRIES]]
     return out, max(0, len(tried) - MAX_ENTRIES)
 
 
-def _rejection(entry: Any, args: tuple, kwargs: dict, fn: Any, built_by: Mapping[Any, int]) -> Rejection:
+def _rejection(entry: Any, raised: Mapping[Any, BaseException], args: tuple, kwargs: dict, fn: Any,
+               built_by: Mapping[Any, int]) -> Rejection:
     prologue = entry.prologue_fn
     compile_id = built_by.get(prologue)
-    try:
-        prologue(*args, **kwargs)
-    except Exception as exc:
-        return _explain(exc, entry.prologue_traces[-1] if entry.prologue_traces else None, fn, compile_id,
-                        args, kwargs)
-    return Rejection(compile_id, "accepted when checked again (the inputs or the environment changed meanwhile)",
-                     None, (), None, "")
+    exc = raised.get(prologue)
+    if exc is None:
+        return Rejection(compile_id, "not recorded (the entry was built while tracing was off)", None, (), None, "")
+    return _explain(exc, entry.prologue_traces[-1] if entry.prologue_traces else None, fn, compile_id, args, kwargs)
 
 
 def _explain(exc: Exception, trace: Any, fn: Any, compile_id: int | None, args: tuple = (),
@@ -112,12 +157,13 @@ def _explain(exc: Exception, trace: Any, fn: Any, compile_id: int | None, args: 
         return Rejection(compile_id, f"{what}: could not be read ({type(exc).__name__})", subject, (), line, error)
     proxy = bsym.args[0].name
     subject = paths.get(proxy, proxy)
-    actual = frame.f_locals.get(proxy, _MISSING)
+    unpacked = frame.f_locals
+    actual = unpacked.get(proxy, _MISSING)
     changes = tuple(_changes(bsym, actual))
     if not changes:
         return Rejection(compile_id, f"{subject}: {error}", subject, (), line, error)
     # The prologue stops at its first failed check: the other inputs' checks are read here.
-    inputs = ((subject, changes), *_other_inputs(trace, paths, args, kwargs, bsym))
+    inputs = ((subject, changes), *_other_inputs(trace, paths, args, kwargs, bsym, unpacked))
     reason = "; ".join(f"{who}: " + ", ".join(f"{what} {old} \u2192 {new}" for what, old, new in found)
                        for who, found in inputs)
     return Rejection(compile_id, reason, subject, changes, line, error, inputs)
@@ -130,9 +176,12 @@ _CHECKS = frozenset(("check_tensor_metadata", "check_len", "check_number_type_an
                      "check_type", "check_instance"))
 
 
-def _other_inputs(trace: Any, paths: _Paths, args: tuple, kwargs: dict | None, first: Any) -> list:
+def _other_inputs(trace: Any, paths: _Paths, args: tuple, kwargs: dict | None, first: Any,
+                  unpacked: Mapping[str, Any]) -> list:
     """(subject, changes) of every other check of the prologue that this call fails: the value
-    each checks is read from the call's own arguments (paths rooted at args or kwargs only)."""
+    each checks is what the prologue unpacked before it raised (`unpacked`, its frame's locals),
+    else read from the call's own arguments (paths rooted at args or kwargs), through built-in
+    containers and plain attributes only: no user code runs."""
     roots = {"args": args, "kwargs": kwargs or {}}
     found: list = []
     seen = {first.args[0].name}
@@ -144,7 +193,9 @@ def _other_inputs(trace: Any, paths: _Paths, args: tuple, kwargs: dict | None, f
         proxy = bsym.args[0].name
         if proxy in seen:
             continue
-        value = paths.value(proxy, roots)
+        value = unpacked.get(proxy, _MISSING)
+        if value is _MISSING:
+            value = paths.value(proxy, roots)
         if value is _MISSING:
             continue
         try:
@@ -292,13 +343,35 @@ class _Paths:
                 value = roots[step[0]]
                 try:
                     for kind, key in reversed(steps):
-                        value = value[key] if kind == "[]" else getattr(value, key)
-                except Exception:  # gone, or a property that raises: nothing to compare
+                        value = _item(value, key) if kind == "[]" else _attribute(value, key)
+                except Exception:  # gone, or only user code could say: nothing to compare
                     return _MISSING
                 return value
             steps.extend(reversed(step))
             name, seen = parent, seen + 1
         return _MISSING
+
+
+def _item(value: Any, key: Any) -> Any:
+    """value[key] for a built-in container (no user __getitem__ runs), else LookupError."""
+    if type(value) in (tuple, list, dict):
+        return value[key]
+    raise LookupError(key)
+
+
+def _attribute(value: Any, name: str) -> Any:
+    """value.name where no user code runs: a module's parameter, buffer or submodule, or an
+    instance's own attribute (not a property, not __getattr__), else AttributeError."""
+    if isinstance(value, torch.nn.Module):
+        for table in ("_parameters", "_buffers", "_modules"):
+            found = value.__dict__.get(table, {})
+            if name in found:
+                return found[name]
+    own = getattr(value, "__dict__", None)
+    if isinstance(own, dict) and name in own and not isinstance(inspect.getattr_static(type(value), name, None),
+                                                                  property):
+        return own[name]
+    raise AttributeError(name)
 
 
 def _paths(trace: Any, fn: Any) -> _Paths:

@@ -275,3 +275,49 @@ def test_every_changed_input_is_named(tmp_path):
     (second,) = [c for c in directory["compiles"] if c["recompile_reason"]]
     why = (out / second["pages"]["compile"]).read_text()
     assert re.search(r"<code>targets</code></b>\s*shape <code>\[2, 8\]</code> &rarr; <code>\[2, 4\]</code>", why)
+
+
+class Counted:
+    """A user object the jitted function reads: each read of its property is user code."""
+
+    reads = 0
+
+    def __init__(self, t: torch.Tensor, n: int) -> None:
+        self.t, self._n = t, n
+
+    @property
+    def n(self) -> int:
+        Counted.reads += 1
+        return self._n
+
+
+def _reading(box, other):
+    return box.t * box.n + other.n
+
+
+def test_explaining_a_recompile_runs_no_user_code_again(tmp_path):
+    """Thunder's prologue reads the user's objects on every call (here, a property); a
+    recompile's reasons come from what those prologues raised, so tracing calls user code exactly
+    as often as the untraced program."""
+
+    def run() -> int:
+        Counted.reads = 0
+        jf = thunder.jit(_reading)
+        t = torch.ones(2)
+        for n in (2, 3, 2, 4, 3):  # new values recompile, known ones hit
+            torch.testing.assert_close(jf(Counted(t, n), Counted(t, n + 1)), t * n + n + 1)
+        return Counted.reads
+
+    untraced = run()
+    events: list[dict] = []
+
+    def traced() -> None:
+        events.append(run())
+
+    records = _logged(tmp_path, traced)
+    assert events == [untraced] and untraced > 0
+    recompiles = [r for r in records if r["type"] == "recompile"]
+    assert len(recompiles) == 2  # n = 3, then n = 4
+    first = recompiles[0]["rejected"]
+    assert len(first) == 1 and "3" in first[0]["reason"] and first[0]["reason"] != first[0]["error"], first
+    assert all("not recorded" not in e["reason"] for r in recompiles for e in r["rejected"])
