@@ -217,12 +217,13 @@ READ_FUSED = [[3, "t2 = ltorch.mul(t1, 2.0)  # t2: \"cpu f32[2]\"", 10],
               [3, "t4 = ltorch.neg(t3)  # t4: \"cpu f32[2]\"", 10],
               [3, "t5 = ltorch.mul(t4, t4)  # t5: \"cpu f32[2]\"", 12],
               [3, "t9 = ltorch.sub(t5, x, alpha=1)  # t9: \"cpu f32[2]\"", 13]]
-READ_TIMES = (3_000_000, 1_000_000, 20_000, 2_500_000, 1_500_000)  # per call, of ops 0, 1, 2, 3, 4
+READ_TIMES = (3_000_000, 1_000_000, 20_000, 2_500_000, 1_500_000)  # the first call's, of ops 0, 1, 2, 3, 4
 
 
-def reading(*, fused: bool = True, calls: int = 2) -> list[dict]:
-    """records() with READ_FORWARD as the final forward trace (ops timed over `calls` profiled
-    calls); `fused`: with the trace record's list of the fusion's ops."""
+def reading(*, fused: bool = True, calls: int = 3) -> list[dict]:
+    """records() with READ_FORWARD as the final forward trace, its ops timed over `calls` profiled
+    calls (call n takes READ_TIMES x (1 + (n - 1) / 10)); `fused`: with the trace record's list of
+    the fusion's ops."""
     out = records()
     ln = "Model.forward"
     more = [
@@ -250,7 +251,9 @@ def reading(*, fused: bool = True, calls: int = 2) -> list[dict]:
     ops = [[i + 1, op[2], op[4], i] for i, op in enumerate(READ_OPS[:5])]
     prof: list[dict] = [{"type": "profile_ops", "compile": 1, "trace": "forward", "list": "computation", "index": 1,
                          "clock": "cpu", "requested": calls, "ops": ops}]
-    prof += [{"type": "profile_call", "compile": 1, "trace": "forward", "call": call,
-              "wall_ns": sum(READ_TIMES) + 100_000, "op_ns": list(READ_TIMES), "host_ns": None,
-              "time_ns": 1_796_000_000_010_000_000 + call * 1000} for call in range(1, calls + 1)]
+    for call in range(1, calls + 1):
+        times = [round(ns * (1 + (call - 1) / 10)) for ns in READ_TIMES]
+        prof.append({"type": "profile_call", "compile": 1, "trace": "forward", "call": call,
+                     "wall_ns": sum(times) + 100_000, "op_ns": times, "host_ns": None,
+                     "time_ns": 1_796_000_000_010_000_000 + call * 1000})
     return out[:-1] + prof + out[-1:]

@@ -218,7 +218,7 @@
     row("record", "#" + info.id + " · " + info.k);
     if (op && op.dataset.t) {  // a profiled op (analyze/cost.py: op_times)
       var time = h("span", "optime");
-      time.append(h("b", "h" + (op.dataset.c || 0), op.dataset.t), " per profiled call");
+      time.append(h("b", "h" + (op.dataset.c || 0), op.dataset.t), " per call");
       if (op.dataset.s) time.append(h("div", "small", op.dataset.s));
       row("time", time);
     }
