@@ -29,8 +29,9 @@ from provenance.record import Frame
 __all__ = [
     "CHANGE_FIELDS", "CLOSING_TYPES", "CacheCounts", "Calls", "CaptureDisabled", "ChangeJSON", "ChangedInput",
     "CompileEnd", "CompileError", "CompileStart", "DynamoGraphEvent", "DynamoGuardFailure", "DynamoRecompile",
-    "EVENTS", "Event", "EventType", "ExecutorCompile", "FRAME_FIELDS", "FinalCounts", "FrameJSON",
-    "GraphBreakEvent", "GraphPhases", "Header", "KNOWN_TYPES", "Library", "MAX_PHASES", "OP_FIELDS", "OpJSON",
+    "EVENTS", "Event", "EventType", "ExecutorCompile", "FRAME_FIELDS", "FUSED_FIELDS", "FinalCounts", "FrameJSON",
+    "FusedJSON", "GraphBreakEvent", "GraphPhases", "Header", "KNOWN_TYPES", "Library", "MAX_PHASES", "OP_FIELDS",
+    "OpJSON",
     "PHASE_FIELDS", "PROFILE_OP_FIELDS", "PhaseJSON", "Phases", "PieceJSON", "PieceRef", "ProfileCall",
     "MAX_NESTING", "ProfileOpJSON", "ProfileOps", "Prov", "Recompile", "Ref", "RejectedEntry", "SCHEMA_VERSION",
     "SpanEnd",
@@ -52,6 +53,9 @@ FrameJSON = (tuple[str, int, str, str, bool] | tuple[str, int, str, str, bool, b
 # An op of a printed trace: [first line (0-based) in `python`, number of lines, symbol, output names, prov id].
 OP_FIELDS = ("line", "lines", "symbol", "outputs", "prov")
 OpJSON = tuple[int, int, str, list[str], int | None]
+# An op a fusion fused (schema 1.6): [the fusion's index in the trace record's `ops`, the op as printed, prov id].
+FUSED_FIELDS = ("op", "text", "prov")
+FusedJSON = tuple[int, str, int | None]
 # A phase of a compile: [name, start (time_ns), end (time_ns), depth (0: top level), what it worked on or null].
 PHASE_FIELDS = ("name", "start_ns", "end_ns", "depth", "detail")
 PhaseJSON = tuple[str, int, int, int, str | None]
@@ -232,6 +236,7 @@ Trace = TypedDict("Trace", {
     "end_ns": int | None,
     "python": NotRequired[str],  # only when an exporter keeps trace text (the JSONL log does)
     "ops": NotRequired[list[OpJSON]],
+    "fused": NotRequired[list[FusedJSON]],  # with `ops`, where the trace has fusions (schema 1.6)
 })
 
 
@@ -468,7 +473,7 @@ TYPES: dict[str, EventType] = {t.name: t for t in (
     _type("span", SpanStart, spans=("parent",), defines="span"),
     _type("span_end", SpanEnd, spans=("id",)),
     _type("compile_start", CompileStart),
-    _type("trace", Trace, TraceRepeat, provs=("ops[].4",)),
+    _type("trace", Trace, TraceRepeat, provs=("ops[].4", "fused[].2")),
     _type("compile_end", CompileEnd, closes=True),
     _type("compile_error", CompileError, provs=("last_prov",), closes=True),
     _type("capture_disabled", CaptureDisabled, closes=True),

@@ -20,6 +20,7 @@ from provenance.events import (
     DynamoGraphEvent,
     DynamoRecompile,
     ExecutorCompile,
+    FusedJSON,
     GraphBreakEvent,
     GraphPhases,
     OpJSON,
@@ -45,7 +46,7 @@ from provenance.thunder import recompile as recompiles
 from provenance.thunder.compat import api
 from provenance.thunder.frames import frame_of, is_user_code
 from provenance.thunder.passes import pass_label
-from provenance.thunder.printing import printed_layout
+from provenance.thunder.printing import printed_layout, tracing_context
 from provenance.thunder.stack import python_stack
 from provenance.thunder.state import COUNTS_ATTR, LABELLED_AT, MADE_BY, CompileState, check_fault
 
@@ -314,11 +315,34 @@ def trace_event(compile_id: int, list_name: str, index: int, trace: Any) -> Trac
     if SESSION.wants_trace_text:
         text, placed = printed_layout(trace)
         ops: list[OpJSON] = []
+        fusions: list[tuple[int, Any]] = []
         for bsym, start, length in placed:
             outs = [o.name for o in bsym.flat_outs if isinstance(o, Proxy)]
             ops.append((start, length, bsym.sym.name, outs, SESSION.prov_id(bsym.__dict__.get(ATTR))))
+            if bsym.sym.is_fusion:
+                fusions.append((len(ops) - 1, bsym))
         event["python"], event["ops"] = "\n".join(text), ops
+        if fusions:
+            event["fused"] = fused_ops(trace, fusions)
     return event
+
+
+def fused_ops(trace: Any, fusions: list[tuple[int, Any]]) -> list[FusedJSON]:
+    """The ops each fusion fused (its subsymbols; a fusion's fusions' ops in their place), in its
+    order: [the fusion's index in the trace record's ops, the op as Thunder prints it, prov id]."""
+    out: list[FusedJSON] = []
+    with tracing_context(trace):  # printing a symbol reads names from its trace
+        for index, fusion in fusions:
+            todo = list(reversed(fusion.subsymbols))
+            while todo:
+                sub = todo.pop()
+                if sub.sym.is_fusion and sub.subsymbols:
+                    todo.extend(reversed(sub.subsymbols))
+                    continue
+                lines = sub.python(0, print_depth=1)
+                text = next((line for line in lines if not line.lstrip().startswith("#")), lines[0] if lines else "")
+                out.append((index, text.strip(), SESSION.prov_id(sub.__dict__.get(ATTR))))
+    return out
 
 
 def call_counts(compile_stats: Any) -> tuple[int, int, int]:

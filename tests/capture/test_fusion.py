@@ -61,6 +61,21 @@ def test_torch_compile_fusion_on_cpu(traced):
     for trace in (fw, bw):
         cov = provenance.coverage(trace, deep=True)
         assert cov.missing == [] and cov.compute_with_user_source == cov.compute
+        _check_fused_ops_logged(trace)
+
+
+def _check_fused_ops_logged(trace) -> None:
+    """The trace record's `fused` (schema 1.6): each fusion's subsymbols, in order, as printed,
+    with their own records."""
+    from provenance.session import SESSION
+    from provenance.thunder.emit import fused_ops
+
+    fusions = [(i, b) for i, b in enumerate(trace.bound_symbols) if b.sym.is_fusion]
+    fused = fused_ops(trace, fusions)
+    assert [(i, prov) for i, _, prov in fused] == [
+        (i, SESSION.prov_id(provenance.of(s))) for i, b in fusions for s in b.subsymbols]
+    subs = [s for _, b in fusions for s in b.subsymbols]
+    assert all(not text.startswith("#") and s.sym.name in text for (_, text, _), s in zip(fused, subs))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="nvFuser needs a CUDA GPU")

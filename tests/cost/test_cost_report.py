@@ -231,7 +231,7 @@ def test_the_time_section_icicle_gutter_and_op_times_of_a_known_log(tmp_path, br
     assert forward.count() == 3
     assert [forward.nth(i).get_attribute("data-t") for i in range(3)] == ["3.00 ms", "1.00 ms", "20.0 us"]
     assert [forward.nth(i).get_attribute("data-c") for i in range(3)] == ["5", "5", "2"]
-    assert page.evaluate("(el) => getComputedStyle(el, '::after').content", forward.nth(0).element_handle()) == \
+    assert page.evaluate("(el) => getComputedStyle(el, '::before').content", forward.nth(0).element_handle()) == \
         '"3.00 ms"'
     assert page.locator("#backward-0 .op[data-t]").count() == 3
     assert page.locator("#computation-0 .op[data-t]").count() == 0  # not the profiled trace

@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 import report_logs
-from browser import CHROMIUM
+from browser import CHROMIUM, UNEXPLAINED_GAPS
 from paths import ROOT
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -303,6 +303,7 @@ def test_traces_are_rendered_from_data_as_the_log_has_them(nanogpt_report, brows
         assert pre.locator(".tsc").evaluate_all("ts => ts.map(t => t.textContent)") == [
             line for line in lines if THUNDER_SOURCE_COMMENT.match(line)]
         assert pre.locator(".ck").count() == -(-len(r["ops"]) // 64)  # blocks laid out near the screen
+        assert set(pre.evaluate(UNEXPLAINED_GAPS)) == {0}  # no blank line between ops (Thunder's before its comments)
         headers = pre.locator(".ph").evaluate_all("hs => hs.map(h => h.textContent.trim())")
         assert headers and all(h.startswith("# \u2500\u2500 ") for h in headers)
         final_html[r["list"]] = pre.inner_html()

@@ -145,6 +145,32 @@ def test_every_wrong_field_degrades_to_unknown_and_is_counted(tmp_path, capsys):
     assert len(found["compiles"]) >= len(mutations) - sum(1 for _, k, _ in mutations if k == "compile")
 
 
+@pytest.mark.parametrize("fused", [
+    "x", [[3, 5, 10]], [[3, "t2 = ltorch.mul(t1, 2.0)", "10"]], [[99, "t2 = ltorch.mul(t1, 2.0)", 10]],
+    [[3, "t2 = ltorch.mul(t1, 2.0)"]], [[3, "t2 = ltorch.mul(t1, 2.0)", 999]]],
+    ids=["not-an-array", "text-not-a-string", "prov-not-an-int", "op-out-of-range", "short", "unknown-prov"])
+def test_a_wrong_fused_list_is_counted_and_the_trace_still_shows(tmp_path, capsys, fused):
+    """The ops a fusion fused (trace.fused, schema 1.6): a bad entry is dropped and counted."""
+    records = report_logs.reading()
+    final = next(r for r in records if r["type"] == "trace" and r.get("fused"))
+    final["fused"] = [*report_logs.READ_FUSED[:2], *fused] if isinstance(fused, list) else fused
+    out = tmp_path / "out"
+    code, err = report(capsys, report_logs.write(tmp_path / "a.jsonl", records), "-o", out, "--strict")
+    assert code == 1 and "Traceback" not in err, err
+    found = directory(out)
+    assert found["problems"]["entries"] and [c["status"] for c in found["compiles"]] == ["ok"]
+    (page,) = [out / c["pages"]["compile"] for c in found["compiles"]]
+    traces = report_logs.page_traces(page.read_text())
+    kept = [t["f"] for t in traces if "f" in t]  # the final forward trace's
+    good = [x for entry in report_logs.READ_FUSED[:2] for x in entry]
+    if not isinstance(fused, list):
+        assert kept == []
+    elif fused[0][-1] == 999:  # kept, its record unknown
+        assert kept == [[*good, 3, "t2 = ltorch.mul(t1, 2.0)", None]]
+    else:
+        assert kept == [good]
+
+
 def _fx_mutations() -> list[tuple[int, str, object]]:
     """Every field of ThunderFX's records (the graph's pieces and reasons: their first entry's),
     each given a value of the wrong type."""

@@ -10,6 +10,23 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
+# Consecutive ops of a rendered trace: the gap between them that what lies between them (a
+# provenance header, a line of its own) does not explain, in px. 0 when no blank line separates them.
+UNEXPLAINED_GAPS = """pre => {
+  const blocks = Array.from(pre.querySelectorAll('.ck')), styles = blocks.map(c => c.getAttribute('style'));
+  blocks.forEach(c => { c.style.contentVisibility = 'visible'; });  // every block laid out while measured
+  const ops = Array.from(pre.querySelectorAll('.op')), out = [];
+  for (let i = 1; i < ops.length; i++) {
+    const a = ops[i - 1].getBoundingClientRect(), b = ops[i].getBoundingClientRect();
+    let between = 0;
+    for (let n = ops[i - 1].nextSibling; n && n !== ops[i]; n = n.nextSibling)
+      if (n.nodeType === 1) between += n.getBoundingClientRect().height;
+    out.push(Math.round(b.top - a.bottom - between));
+  }
+  blocks.forEach((c, i) => c.setAttribute('style', styles[i]));
+  return out;
+}"""
+
 
 class Browser:
     """One Chromium for the module; every page's console errors and dialogs are collected."""

@@ -184,3 +184,76 @@ def profiled(**kw: Any) -> list[dict]:
     prof = profile(compile_id=kw.get("compile_id", 1),
                    **{k: v for k, v in kw.items() if k in ("calls", "forward", "backward", "between")})
     return out[:-1] + prof + out[-1:]
+
+
+# -- a final trace to read (tests/report/test_report_trace_pages.py): as Thunder prints one, with a
+# blank line before each of its source comments, a line longer than any screen, and a fusion with
+# the ops it fused (schema 1.6), some of them from the same user line and module.
+LONG_ARGS = ", ".join(f"t_blocks_{i}_mlp_c_fc_weight" for i in range(24))
+READ_FORWARD = f"""\
+# Constructed by Delete Last Used (took 3 milliseconds)
+import torch
+from thunder.executors.torchex import no_autocast
+
+@torch.no_grad()
+@no_autocast
+def computation(x):
+  # x: "cpu f32[2]"
+
+  # {MODEL}:10: \t        y = x * 2
+  t0 = torch.mul(x, 2.0)  # t0: "cpu f32[2]"
+
+  # {MODEL}:11: \t        return y + x
+  t1 = torch.add(t0, x)  # t1: "cpu f32[2]"
+  del t0
+  [t9] = TorchCompile0(t1, x)
+  t10 = torch.cat([{LONG_ARGS}], t9)  # t10: "cpu f32[48]"
+  return {{'output': t10, 'flat_args': [x]}}"""
+READ_OPS = [[10, 1, "mul", ["t0"], 2], [13, 1, "add", ["t1"], 3], [14, 1, "python_del", [], 1],
+            [15, 1, "TorchCompile0", ["t9"], 14], [16, 1, "cat", ["t10"], 13], [17, 1, "python_return", [], 1]]
+# the fusion's ops, in its order: line 20 in blocks.0.ln (two records, three ops) and blocks.1.ln, line 21
+READ_FUSED = [[3, "t2 = ltorch.mul(t1, 2.0)  # t2: \"cpu f32[2]\"", 10],
+              [3, "t3 = ltorch.add(t2, x, alpha=1)  # t3: \"cpu f32[2]\"", 11],
+              [3, "t4 = ltorch.neg(t3)  # t4: \"cpu f32[2]\"", 10],
+              [3, "t5 = ltorch.mul(t4, t4)  # t5: \"cpu f32[2]\"", 12],
+              [3, "t9 = ltorch.sub(t5, x, alpha=1)  # t9: \"cpu f32[2]\"", 13]]
+READ_TIMES = (3_000_000, 1_000_000, 20_000, 2_500_000, 1_500_000)  # the first call's, of ops 0, 1, 2, 3, 4
+
+
+def reading(*, fused: bool = True, calls: int = 3) -> list[dict]:
+    """records() with READ_FORWARD as the final forward trace, its ops timed over `calls` profiled
+    calls (call n takes READ_TIMES x (1 + (n - 1) / 10)); `fused`: with the trace record's list of
+    the fusion's ops."""
+    out = records()
+    ln = "Model.forward"
+    more = [
+        {"type": "prov", "id": 10, "kind": "decomposition", "source": [frame(20, "y = self.ln(x)", MODEL, ln)],
+         "module": "blocks.0.ln", "module_type": "LayerNorm", "transforms": [], "role": None, "span": None,
+         "derived_from": None, "members": []},
+        {"type": "prov", "id": 11, "kind": "op", "source": [frame(20, "y = self.ln(x)", MODEL, ln)],
+         "module": "blocks.0.ln", "module_type": "LayerNorm", "transforms": [], "role": None, "span": None,
+         "derived_from": None, "members": []},
+        {"type": "prov", "id": 12, "kind": "decomposition", "source": [frame(20, "y = self.ln(x)", MODEL, ln)],
+         "module": "blocks.1.ln", "module_type": "LayerNorm", "transforms": [], "role": None, "span": None,
+         "derived_from": None, "members": []},
+        {"type": "prov", "id": 13, "kind": "op", "source": [frame(21, "return self.mlp(y)", MODEL, ln)],
+         "module": "blocks.0.mlp", "module_type": "MLP", "transforms": [], "role": None, "span": None,
+         "derived_from": None, "members": []},
+        {"type": "prov", "id": 14, "kind": "fusion", "source": [], "module": None, "module_type": None,
+         "transforms": ["fusion"], "role": None, "span": None, "derived_from": None, "members": [10, 11, 12, 13]},
+    ]
+    at = next(i for i, r in enumerate(out) if r["type"] == "trace")
+    out[at:at] = more
+    final = next(r for r in out if r["type"] == "trace" and r["list"] == "computation" and r["index"] == 1)
+    final.update(python=READ_FORWARD, ops=READ_OPS)
+    if fused:
+        final["fused"] = READ_FUSED
+    ops = [[i + 1, op[2], op[4], i] for i, op in enumerate(READ_OPS[:5])]
+    prof: list[dict] = [{"type": "profile_ops", "compile": 1, "trace": "forward", "list": "computation", "index": 1,
+                         "clock": "cpu", "requested": calls, "ops": ops}]
+    for call in range(1, calls + 1):
+        times = [round(ns * (1 + (call - 1) / 10)) for ns in READ_TIMES]
+        prof.append({"type": "profile_call", "compile": 1, "trace": "forward", "call": call,
+                     "wall_ns": sum(times) + 100_000, "op_ns": times, "host_ns": None,
+                     "time_ns": 1_796_000_000_010_000_000 + call * 1000})
+    return out[:-1] + prof + out[-1:]

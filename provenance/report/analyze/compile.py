@@ -35,6 +35,7 @@ from provenance.report.model import (
     CompileSummary,
     DisabledCapture,
     ErrorSummary,
+    Fused,
     Fusion,
     FusionLine,
     Op,
@@ -114,6 +115,20 @@ def parse_ops(raw: Any, n_lines: int) -> tuple[list[Op], int]:
     return ops, bad
 
 
+def parse_fused(raw: Any, n_ops: int) -> tuple[list[Fused], int]:
+    """The valid entries of a trace record's `fused` (the ops each fusion fused: [fusion's index in
+    `ops`, text, prov id]), in order, and how many were not."""
+    out: list[Fused] = []
+    bad = 0
+    for entry in raw if isinstance(raw, list) else ():
+        if (type(entry) is list and len(entry) == 3 and type(entry[0]) is int and 0 <= entry[0] < n_ops
+                and type(entry[1]) is str and type(entry[2]) in _PROV_TYPES):
+            out.append((entry[0], entry[1], entry[2]))
+        else:
+            bad += 1
+    return out, bad
+
+
 def _cache(value: Any) -> CacheCounts | None:
     if not isinstance(value, dict):
         return None
@@ -186,10 +201,13 @@ class CompileBuilder:
         ops, bad_ops = parse_ops(data.get("ops"), len(lines))
         if bad_ops:
             self.malformed(f"{bad_ops} malformed op entr{'y' if bad_ops == 1 else 'ies'} in trace {anchor}")
+        fused, bad_fused = parse_fused(data.get("fused"), len(ops))
+        if bad_fused:
+            self.malformed(f"{bad_fused} malformed fused op entr{'y' if bad_fused == 1 else 'ies'} in trace {anchor}")
         label = data.get("label")
         # Sent to the page as data (render/output.py's CompileWriter): its script renders the trace.
         view = TraceView(list_name, index, str(data.get("pass") or "?"), label if isinstance(label, str) else None,
-                         as_float(data.get("ms")), anchor, lines=lines, ops=ops, n_ops=len(ops))
+                         as_float(data.get("ms")), anchor, lines=lines, ops=ops, n_ops=len(ops), fused=fused)
         previous = self.latest.get(list_name)
         if previous is not None:
             view.diff = diff(previous, view)
@@ -199,13 +217,14 @@ class CompileBuilder:
                 if timed.list == list_name and timed.index == index:
                     view.times = op_times(view, timed, measured)
         self.prov_ids.update(map(_PROV, ops))  # None too: dropped when the compile ends
+        self.prov_ids.update(f[2] for f in fused)
         self.latest[list_name] = view
         self.passes.append(view)
         self.sink.trace(view, self.provs)
         # The text is dropped once it is no longer the latest of its list: the pass list keeps
         # only names and figures.
         if previous is not None:
-            previous.lines, previous.ops, previous.keyed = [], [], None
+            previous.lines, previous.ops, previous.keyed, previous.fused = [], [], None, []
 
     # -- end ---------------------------------------------------------------------------------
     def finish(self) -> CompileSummary:

@@ -27,6 +27,7 @@ __all__ = [
     "ExecutorCompile",
     "Failure",
     "FrameRef",
+    "Fused",
     "Fusion",
     "FusionLine",
     "FxRun",

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LINE", "LISTS", "MAX_PROBLEMS_LISTED", "N", "OUTS", "PROV", "SYM", "CacheCounts", "CallSiteNode",
            "CompileError", "CompilePage", "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem",
-           "DisabledCapture", "ErrorSummary", "ExecutorCompile", "Failure", "FrameRef", "Fusion", "FusionLine",
+           "DisabledCapture", "ErrorSummary", "ExecutorCompile", "Failure", "FrameRef", "Fused", "Fusion", "FusionLine",
            "LogHeader", "LogSummary", "Op", "PassList", "PassSummary", "Phase", "PhaseGroup", "PhaseView", "Problem",
            "Problems", "ProvInfo", "RankComparison", "RankRow", "RankTime", "Recompile", "Rejection", "RoleCount",
            "RunModel", "SourceFileView", "SourcePage", "SourcePane", "StackFrame", "Totals", "TraceDiff", "TraceView",
@@ -99,6 +99,7 @@ LISTS = ("prologue", "computation", "epilogue", "backward")  # Thunder's trace l
 # of lines, its symbol, its outputs' names and its provenance record id (or None).
 Op = tuple[int, int, str, list[str], int | None]
 LINE, N, SYM, OUTS, PROV = range(5)  # its fields
+Fused = tuple[int, str, int | None]  # an op inside a fusion: the fusion's index in the trace's ops, its text, prov id
 
 
 @dataclass(slots=True)
@@ -144,6 +145,7 @@ class TraceView:
     n_ops: int = 0  # kept when the text is dropped
     keyed: dict | None = None  # its ops by identity, once diffed (the next pass diffs against it)
     times: dict | None = None  # a profiled final trace: op index -> OpTime (model/cost.py)
+    fused: list[Fused] = field(default_factory=list)  # its fusions' own ops, in order (trace record's `fused`)
 
     @property
     def counts(self) -> dict[str, int]:

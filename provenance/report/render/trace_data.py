@@ -1,8 +1,8 @@
 """Traces as the pages' script renders them (report.js: renderTrace), sent as compact data
 instead of HTML: a compile's traces repeat most of their lines pass after pass, so each distinct
 line is sent once per page (a `tl` script: the lines new to the page, in order) and a trace is
-the numbers of its lines, its ops (`[first line, lines, record id]`) and, when
-profiled, its ops' times. Every string goes into JSON (jsonsafe.py) and the script inserts
+the numbers of its lines, its ops (`[first line, lines, record id]`), the ops its fusions fused
+and, when profiled, its ops' times. Every string goes into JSON (jsonsafe.py) and the script inserts
 it with textContent: nothing from a log becomes markup.
 
 Every trace is sent so, the final ones too: the compile page renders those when it loads, the
@@ -58,6 +58,11 @@ def _data(view: TraceView, numbers: list[int]) -> bytes:
     data: dict = {"l": numbers, "o": list(chain.from_iterable(map(_LINE_N_PROV, view.ops)))}
     if view.times:  # a profiled final trace: [op index, heat, time per call, ...] (analyze/cost.py: our text)
         data["c"] = [x for i, t in sorted(view.times.items()) for x in (i, t.heat, t.label)]
+        spreads = [x for i, t in sorted(view.times.items()) if t.spread for x in (i, t.spread)]
+        if spreads:  # [op index, its spread across the calls, ...]: the click panel shows it
+            data["s"] = spreads
+    if view.fused:  # [fusion's op index, text, record id, ...]: the ops each fusion fused, in order
+        data["f"] = list(chain.from_iterable(view.fused))
     return json_bytes(data)
 
 

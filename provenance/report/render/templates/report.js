@@ -114,13 +114,99 @@
     a.addEventListener("click", function () { showProv(id); });
     return a;
   }
-  function showProv(id) {
+  function where(frame) {  // a frame [path index, line, function, text, user] as "file.py:12 `text`"
+    var at = h("span");
+    at.append(h("span", "where", base(paths[frame[0]]) + ":" + frame[1]), " ", h("code", null, frame[3]));
+    at.title = paths[frame[0]];
+    return at;
+  }
+  function count(n, what) { return n + " " + what + (n === 1 ? "" : "s"); }
+  // A fusion's members by user line, and within a line by module, each once with how many of the
+  // fused ops (or, without the log's list of them, how many records) it has: [line groups, n lines, n modules].
+  function fusionGroups(info, region) {
+    var lines = {}, order = [], modules = {};
+    var add = function (id, ops) {
+      var m = provs[id];
+      if (!m) return;
+      var key = m.f ? m.f[0] + ":" + m.f[1] : "";
+      var line = lines[key];
+      if (!line) { line = lines[key] = { frame: m.f, mods: {}, order: [], ops: 0, ids: {} }; order.push(key); }
+      var mk = m.m === null || m.m === undefined ? "\u0000" : m.m;
+      var mod = line.mods[mk];
+      if (!mod) { mod = line.mods[mk] = { name: m.m, type: m.mt, ops: 0, ids: [], kinds: {} }; line.order.push(mk); }
+      if (mod.ids.indexOf(id) < 0) mod.ids.push(id);
+      mod.kinds[m.k] = true;
+      mod.ops += ops; line.ops += ops; line.ids[id] = true;
+      modules[mk] = true;
+    };
+    if (region) region.forEach(function (r) { if (r[1] !== null && r[1] !== undefined) add(r[1], 1); });
+    else (info.mem || []).forEach(function (m) { add(m, 1); });
+    var n = region ? region.length : (info.mem || []).length;
+    return { lines: order.map(function (k) { return lines[k]; }), modules: Object.keys(modules).length, byOps: !!region,
+      summary: count(n, region ? "op" : "record") + " from " + count(order.length, "user line") + " in " +
+        count(Object.keys(modules).length, "module") };
+  }
+  function fusionSummary(info, region) { return "fusion of " + fusionGroups(info, region).summary; }
+  function showFusion(info, region, row) {  // the panel's part for a fusion: its fused ops, its members grouped
+    var groups = fusionGroups(info, region);
+    var what = groups.byOps ? "op" : "record";
+    row("fuses", groups.summary);
+    var box = h("div", "fusion");
+    box.append(h("h3", null, "by user line and module"));
+    var ul = h("ul", "fgroups");
+    groups.lines.forEach(function (line) {
+      var li = h("li", "fline");
+      var head = h("div", "fl-head");
+      head.append(h("span", "fcount", "\u00d7" + line.ops));
+      if (line.frame) {
+        head.append(h("span", "where", base(paths[line.frame[0]]) + ":" + line.frame[1]), h("code", null, line.frame[3]));
+        head.title = paths[line.frame[0]] + ":" + line.frame[1] + ": " + line.frame[3] + " (" + count(line.ops, what) + ")";
+      } else head.append(h("span", "muted", "(no user line)"));
+      li.append(head);
+      var mods = h("ul", "fmods");
+      line.order.forEach(function (mk) {
+        var mod = line.mods[mk], m = h("li", "fmod");
+        var name = plink(mod.ids[0]);
+        name.textContent = (mod.name === null || mod.name === undefined ? "(no module)" : mod.name || "<root>") + (mod.type ? " (" + mod.type + ")" : "");
+        m.append(h("span", "fcount", "\u00d7" + mod.ops), " ", name, " ", h("span", "muted small", Object.keys(mod.kinds).join(", ")));
+        m.title = count(mod.ops, what) + (groups.byOps ? " of " + count(mod.ids.length, "record") : "");
+        mods.append(m);
+      });
+      li.append(mods);
+      ul.append(li);
+    });
+    box.append(ul);
+    if (region) {
+      box.append(h("h3", null, "fused ops, in order (" + region.length + ")"));
+      var ol = h("ol", "fops code");
+      region.forEach(function (r) {
+        var li = h("li", "fop"), code = h("code");
+        highlightInto(code, r[0]);
+        li.append(code);
+        var m = r[1] === null || r[1] === undefined ? null : provs[r[1]];
+        if (m && m.f) li.append(" ", h("span", "where muted", base(paths[m.f[0]]) + ":" + m.f[1]));
+        if (m) { li.title = m.h; li.addEventListener("click", function () { showProv(r[1]); }); }
+        ol.append(li);
+      });
+      box.append(ol);
+    } else {
+      box.append(h("p", "muted small", "The log does not list this fusion's ops (a log of schema 1.5 or older): its records are grouped above."));
+    }
+    return box;
+  }
+  function showProv(id, op) {  // a record in the panel; `op`: the op clicked (its time, a fusion's ops)
     if (!panel) return;
     var info = provs[id];
     panel.classList.remove("idle");
     panel.replaceChildren();
     if (!info) { panel.append(h("p", "muted", "No provenance record " + id + " in the log.")); return; }
-    panel.append(h("h3", null, info.h));
+    var fusion = info.k === "fusion";
+    if (fusion && !op) op = document.querySelector('pre.code .op[data-p="' + id + '"]');  // from the Fusions table
+    var region = fusion && op && op._region ? op._region : null;
+    var symbol = fusion && op ? (op.textContent.match(/(\w+)\(/) || [])[1] : null;  // `outs = TorchCompile0(...)`
+    var title = h("h3", null, fusion ? "fusion" + (symbol ? " " + symbol : "") : info.h);
+    if (fusion) title.title = info.h;
+    panel.append(title);
     var dl = h("dl");
     function row(key, value) {
       if (value === undefined || value === null || value === "") return;
@@ -130,29 +216,27 @@
       dl.append(dd);
     }
     row("record", "#" + info.id + " · " + info.k);
+    if (op && op.dataset.t) {  // a profiled op (analyze/cost.py: op_times)
+      var time = h("span", "optime");
+      time.append(h("b", "h" + (op.dataset.c || 0), op.dataset.t), " per call");
+      if (op.dataset.s) time.append(h("div", "small", op.dataset.s));
+      row("time", time);
+    }
     if (info.m !== null && info.m !== undefined) row("module", (info.m || "<root>") + (info.mt ? " (" + info.mt + ")" : ""));
-    if (info.f) {
-      var where = h("span");
-      where.append(h("span", "where", base(paths[info.f[0]]) + ":" + info.f[1]), " ", h("code", null, info.f[3]));
-      where.title = paths[info.f[0]];
-      row("user line", where);
-    }
-    if (info.ml) {
-      var at = h("span");
-      at.append(h("span", "where", base(paths[info.ml[0]]) + ":" + info.ml[1]), " ", h("code", null, info.ml[3]));
-      at.title = paths[info.ml[0]];
-      row("module line", at);
-    }
+    if (info.f) row("user line", where(info.f));
+    if (info.ml) row("module line", where(info.ml));
     row("lineage", info.lin);
     if (info.r) row("role", h("span", "chip role" + info.rc, info.r));
     row("scope", info.sp);
     if (info.d !== null && info.d !== undefined) row("derived from", plink(info.d));
-    if (info.mem && info.mem.length) {
+    var fused = fusion ? showFusion(info, region, row) : null;
+    if (!fusion && info.mem && info.mem.length) {
       var box = h("div");
       info.mem.forEach(function (m) { box.append(plink(m)); });
       row("fused (" + info.mem.length + ")", box);
     }
     panel.append(dl);
+    if (fused) panel.append(fused);
     if (info.st && info.st.length) {
       panel.append(h("h3", null, "stack, innermost first"));
       var ol = h("ol", "stack");
@@ -177,7 +261,8 @@
     if (!tip) return;
     if (!op) { tip.hidden = true; return; }
     var info = provs[op.dataset.p];
-    tip.textContent = (info ? info.h : "record #" + op.dataset.p) + (op.dataset.t ? " \u00b7 " + op.dataset.t + " per call" : "");
+    var text = !info ? "record #" + op.dataset.p : info.k === "fusion" ? fusionSummary(info, op._region) + " (click for them)" : info.h;
+    tip.textContent = text + (op.dataset.t ? " \u00b7 " + op.dataset.t + " per call" : "");
     tip.hidden = false;
   });
   document.addEventListener("mousemove", function (ev) {
@@ -252,8 +337,12 @@
     try { d = JSON.parse(script.textContent); } catch (e) { return null; }
     var table = traceLines(), lines = [], r;
     for (r = 0; r < d.l.length; r++) lines.push(table[d.l[r]] || "");
-    var times = {};  // a profiled trace: op index -> [heat, time per call]
-    for (r = 0; d.c && r + 2 < d.c.length; r += 3) times[d.c[r]] = [d.c[r + 1], d.c[r + 2]];
+    var times = {};  // a profiled trace: op index -> [heat, time per call, spread across calls]
+    for (r = 0; d.c && r + 2 < d.c.length; r += 3) times[d.c[r]] = [d.c[r + 1], d.c[r + 2], ""];
+    for (r = 0; Array.isArray(d.s) && r + 1 < d.s.length; r += 2) if (times[d.s[r]]) times[d.s[r]][2] = String(d.s[r + 1]);
+    var regions = {};  // a fusion op's index -> its fused ops, in order: [[text, record id], ...]
+    for (r = 0; Array.isArray(d.f) && r + 2 < d.f.length; r += 3) (regions[d.f[r]] = regions[d.f[r]] || []).push([String(d.f[r + 1]), d.f[r + 2]]);
+    pre.classList.toggle("timed", !!(d.c && d.c.length));  // a gutter of op times at the left (report.css)
     var out = document.createDocumentFragment(), pos = 0, previous = null;
     var ck = null, shown = [0, 0, 0];  // the current block of CHUNK ops: code lines, headers, Thunder's comments
     var sized = function () { ck.setAttribute("style", "--n:" + shown[0] + ";--h:" + shown[1] + ";--t:" + shown[2]); };
@@ -263,10 +352,18 @@
       out.append(ck);
       shown = [0, 0, 0];
     };
-    var between = function (start, stop) {
+    var between = function (start, stop) {  // the lines between ops: the signature, comments, blank lines
       for (var i = start; i < stop; i++) {
-        if (isThunderComment(lines[i])) { var s = h("span", "tsc"); highlightInto(s, lines[i]); ck.append(s); shown[2]++; }
-        else { highlightInto(ck, lines[i]); ck.append("\n"); shown[0]++; }
+        var text = lines[i];
+        if (isThunderComment(text)) { var s = h("span", "tsc"); highlightInto(s, text); ck.append(s); shown[2]++; }
+        // Thunder prints a blank line before each of its source comments: with the comments hidden
+        // (or shown in place, as a block of their own), it would leave a blank line between most ops.
+        else if (!text.trim() && i + 1 < lines.length && isThunderComment(lines[i + 1])) continue;
+        else {
+          if (text) { var t = h("span", "tx"); highlightInto(t, text); ck.append(t); }
+          ck.append("\n");
+          shown[0]++;
+        }
       }
     };
     block();
@@ -276,17 +373,32 @@
       if (line > pos) between(pos, line);
       var span = h("span", "op"), info = p === null ? null : provs[p];
       if (p !== null) span.dataset.p = p;
-      if (times[i]) { span.dataset.c = times[i][0]; span.dataset.t = times[i][1]; }
+      if (times[i]) {
+        span.dataset.c = times[i][0];
+        span.dataset.t = times[i][1];
+        if (times[i][2]) span.dataset.s = times[i][2];
+      }
+      if (regions[i]) span._region = regions[i];
       if (info) {
         span.className = "op " + (KIND_CLASS[info.k] || "qx") + (info.rc !== null && info.rc !== undefined ? " role" + info.rc : "");
-        if (info.k !== "bookkeeping" && info.h !== previous) {
+        var header = info.k === "fusion" ? fusionSummary(info, regions[i]) : info.h;  // not its wall of lines and modules
+        if (info.k !== "bookkeeping" && header !== previous) {
           var first = lines[line];
-          ck.append(h("span", "ph", first.slice(0, first.length - first.replace(/^\s+/, "").length) + "# \u2500\u2500 " + info.h));
-          previous = info.h;
+          ck.append(h("span", "ph", first.slice(0, first.length - first.replace(/^\s+/, "").length) + "# \u2500\u2500 " + header));
+          previous = header;
           shown[1]++;
         }
       }
-      for (var x = 0; x < n; x++) { if (x) span.append("\n"); highlightInto(span, lines[line + x]); }
+      if (n === 1) highlightInto(span, lines[line]);
+      else {  // each line wraps on its own (report.css: .ol)
+        span.classList.add("ml");
+        for (var x = 0; x < n; x++) {
+          if (x) span.append("\n");
+          var ol = h("span", "ol");
+          highlightInto(ol, lines[line + x]);
+          span.append(ol);
+        }
+      }
       ck.append(span, "\n");
       shown[0] += n;
       pos = line + n;
@@ -389,7 +501,7 @@
       var pre = op.closest("pre");
       if (op.dataset.p) {
         each('.op[data-p="' + op.dataset.p + '"]', function (o) { if (o !== op) o.classList.add("hl2"); }, pre);
-        showProv(op.dataset.p);
+        showProv(op.dataset.p, op);
       }
     });
   }
@@ -450,7 +562,7 @@
       op.classList.add("sel");
       var p = op.dataset.p;
       if (!p) return;
-      showProv(p);
+      showProv(p, op);
       var info = provs[p];
       var lines = [];
       if (info && info.k === "fusion") {
@@ -464,7 +576,7 @@
         if (el) { el.classList.add(pair[1]); if (!first && pair[1] === "sel") first = el; }
       });
       if (first) reveal(first, first.closest(".code.src"));
-      status.replaceChildren(h("b", null, info ? info.h : "record #" + p),
+      status.replaceChildren(h("b", null, !info ? "record #" + p : info.k === "fusion" ? fusionSummary(info, op._region) : info.h),
         first ? "" : " (no user line in this compile's source files)");
     };
     document.addEventListener("click", function (ev) {
