@@ -334,6 +334,7 @@ def _pass(orig: Callable, name: str) -> Callable:
     """A pass function whose output traces carry no TraceProvenance of their own."""
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # pytest hides this frame in a failure's traceback
         result = orig(*args, **kwargs)
         try:
             check_fault("pass")
@@ -353,6 +354,7 @@ def _jit(orig: Callable, running: Capture) -> Callable:
 
     @functools.wraps(orig)
     def jit(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # pytest hides this frame in a failure's traceback
         jfn = orig(*args, **kwargs)
         try:
             check_fault("jit")
@@ -376,6 +378,7 @@ def _with_cache_info_ctx(orig: Callable) -> Callable:
         stats = _closure(fn, T.names["stats_closure"])  # Thunder's weak reference to the function's CompileStats
 
         def cache_info_wrapper(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True  # pytest hides this frame in a failure's traceback
             try:
                 return inner(*args, **kwargs)
             except BaseException as exc:
@@ -424,6 +427,7 @@ def _general_jit(orig: Callable) -> Callable:
     capture does around it is timed as `provenance` phases."""
 
     def thunder_general_jit(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # pytest hides this frame in a failure's traceback
         state = ours = None
         try:
             state = start_compile()

@@ -53,6 +53,7 @@ def timed(orig: Callable, name: str, detail: Callable[..., str | None] | None = 
 
     @functools.wraps(orig)
     def phase(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # pytest hides this frame in a failure's traceback
         state = _active()
         if state is None:
             return orig(*args, **kwargs)

@@ -328,6 +328,7 @@ def _forward_dispatcher(window: Window) -> Callable:
     marks = window.backward is not None
 
     def computation(*args: Any) -> Any:
+        __tracebackhide__ = True  # pytest hides this frame in a failure's traceback
         if not window.active:
             return original(*args)
         window.seen += 1
@@ -359,6 +360,7 @@ def _backward_dispatcher(window: Window) -> Callable:
     original = window.backward_fn
 
     def backward_fn(saved_for_backward: list, cotangents: Any) -> Any:
+        __tracebackhide__ = True  # pytest hides this frame in a failure's traceback
         mark = saved_for_backward[1] if len(saved_for_backward) == 2 else None
         if type(mark) is not _Mark:
             return original(saved_for_backward, cotangents)

@@ -100,6 +100,7 @@ def recording(prologue: Callable, rejected: Callable[[], Rejected | None]) -> Ca
     the running capture's Rejected, None while disabled). On a hit, one dict pop."""
 
     def checked_prologue(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # pytest hides this frame in a failure's traceback
         try:
             result = prologue(*args, **kwargs)
         except Exception as exc:

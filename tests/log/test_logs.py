@@ -194,6 +194,11 @@ def test_compile_failure_is_logged_and_reaches_the_user_unchanged(tmp_path):
     assert len(errors) == 1
     assert errors[0]["error_type"].endswith(type(raised.value).__qualname__)
     assert errors[0]["message"] == str(raised.value) and "Traceback" in errors[0]["traceback"]
+    # the failure's traceback as pytest shows it: the user's and Thunder's frames, none of ours
+    ours = str(Path(provenance.__file__).parent)
+    shown = [str(entry.path) for entry in raised.traceback.filter(raised)]
+    assert any("thunder" in path for path in shown) and not [p for p in shown if p.startswith(ours)], shown
+    assert [e for e in raised.traceback if str(e.path).startswith(ours)]  # they are there, hidden
 
 
 def test_reader_tolerates_bad_lines_and_refuses_another_major(tmp_path):
