@@ -37,7 +37,7 @@ __all__ = [
     "SpanStart", "SplitReasonJSON", "TYPES", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json", "refs",
 ]
 
-SCHEMA_VERSION = "1.6"
+SCHEMA_VERSION = "1.7"
 # How deep provenance records (derived_from, members) and spans (parent) nest, at most: the writer
 # writes a deeper one with its references dropped (a chain restarts), the reader drops deeper ones'.
 MAX_NESTING = 64  # major.minor: readers refuse another major and read a newer minor
@@ -349,6 +349,7 @@ class Calls(TypedDict):
     calls: int
     cache_hits: int
     cache_misses: int
+    compile_hits: NotRequired[list[int]]  # the hits each compile of `compiles` served, in order (schema 1.7)
     time_ns: int
 
 
