@@ -210,18 +210,18 @@ def main() -> None:
               "--steps", str(args.steps)], env=traced_env(logs))
     if not args.no_tp:
         t = time.perf_counter()
+        say("2. tensor parallel (examples/tensor_parallel.py) on 2 ranks with torchrun, gloo")
         # torchrun sets OMP_NUM_THREADS=1 for its workers anyway; set, it does not warn about it
         step.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
                   str(HERE / "tensor_parallel.py")], env={"OMP_NUM_THREADS": "1", **traced_env(logs)})
-        say(f"2. tensor parallel (examples/tensor_parallel.py) on 2 ranks with torchrun "
-            f"({time.perf_counter() - t:.1f} s)")
-    t = time.perf_counter()
+        say(f"  2 ranks logged ({time.perf_counter() - t:.1f} s)")
+    say(f"3. thunder-trace report {logs.name} -o {report.name}")
     step.run([sys.executable, "-m", "provenance.report", "report", str(logs), "-o", str(report), "--overwrite",
               "--no-browser"], env={k: v for k, v in os.environ.items() if k != "THUNDER_TRACE"})
-    say(f"3. thunder-trace report {logs.name} -o {report.name} ({time.perf_counter() - t:.1f} s)")
     summary(report, logs)
     say(f"report: {report / 'index.html'}")
-    say(f"done in {time.perf_counter() - began:.0f} s; the annotated traces: ./dev demo --traces")
+    say(f"done in {time.perf_counter() - began:.0f} s"
+        + ("" if args.traces else "; nanoGPT's annotated traces: ./dev demo --traces"))
 
 
 if __name__ == "__main__":
