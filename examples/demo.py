@@ -136,7 +136,8 @@ def traced_env(logs: Path) -> dict[str, str]:
 def summary(report: Path, logs: Path, top: int = 5) -> None:
     """The report's compiles (compile_directory.json), by process, and the log's top lines by time."""
     from provenance.report.analyze.cost import load_profiles
-    from provenance.rollup import line_texts, rollup
+    from provenance.rollup import line_texts, rollup, spread_text
+    from provenance.rollup import summary as rollup_summary
 
     directory = json.loads((report / "compile_directory.json").read_text())
     t = directory["totals"]
@@ -159,16 +160,16 @@ def summary(report: Path, logs: Path, top: int = 5) -> None:
                 what += f"  recompiled: {c['recompile_reason']}"
             say(f"    compile {c['compile']:<2} {c['fn'].rsplit('.', 1)[-1]:<16} {what}")
     profiles = load_profiles(logs)
-    rows = [r for r in rollup(profiles, by="line") if r.total_ns]
+    rows = [r for r in rollup(profiles, by="line") if r.median_ns and r.kind != "in_fusion"]
     if rows:
-        texts = line_texts(profiles)
-        say(f"top lines by time ({sum(p.calls for p in profiles)} profiled calls of {len(profiles)} compiles; "
-            f"share of their time, ms per call):")
+        texts, totals = line_texts(profiles), rollup_summary(profiles)
+        left_out = f", {len(totals['excluded'])} left out" if totals["excluded"] else ""
+        say(f"top lines by time ({totals['calls']} measured calls of {totals['compiles']} profiled compiles"
+            f"{left_out}; share, median ms per call, range):")
         for row in rows[:top]:
             text = texts.get(row.key, "")
-            say(f"  {row.share:6.1%} {row.total_ns / 1e6 / max(row.calls, 1):8.3f}  {row.label}"
+            say(f"  {row.share:6.1%} {row.median_ns / 1e6:8.3f}  {spread_text(row.time) or '-':>13}  {row.label}"
                 + (f"  `{text}`" if text else ""))
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
