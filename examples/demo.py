@@ -12,7 +12,7 @@ THUNDER_TRACE_PROFILE=3 (no provenance code in the programs traced):
 then builds the report (`thunder-trace report`) and prints a short summary: the compiles, their
 status and recompile reasons, the lines that took the most time, where the report is.
 
-    python examples/demo.py [--traces] [--out DIR] [--layers N] [--no-tp]
+    python examples/demo.py [--traces] [--out DIR] [--layers N] [--threads N] [--no-tp]
 
 `--traces` first prints nanoGPT's annotated forward and backward traces (examples/annotate_nanogpt.py).
 Every line it prints starts with `demo:`; what the programs it runs print goes to
@@ -40,7 +40,7 @@ def say(text: str = "") -> None:
 
 # -- the traced program (`demo.py workload`): plain Thunder, nothing of thunder-provenance --------------
 
-def workload(layers: int, steps: int, eval_calls: int, fx_steps: int) -> None:
+def workload(layers: int, steps: int, eval_calls: int, fx_steps: int, threads: int) -> None:
     import warnings
 
     warnings.filterwarnings("ignore", message="transformer_engine module not found")
@@ -50,6 +50,8 @@ def workload(layers: int, steps: int, eval_calls: int, fx_steps: int) -> None:
     from thunder.executors.torch_compile import torch_compile_ex
     from thunder.tests.nanogpt_model import GPT, GPTConfig
 
+    if threads:  # on a small CPU shared with other work, torch's thread pool makes op times swing 10-100x
+        torch.set_num_threads(threads)
     torch.manual_seed(0)
     config = GPTConfig(n_layer=layers, n_head=2, n_embd=32, block_size=16, vocab_size=64, dropout=0.0)
     model = GPT(config)
@@ -179,10 +181,12 @@ def main() -> None:
                         help="where thunder_trace/ (the logs) and thunder_trace_report/ go (default: here)")
     parser.add_argument("--layers", type=int, default=1, help="nanoGPT's transformer blocks (default 1)")
     parser.add_argument("--steps", type=int, default=PROFILE + 2, help="training steps (default %(default)s)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch's intra-op threads in the traced program (0: torch's default; default 1)")
     parser.add_argument("--no-tp", action="store_true", help="skip the tensor-parallel run (torchrun)")
     args = parser.parse_args()
     if args.workload == "workload":
-        workload(args.layers, args.steps, eval_calls=PROFILE + 1, fx_steps=PROFILE + 1)
+        workload(args.layers, args.steps, eval_calls=PROFILE + 1, fx_steps=PROFILE + 1, threads=args.threads)
         return
     if args.workload is not None:
         parser.error(f"unknown argument {args.workload!r}")
@@ -208,7 +212,7 @@ def main() -> None:
     layers = f"{args.layers} layer{'s' if args.layers != 1 else ''}"
     say(f"1. nanoGPT ({layers}) under thunder.jit, torch.compile executor first; then ThunderFX")
     step.run([sys.executable, str(Path(__file__).resolve()), "workload", "--layers", str(args.layers),
-              "--steps", str(args.steps)], env=traced_env(logs))
+              "--steps", str(args.steps), "--threads", str(args.threads)], env=traced_env(logs))
     if not args.no_tp:
         t = time.perf_counter()
         say("2. tensor parallel (examples/tensor_parallel.py) on 2 ranks with torchrun, gloo")
