@@ -354,6 +354,7 @@ class Calls(TypedDict):
     calls: int
     cache_hits: int
     cache_misses: int
+    compile_hits: NotRequired[list[int]]  # the hits each compile of `compiles` served, in order (schema 1.6)
     time_ns: int
 
 

@@ -96,7 +96,7 @@ class Session:
         # and nothing of ours may keep a model alive. `counts` ([calls, cache hits, cache misses])
         # is the list the integration copies the counters into after each call, so a function
         # collected before exit still gets its summary: its entry moves to `_dead`.
-        self._compiles: dict[int, tuple[weakref.ref, CountReader, str, list[int], list[int]]] = {}
+        self._compiles: dict[int, tuple[weakref.ref, CountReader, str, list[int], list[Any]]] = {}
         self._dead: list[tuple[str, list[int], list[int]]] = []
         self._hooked = False  # the exit handler and scope listeners are registered
 
@@ -319,10 +319,11 @@ class Session:
                 self.emit(event)
 
     # -- compiles ----------------------------------------------------------------------------
-    def track_compile(self, owner: Any, read: CountReader, fn_name: str, compile_id: int) -> tuple[int, list[int]]:
+    def track_compile(self, owner: Any, read: CountReader, fn_name: str, compile_id: int) -> tuple[int, list[Any]]:
         """Remember a jitted function (by `owner`, held weakly) for the runtime summary: its
-        compile's index, and the counts list ([calls, cache hits, cache misses]) the integration
-        copies `read(owner)` into after each call (read once more at the exit, if alive)."""
+        compile's index, and the counts list ([calls, cache hits, cache misses, hits by compile
+        id]) the integration copies `read(owner)` into after each call (read once more at the
+        exit, if alive), crediting each hit to the compile whose cache entry served it."""
         with self._lock:
             key = id(owner)
             entry = self._compiles.get(key)
@@ -338,7 +339,7 @@ class Session:
                     self._compiles.pop(key, None)
                     self._dead.append(entry[2:])
 
-            counts = list(read(owner))
+            counts = [*read(owner), {}]
             self._compiles[key] = (weakref.ref(owner, died), read, fn_name, [compile_id], counts)
             return 0, counts
 
@@ -348,7 +349,7 @@ class Session:
         for held, read, fn_name, ids, counts in list(self._compiles.values()):
             owner = held()
             if owner is not None:
-                counts[:] = read(owner)
+                counts[:3] = read(owner)
                 self._emit_calls(fn_name, ids, counts)
         self._summarize_dead()
 
@@ -357,9 +358,10 @@ class Session:
         for fn_name, ids, counts in dead:
             self._emit_calls(fn_name, ids, counts)
 
-    def _emit_calls(self, fn_name: str, ids: list[int], counts: list[int]) -> None:
+    def _emit_calls(self, fn_name: str, ids: list[int], counts: list[Any]) -> None:
         event: Calls = {"type": "calls", "fn": fn_name, "compiles": ids, "calls": counts[0],
-                        "cache_hits": counts[1], "cache_misses": counts[2], "time_ns": time.time_ns()}
+                        "cache_hits": counts[1], "cache_misses": counts[2],
+                        "compile_hits": [counts[3].get(i, 0) for i in ids], "time_ns": time.time_ns()}
         self.emit(event)
 
 

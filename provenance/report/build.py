@@ -16,7 +16,7 @@ from provenance.report.analyze.run import RunBuilder
 from provenance.report.model import Problems, RunModel
 from provenance.report.read.log_file import sniff
 from provenance.report.read.processes import label_logs
-from provenance.report.render import pages
+from provenance.report.render import cache_card, pages
 from provenance.report.render.directory import DIRECTORY_FILE, DirectoryWriter
 from provenance.report.render.output import ReportWriter
 from provenance.report.render.perfetto import PERFETTO_FILE, PerfettoWriter
@@ -65,6 +65,7 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
     model = builder.model(_files(registered))
     if model.distributed.desync:  # the compile pages a desync touches get their banner and anchors
         mark_desyncs(model, out, writer.render)
+    cache_card.fill(out, model.compiles, writer.render)  # each compile's own cache hits, now known
     builder.directory.write(out / DIRECTORY_FILE, model.directory_head(), builder.directory_calls())
     for page in registered:  # they may list every compile: streamed
         writer.write(page.template, page.file, stream=True, root="", **page.context(model))

@@ -371,7 +371,8 @@ def _with_cache_info_ctx(orig: Callable) -> Callable:
     """Wraps each jitted function's compile-or-fetch step: a compile that raises is logged, and
     the exception reaches the user unchanged. After each call, the function's counters are
     copied for its runtime summary (the session holds the function's stats only weakly, so the
-    summary of a function collected before exit comes from that copy). No event on the call path."""
+    summary of a function collected before exit comes from that copy), and a cache hit is
+    credited to the compile that built the entry it returned. No event on the call path."""
 
     def _with_cache_info_ctx(fn: Callable) -> Callable:
         inner = orig(fn)
@@ -380,13 +381,15 @@ def _with_cache_info_ctx(orig: Callable) -> Callable:
         def cache_info_wrapper(*args: Any, **kwargs: Any) -> Any:
             __tracebackhide__ = True  # pytest hides this frame in a failure's traceback
             try:
-                return inner(*args, **kwargs)
+                result = inner(*args, **kwargs)
             except BaseException as exc:
                 _compile_raised(exc)
-                raise
-            finally:
                 if stats is not None:
-                    _copy_counts(stats)
+                    _copy_counts(stats, None)
+                raise
+            if stats is not None:
+                _copy_counts(stats, result)
+            return result
 
         return cache_info_wrapper
 
@@ -400,11 +403,21 @@ def _closure(fn: Callable, name: str) -> Any:
     return cells[code.co_freevars.index(name)].cell_contents
 
 
-def _copy_counts(stats: Callable[[], Any]) -> None:
+def _copy_counts(stats: Callable[[], Any], result: Any) -> None:
+    """Copy the function's counters into the session's counts list ([calls, hits, misses, hits by
+    compile id]); `result`: the call's (cache entry, inputs, ...), or None when it raised. The
+    call was a hit if Thunder's hit counter moved since the last copy: the entry it returned is
+    the compile's that built it (Capture.entry_compiles, by its prologue)."""
     try:
         cs = stats()
         counts = cs.__dict__.get(COUNTS_ATTR) if cs is not None else None
         if counts is not None:
+            running = capture.ACTIVE
+            if result is not None and running is not None and cs.cache_hits != counts[1]:
+                compile_id = running.entry_compiles.get(result[0].prologue_fn)
+                if compile_id is not None:
+                    by_compile = counts[3]
+                    by_compile[compile_id] = by_compile.get(compile_id, 0) + cs.cache_hits - counts[1]
             counts[0], counts[1], counts[2] = cs.calls, cs.cache_hits, cs.cache_misses
     except Exception as exc:
         fail("calls", exc)

@@ -29,7 +29,7 @@ TRACE_SOURCE_ATTR = "_provenance_source"  # on a TraceCtx being acquired: the cu
 COMPILE_ATTR = "_provenance_compile"  # on thunder's CompileStats: the CompileState
 LABELLED_AT = "_provenance_labelled_ns"  # on a TraceCtx: when its pass labelled it (its end)
 MADE_BY = "_provenance_made_by"  # on a TraceCtx a transform returned: the transform's pass name
-COUNTS_ATTR = "_provenance_counts"  # on thunder's CompileStats: [calls, cache hits, cache misses]
+COUNTS_ATTR = "_provenance_counts"  # on thunder's CompileStats: [calls, cache hits, cache misses, hits by compile]
 
 
 class InjectedFault(RuntimeError):

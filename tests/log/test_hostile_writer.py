@@ -153,9 +153,9 @@ def test_a_function_collected_before_exit_still_gets_its_summary(tmp_path):
         provenance.disable()
     records = _records(next(tmp_path.glob("*.jsonl")))
     first, second = [r["compile"] for r in records if r["type"] == "compile_start"]  # ids are per process
-    calls = sorted((r["calls"], r["cache_hits"], r["cache_misses"], r["compiles"])
+    calls = sorted((r["calls"], r["cache_hits"], r["cache_misses"], r["compiles"], r["compile_hits"])
                    for r in records if r["type"] == "calls")
-    assert calls == [(2, 1, 1, [second]), (3, 2, 1, [first])]
+    assert calls == [(2, 1, 1, [second], [1]), (3, 2, 1, [first], [2])]  # a collected function's own hits too
 
 
 # -- 13. scope attributes ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ test-artifacts/report/.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,12 +53,18 @@ def nanogpt_report(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tp_report(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("tp")
-    _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-          "examples/tensor_parallel.py"], env=_env(THUNDER_TRACE=str(work / "logs")))
-    assert len(list((work / "logs").glob("*.jsonl"))) == 2
-    return _report(work / "logs", work / "report")
+def demo(tmp_path_factory) -> tuple[Path, list[str]]:
+    """`./dev demo`'s program as users run it (examples/demo.py): nanoGPT under thunder.jit with the
+    torch.compile executor (profiled; a recompile; a failed compile), ThunderFX with a graph break,
+    examples/tensor_parallel.py on 2 ranks (torchrun), all logged to one directory; its report and
+    the lines it printed. Its tensor-parallel logs serve the tensor-parallel test too."""
+    work = tmp_path_factory.mktemp("demo")
+    env = {k: v for k, v in _env().items() if k != "THUNDER_TRACE_PROFILE"}
+    done = subprocess.run([sys.executable, "examples/demo.py", "--out", str(work)], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert len(list((work / "thunder_trace").glob("*rank[01].jsonl"))) == 2
+    return work / "thunder_trace_report", done.stdout.splitlines()
 
 
 def _pages(report: Path) -> dict[str, Path]:
@@ -108,9 +115,12 @@ def test_nanogpt_report_links_source_lines_to_forward_and_backward_ops(nanogpt_r
 
 
 @pytest.mark.slow
-def test_tensor_parallel_report_shows_roles_and_ranks(tp_report, browser):
+def test_tensor_parallel_report_shows_roles_and_ranks(demo, browser):
+    tp_report = demo[0]
     pages = _pages(tp_report)
-    assert sorted(c["rank_label"] for c in pages["directory"]["compiles"]) == ["rank 0", "rank 1"]
+    tp = [i for i, c in enumerate(pages["directory"]["compiles"]) if c["fn"].endswith("ToyModel")]
+    assert sorted(pages["directory"]["compiles"][i]["rank_label"] for i in tp) == ["rank 0", "rank 1"]
+    pages["compiles"] = [pages["compiles"][i] for i in tp]
 
     page = browser.open(tp_report / "distributed.html")
     text = page.inner_text("main")
@@ -134,6 +144,74 @@ def test_tensor_parallel_report_shows_roles_and_ranks(tp_report, browser):
     browser.shot(page, "tp-source")
     page.close()
     browser.open(tp_report / "index.html").close()
+    assert browser.errors == [] and browser.dialogs == []
+
+
+# What a page says when it has nothing to show (the templates' empty states)
+EMPTY = ("No compile failed", "No ThunderFX graph in the log", "nothing to compare", "No op carries a distributed role",
+         "No profiled call in these logs")
+
+
+@pytest.mark.slow
+def test_the_demo_prints_a_short_summary_and_every_page_of_its_report_has_content(demo, browser):
+    """Issue 21: `./dev demo` shows the whole report. What it printed: a few labelled lines (compiles,
+    top lines by time, where the report is). Every page of its report, opened in Chromium, shows
+    something (no empty state), each compile's page and source view its traces; a compile's cache
+    hits read the same on its index row and on its page."""
+    report, printed = demo
+    assert printed and all(line.startswith("demo: ") for line in printed), printed
+    assert len(printed) <= 40
+    assert f"demo: report: {report / 'index.html'}" in printed
+    assert any("top lines by time" in line for line in printed)
+    assert any("recompiled: " in line for line in printed) and any("AssertionError" in line for line in printed)
+
+    directory = orjson.loads((report / "compile_directory.json").read_bytes())
+    compiles = directory["compiles"]
+    # what the demo is for: a fusion executor, a recompile, a failed compile, profiles, ThunderFX, ranks
+    assert any((c["final"] or {}).get("fusions") for c in compiles)
+    assert any(c["recompiled"] and c["status"] == "ok" for c in compiles)
+    assert [c["status"] for c in compiles].count("failed") == 1
+    assert sum(1 for c in compiles if c["time"]) >= 3 and directory["dynamo_graphs"]["graphs"]
+    assert {c["rank_label"] for c in compiles} >= {"rank 0", "rank 1"}
+
+    run_pages = [name for name in directory["files"].values() if name.endswith(".html")]
+    assert sorted(run_pages) == ["distributed.html", "failures.html", "graphs.html", "index.html", "time.html"]
+    wanted = {  # each page's own content, beyond having no empty state
+        "index.html": "table.compiles tbody tr", "failures.html": "section.failure", "graphs.html": "tr.fx-break-row",
+        "distributed.html": "table.ranks tbody tr", "time.html": "main table tbody tr"}
+    tab = browser.open(report / "index.html")  # one tab for every page: it goes to each in turn
+
+    def visit(path: str, selector: str, least: int = 1, shot: bool = True) -> str:
+        tab.goto((report / path).resolve().as_uri())
+        tab.wait_for_load_state("load")
+        text = tab.inner_text("main")
+        assert not [e for e in EMPTY if e in text], path
+        assert tab.locator(selector).count() >= least, (path, selector)
+        if shot:  # test-artifacts/report/demo-*.png: every page but the source views
+            browser.shot(tab, "demo-" + path.removesuffix(".html").replace("/", "-"))
+        return text
+
+    rows: list[str] = []
+    for name in run_pages:
+        visit(name, wanted[name])
+        if name == "index.html":
+            rows = tab.locator("table.compiles tbody tr").all_inner_texts()
+    assert len(rows) == len(compiles)
+    for graph in directory["dynamo_graphs"]["graphs"]:
+        assert "thunder_0" in visit(graph["page"], ".sl", least=5)
+    for c, row in zip(compiles, rows):
+        compiled = c["pages"]["compile"]
+        if c["status"] == "failed":
+            assert "AssertionError" in visit(compiled, "section.cards")
+        else:
+            visit(compiled, "details.trace[open] .op")  # its final traces, drawn
+            card = tab.inner_text(".card.cache")
+            assert card.startswith(f"{c['compile_hits']}\ncache hits (this compile)"), card
+            badge = re.search(r"(\d+) cache hits? \(this compile\)", row)  # the index row says the same
+            assert (int(badge.group(1)) if badge else 0) == c["compile_hits"], row
+        if c["pages"].get("source"):
+            visit(c["pages"]["source"], "pre.pane .op" if c["status"] == "ok" else ".sl", shot=False)
+    tab.close()
     assert browser.errors == [] and browser.dialogs == []
 
 

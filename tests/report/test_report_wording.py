@@ -1,5 +1,5 @@
-"""Issue 13's smaller items: counts in words ("1 recompile"), a function's cache hits shown once,
-no process label in a one-process run, `--version`.
+"""Issue 13's smaller items: counts in words ("1 recompile"), cache hits shown per compile (issue 21;
+a function's, once, for a log without them), no process label in a one-process run, `--version`.
 
 Hand-written logs (tests/support/report_logs.py), the command run in-process: no Thunder, no browser.
 """
@@ -31,9 +31,10 @@ def test_plural():
     assert plural(3, "compile differs", "compiles differ") == "3 compiles differ"
 
 
-def _recompiled_log(tmp_path: Path) -> Path:
-    """One process without a rank: compile 1 and its recompile 2 of the same function, 1 call and
-    1 cache hit of it in all (the calls record), 0 hits and 1 call at the end of compile 1."""
+def _recompiled_log(tmp_path: Path, compile_hits: list[int] | None = None) -> Path:
+    """One process without a rank: compile 1 and its recompile 2 of the same function, 3 calls and
+    1 cache hit of it in all (the calls record; `compile_hits`: each compile's, or none, as a log
+    before schema 1.6), 0 hits and 1 call at the end of compile 1."""
     first = report_logs.records()
     second = [dict(r) for r in report_logs.records(compile_id=2)
               if r["type"] in ("compile_start", "trace", "compile_end")]
@@ -41,26 +42,66 @@ def _recompiled_log(tmp_path: Path) -> Path:
     calls = first.pop()
     assert calls["type"] == "calls"
     calls.update(compiles=[1, 2], calls=3, cache_hits=1, cache_misses=2)
+    calls.pop("compile_hits")
+    if compile_hits is not None:
+        calls["compile_hits"] = compile_hits
     return report_logs.write(tmp_path / "log.jsonl", [*first, *second, calls])
 
 
-def test_counts_read_in_the_singular_and_hits_show_once_per_function(tmp_path, capsys):
+def _rows(index: str) -> list[str]:
+    return re.findall(r"<tr>.*?</tr>", index.split("<h2>Compiles</h2>")[1].split("<tbody>")[1], re.S)
+
+
+def _card(page: str) -> str:
+    return page.split("<!--@@thunder-trace-report:cache@@-->")[1].split("<!--")[0]
+
+
+def test_counts_read_in_the_singular_and_hits_show_per_compile(tmp_path, capsys):
     out = tmp_path / "out"
-    code, err = report(capsys, _recompiled_log(tmp_path), "-o", out)
+    code, err = report(capsys, _recompiled_log(tmp_path, compile_hits=[0, 1]), "-o", out)
     assert code == 0, err
     assert "2 compiles (0 failed) from 1 log" in err
     index = (out / "index.html").read_text()
     assert "1 recompile<" in index and "1 recompiles" not in index
-    assert "3 calls &middot; 1 cache hit<" in index and "1 cache hits" not in index
+    assert "3 calls &middot; 1 cache hit (all compiles)<" in index and "1 cache hits" not in index
     entries = orjson.loads((out / "compile_directory.json").read_bytes())["compiles"]
+    assert [(e["compile_hits"], e["cache_hits"]) for e in entries] == [(0, 1), (1, 1)]
     pages = {e["compile"]: (out / e["pages"]["compile"]).read_text() for e in entries}
-    # the function's hit, once: on its first compile's row and call-site chip, not on its recompile's
-    # (a compile's page, written when it ends, shows the cache counts of that moment)
-    rows = re.findall(r"<tr>.*?</tr>", index.split("<h2>Compiles</h2>")[1].split("<tbody>")[1], re.S)
-    assert [row.count('class="badge s-hit"') for row in rows] == [1, 0]
+    # the recompile served the hit: its row and chip say so, the first compile's none
+    rows = _rows(index)
+    assert [row.count('class="badge s-hit"') for row in rows] == [0, 1]
+    assert ">1 cache hit (this compile)<" in rows[1]
+    assert "report_model.Model, all its 2 compiles: 1 hit of 3 calls" in rows[1]
     assert index.split("<h2>Call sites</h2>")[1].split("<h2>Compiles</h2>")[0].count("1 hit<") == 1
-    assert 'title="cache hits of report_model.Model, all its 2 compiles (3 calls)">1 cache hit<' in rows[0]
-    assert "0 hits &middot; 1 call at the end of this compile" in pages[1]
+    # each page, written when its compile ended, has its own hits once the log's end is read
+    assert '<div class="num">0</div><div>cache hits (this compile)</div>' in _card(pages[1])
+    assert '<div class="num">1</div><div>cache hits (this compile)</div>' in _card(pages[2])
+    assert "the function, all 2 compiles: 1 hit of 3 calls" in _card(pages[1])
+
+
+def test_a_log_without_compile_hits_shows_the_functions_once(tmp_path, capsys):
+    out = tmp_path / "out"
+    code, err = report(capsys, _recompiled_log(tmp_path), "-o", out)
+    assert code == 0, err
+    index = (out / "index.html").read_text()
+    entries = orjson.loads((out / "compile_directory.json").read_bytes())["compiles"]
+    assert [(e["compile_hits"], e["cache_hits"]) for e in entries] == [(None, 1), (None, 1)]
+    rows = _rows(index)
+    assert [row.count('class="badge s-hit"') for row in rows] == [1, 0]
+    assert ">1 cache hit (all 2 compiles of the function)<" in rows[0]
+    assert index.split("<h2>Call sites</h2>")[1].split("<h2>Compiles</h2>")[0].count("1 hit (all compiles)<") == 1
+    page = (out / entries[0]["pages"]["compile"]).read_text()
+    assert "not in this log; the function, all 2 compiles: 1 hit of 3 calls" in _card(page)
+
+
+def test_a_compile_page_without_a_calls_record_keeps_the_counts_of_its_end(tmp_path, capsys):
+    records = [r for r in report_logs.records() if r["type"] != "calls"]  # the process was killed
+    out = tmp_path / "out"
+    code, err = report(capsys, report_logs.write(tmp_path / "log.jsonl", records), "-o", out)
+    assert code == 0, err
+    (entry,) = orjson.loads((out / "compile_directory.json").read_bytes())["compiles"]
+    card = _card((out / entry["pages"]["compile"]).read_text())
+    assert "cache misses" in card and "when this compile ended: 0 hits &middot; 1 call" in card
 
 
 def test_a_one_process_run_names_no_process(tmp_path, capsys):
@@ -89,7 +130,7 @@ def test_two_ranks_keep_their_labels(tmp_path, capsys):
     index = (out / "index.html").read_text()
     assert "2 logs (rank 0, rank 1)" in index and "<th>rank</th>" in index.split("<h2>Compiles</h2>")[1]
     # each rank's function compiled once: its hits on that compile, no "all its 1 compile"
-    assert index.count('title="cache hits of report_model.Model (3 calls)">2 cache hits<') == 2
+    assert index.count("report_model.Model: 2 hits of 3 calls\">2 cache hits (this compile)<") == 2
     pages = [p.read_text() for p in (out / "compiles").glob("*.html") if "source" not in p.name]
     assert sorted(re.search(r"<title>(rank \d) &middot; compile 1", p).group(1) for p in pages) == ["rank 0", "rank 1"]
 

@@ -98,7 +98,7 @@ def records(*, text_mul: str = "y = x * 2", text_add: str = "return y + x", fn: 
                     "traceback": "Traceback ...\nRuntimeError: boom",
                     "last_prov": 3, **error})
     out.append({"type": "calls", "fn": fn, "compiles": [compile_id], "calls": 3, "cache_hits": 2, "cache_misses": 1,
-                "time_ns": t + 9_000_000})
+                "compile_hits": [2], "time_ns": t + 9_000_000})
     if why:
         out.insert(2, {"type": "recompile", "compile": compile_id, "time_ns": t + 1500,
                        "call": frame(4, "jm(x).sum().backward()", "/nonexistent/train.py", "<module>"),

@@ -187,8 +187,13 @@ class Calls(Handler):
     type, route = "calls", Route.RUN
 
     def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+        compiles = record.get("compiles") if isinstance(record.get("compiles"), list) else []
+        per_compile, hits = None, record.get("compile_hits")  # schema 1.6: beside `compiles`, in order
+        if isinstance(hits, list) and len(hits) == len(compiles):
+            per_compile = {c: h for c, h in zip(compiles, hits)
+                           if as_int(c) is not None and as_int(h) is not None and h >= 0}
         run.add_calls(file.log.index, as_int(record.get("calls")), as_int(record.get("cache_hits")),
-                      [c for c in record.get("compiles") or [] if isinstance(c, int)])
+                      [c for c in compiles if as_int(c) is not None], per_compile)
 
 
 class DynamoGraph(Handler):

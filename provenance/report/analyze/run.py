@@ -68,6 +68,7 @@ class _Calls(NamedTuple):
     calls: int | None
     hits: int | None
     compiles: list[int]
+    compile_hits: dict[int, int] | None  # each compile's own hits (schema 1.6), None in older logs
 
 
 class FilePass:
@@ -226,8 +227,9 @@ class RunBuilder:
             action()
 
     # -- what handlers ask of the run ---------------------------------------------------------
-    def add_calls(self, log: int, calls: int | None, hits: int | None, compiles: list[int]) -> None:
-        self.calls.append(_Calls(log, calls, hits, compiles))
+    def add_calls(self, log: int, calls: int | None, hits: int | None, compiles: list[int],
+                  compile_hits: dict[int, int] | None = None) -> None:
+        self.calls.append(_Calls(log, calls, hits, compiles, compile_hits))
 
     def page_of(self, log: RunLog, compile_id: int) -> str | None:
         """The page of a compile of this log that began before (for links)."""
@@ -314,9 +316,10 @@ class RunBuilder:
     def malformed(self, log: RunLog, line: int | None, reason: str) -> None:
         self.in_order(lambda: self.problems.add("malformed record", log.name, line, reason))
 
-    def directory_calls(self) -> dict[str, tuple[int, int]]:
-        """Each compile's calls and cache hits (the calls records at the end of each log)."""
-        return {s.key: (s.calls, s.cache_hits) for s in self.summaries}
+    def directory_calls(self) -> dict[str, tuple[int, int, int | None]]:
+        """Each compile's function's calls and cache hits, and its own cache hits (the calls
+        records at the end of each log)."""
+        return {s.key: (s.calls, s.cache_hits, s.compile_hits) for s in self.summaries}
 
     # -- the model ------------------------------------------------------------------------------------
     def model(self, files: dict[str, str]) -> RunModel:
@@ -339,7 +342,11 @@ class RunBuilder:
             mine = [s for s in map(by_id.get, ((calls.log, cid) for cid in calls.compiles)) if s is not None]
             for summary in mine:
                 summary.calls, summary.cache_hits, summary.fn_compiles = calls.calls or 0, calls.hits or 0, len(mine)
-            if mine:  # hits are the function's: listed once, on its first compile
+                if calls.compile_hits is not None:
+                    summary.compile_hits = calls.compile_hits.get(summary.compile, 0)
+                elif len(calls.compiles) == 1:  # a log before 1.6: the function's only compile had every hit
+                    summary.compile_hits = summary.cache_hits
+            if mine:  # the function's hits: shown once, on its first compile (with its own, if known)
                 min(mine, key=lambda s: (s.index, s.start_ns or 0)).fn_first = True
 
     def _totals(self, fx: FxRun | None = None) -> Totals:

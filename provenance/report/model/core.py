@@ -295,6 +295,7 @@ class CompileSummary:
     finals: dict[str, str] = field(default_factory=dict)  # the final traces' anchors by list (desync links)
     cache_hits: int = 0  # of its function (all its compiles), from the calls records at the end of the log
     calls: int = 0  # of its function
+    compile_hits: int | None = None  # its own: the calls its cache entry served (None: not in the log)
     fn_first: bool = False  # the function's first compile in the report: the one its hits are shown on
     fn_compiles: int = 0  # the function's compiles in the report
     recompile_reason: str | None = None  # why it compiled again (the newest cache entry's rejecting check)
@@ -321,7 +322,8 @@ class CompileSummary:
             "key": self.key, "log": self.log, "rank": self.rank, "rank_label": self.rank_label,
             "compile": self.compile, "fn": self.fn, "index": self.index, "status": self.status,
             "recompiled": self.recompiled, "start_ns": self.start_ns, "end_ns": self.end_ns, "seconds": self.seconds,
-            "cache": self.cache, "calls": self.calls, "cache_hits": self.cache_hits, "final": self.final,
+            "cache": self.cache, "calls": self.calls, "cache_hits": self.cache_hits,
+            "compile_hits": self.compile_hits, "final": self.final,
             "coverage": self.coverage, "error": self.error, "disabled": self.disabled, "pages": self.pages.json(),
             "passes": [{"list": p.list, "index": p.index, "pass": p.pass_name, "ms": p.ms, "ops": p.ops, **p.counts}
                        for p in self.passes],

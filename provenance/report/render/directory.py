@@ -21,15 +21,16 @@ class DirectoryWriter:
     def add(self, entry: dict[str, Any]) -> None:
         self._spool.write(orjson.dumps(entry, option=orjson.OPT_NON_STR_KEYS) + b"\n")
 
-    def write(self, path: Path, head: dict[str, Any], calls: dict[str, tuple[int, int]]) -> None:
+    def write(self, path: Path, head: dict[str, Any], calls: dict[str, tuple[int, int, int | None]]) -> None:
         """`head`, then the spooled entries with the figures the calls records (at the end of each
-        log) gave them, `calls` by compile key: (calls, cache hits); one entry in memory at a time."""
+        log) gave them, `calls` by compile key: (the function's calls, the function's cache hits,
+        the compile's own cache hits or None); one entry in memory at a time."""
         self._spool.seek(0)
         with open(path, "wb") as f:
             f.write(orjson.dumps(head, option=orjson.OPT_NON_STR_KEYS)[:-1] + b', "compiles": [')
             for n, line in enumerate(self._spool):
                 entry = orjson.loads(line)
-                entry["calls"], entry["cache_hits"] = calls.get(entry["key"], (0, 0))
+                entry["calls"], entry["cache_hits"], entry["compile_hits"] = calls.get(entry["key"], (0, 0, None))
                 f.write((b",\n  " if n else b"\n  ") + orjson.dumps(entry, option=orjson.OPT_NON_STR_KEYS))
             f.write(b"\n]}\n")
         self._spool.close()

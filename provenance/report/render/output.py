@@ -18,6 +18,7 @@ from markupsafe import Markup
 from provenance.report.analyze.desync import MARK as DESYNC_MARK
 from provenance.report.analyze.prov_table import ProvTable
 from provenance.report.model import CompilePage, CompilePages, SourcePage, TraceView
+from provenance.report.render import cache_card
 from provenance.report.render.highlight import style_css
 from provenance.report.render.html import environment, provs_script, source_rows, trace_frame
 from provenance.report.render.trace_data import LazyTrace, LineTable, lazy_trace, renumbered
@@ -62,7 +63,8 @@ class CompileWriter:
             f.write(b"self.thunderTraceProvs = %s;\n" % provs_script(page.provs, page.paths).encode())
         provs_src = provs.rsplit("/", 1)[-1]  # both pages are in its directory
         html = report.render("compile.html", root="../", p=page, c=page.summary, traces_mark=Markup(_TRACES_MARK),
-                             desync_mark=Markup(DESYNC_MARK), provs_src=provs_src)
+                             desync_mark=Markup(DESYNC_MARK), provs_src=provs_src,
+                             cache_card=cache_card.slot(report.render("cache_card.html", c=page.summary, final=False)))
         head, found, tail = html.partition(_TRACES_MARK)
         assert found, "compile.html lost its traces marker"
         with open(report.out / self.pages.compile, "wb") as f:

@@ -159,7 +159,8 @@ def load_compiled(env: jinja2.Environment, path: str | os.PathLike[str] | None =
     return PackagedTemplates(templates)
 
 
-if __name__ == "__main__":  # a checkout's COMPILED, without installing
+if __name__ == "__main__":  # a checkout's COMPILED, without installing (--quiet: say nothing)
     here = Path(__file__).resolve().parent
     write_compiled(here / "templates", here / COMPILED)
-    print(here / COMPILED)
+    if "--quiet" not in sys.argv[1:]:
+        print(f"templating.py: the report's templates compiled into {here / COMPILED}")
