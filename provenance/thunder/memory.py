@@ -90,16 +90,20 @@ def _flat_tensors(value: Any) -> list:
     return [x for x in tree_iter(value) if isinstance(x, _TENSORS)]
 
 
-def timeline(trace: Any, name: str, saved_in: dict[str, tuple[int, int, Provenance | None]] | None = None
-             ) -> tuple[TraceMemory, dict[str, _Storage]]:
-    """The trace's timeline. `saved_in` (the backward): saved tensor name -> (storage key, bytes,
-    record) of the activations the forward saved (they start live, are freed at their del)."""
+def timeline(trace: Any, name: str, saved_in: dict[str, tuple[int, int, Provenance | None]] | None = None,
+             held: frozenset[str] = frozenset()) -> tuple[TraceMemory, dict[str, _Storage]]:
+    """The trace's timeline. The backward's: `saved_in`, saved tensor name -> (storage key, bytes,
+    record) of the activations the forward saved, and its cotangents start live and are freed at
+    their del (Thunder's backward empties the lists holding them); `held`, the forward's inputs it
+    saved, are the caller's (counted apart)."""
     storages: dict[str, _Storage] = {}  # tensor name -> its storage (aliases share one)
     by_key: dict[int, _Storage] = {}
     for arg in _flat_tensors((trace.args, trace.kwargs)):
         if arg.name in storages:
             continue
-        found = saved_in.get(arg.name) if saved_in else None
+        found = saved_in.get(arg.name) if saved_in is not None else None
+        if found is None and saved_in is not None and arg.name not in held:  # a cotangent: freed at its del
+            found = (id(arg), _nbytes(arg), None)
         if found is not None:
             key, nbytes, record = found
             storage = by_key.get(key)
@@ -154,12 +158,12 @@ def timeline(trace: Any, name: str, saved_in: dict[str, tuple[int, int, Provenan
     return memory, storages
 
 
-def _saved_of(forward: Any, storages: dict[str, _Storage]) -> tuple[list[Saved], dict]:
+def _saved_of(forward: Any, storages: dict[str, _Storage]) -> tuple[list[Saved], dict, frozenset[str]]:
     """What the forward returns for the backward: one `Saved` per distinct storage, and the
     backward's view of them (name -> storage key, bytes, record) for the activations."""
     ret = forward.bound_symbols[-1] if forward.bound_symbols else None
     if ret is None or ret.sym.id != PrimIDs.RETURN or len(ret.args) < 2:
-        return [], {}
+        return [], {}, frozenset()
     tensors = _flat_tensors(ret.args[1][0] if isinstance(ret.args[1], (tuple, list)) and ret.args[1] else ())
     saved: list[Saved] = []
     seen: set[int] = set()
@@ -175,7 +179,8 @@ def _saved_of(forward: Any, storages: dict[str, _Storage]) -> tuple[list[Saved],
             continue
         seen.add(id(storage))
         saved.append(Saved(storage.name, storage.nbytes, storage.record, storage.held))
-    return saved, into_backward
+    held = frozenset(t.name for t in tensors if t.name not in into_backward)
+    return saved, into_backward, held
 
 
 def compile_memory(compile_id: int, fn_name: str, entry: Any, remat: tuple = ()) -> CompileMemory | None:
@@ -187,10 +192,10 @@ def compile_memory(compile_id: int, fn_name: str, entry: Any, remat: tuple = ())
     backward = entry.backward_traces[-1] if entry.backward_traces else None
     fwd, storages = timeline(forward, FORWARD)
     fwd = _listed(fwd, "computation", entry.computation_traces, forward)
-    saved, into_backward = _saved_of(forward, storages) if backward is not None else ([], {})
+    saved, into_backward, held = _saved_of(forward, storages) if backward is not None else ([], {}, frozenset())
     bwd = None
     if backward is not None:
-        bwd, _ = timeline(backward, BACKWARD, into_backward)
+        bwd, _ = timeline(backward, BACKWARD, into_backward, held)
         bwd = _listed(bwd, "backward", entry.backward_traces, backward)
     return CompileMemory(compile_id, fn_name, fwd, bwd, tuple(saved), tuple(remat))
 
