@@ -51,7 +51,12 @@ def _impl(bsym: Any) -> Callable | None:
 
 
 def _nbytes(proxy: Any) -> int:
-    return int(proxy.numel) * int(proxy.dtype.bytes)
+    """numel × dtype size. `proxy.numel` goes through Thunder's language context on every read
+    (~100 µs); the proxy's own `_numel` (an int for a static shape) is what it returns."""
+    numel = proxy.__dict__.get("_numel")
+    if type(numel) is not int:
+        numel = int(proxy.numel)
+    return numel * int(proxy.dtype.bytes)
 
 
 def _record(bsym: Any) -> Provenance | None:
