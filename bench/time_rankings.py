@@ -9,7 +9,7 @@ loops, as a CI neighbour would be) for the child's lifetime. Reported per model:
 each run, whether the top 5 is the same set in every run, and the calls left out (stalls,
 executor compiles).
 
-    python bench/time_rankings.py [--models nanogpt,litgpt,hf-llama] [--rounds 2] [--calls 5] [--load 3]
+    python bench/time_rankings.py [--models nanogpt,litgpt,hf-llama] [--rounds 2] [--calls 5] [--load 3] [--seq 32]
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ if name == "nanogpt":
 else:
     model, run, _ = {{"litgpt": real_models.litgpt_llama, "hf-llama": real_models.hf_llama}}[name]()
     compiled = thunder.dynamo.thunderfx(model)
-    ids = real_models.ids(32)
+    ids = real_models.ids(int(sys.argv[3]))
     step = lambda: run(compiled, ids).backward()
 for _ in range(calls + 1):
     step()
@@ -70,7 +70,7 @@ def _spin() -> None:
         pass
 
 
-def run(name: str, calls: int, load: int) -> dict:
+def run(name: str, calls: int, load: int, seq: int) -> dict:
     spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(load)]
     for s in spinners:
         s.start()
@@ -79,7 +79,7 @@ def run(name: str, calls: int, load: int) -> dict:
         env.pop("THUNDER_TRACE", None)
         code = _CHILD.format(support=str(ROOT / "tests" / "support"), top=TOP)
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", code, name, str(calls)], env=env, capture_output=True,
+        done = subprocess.run([sys.executable, "-c", code, name, str(calls), str(seq)], env=env, capture_output=True,
                               text=True, timeout=1800)
         if done.returncode:
             raise SystemExit(f"{name}: {done.stderr[-2000:]}")
@@ -98,12 +98,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--load", type=int, default=3, help="busy processes in a loaded run")
+    parser.add_argument("--seq", type=int, default=32, help="sequence length of the ThunderFX models' batch")
     args = parser.parse_args()
     for name in args.models.split(","):
         runs = []
         for r in range(args.rounds):
             for state, load in (("quiet", 0), ("loaded", args.load)):
-                out = run(name, args.calls, load)
+                out = run(name, args.calls, load, args.seq)
                 out["state"] = state
                 runs.append(out)
                 print(f"{name} round {r + 1} {state} (load avg {out['loadavg']:.1f}, {out['seconds']:.0f} s): "

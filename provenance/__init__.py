@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Coverage", "DynamoGraph", "Frame", "GraphBreak", "Kind", "Piece", "Provenance", "Span", "SplitReason",
     "__version__", "add_exporter", "annotate", "cost", "coverage", "current_span", "disable", "enable", "enabled",
-    "fx_graphs", "graph_breaks", "load", "of", "print_cost", "profiles", "remove_exporter", "scope", "stats",
+    "fx_graphs", "graph_breaks", "load", "memory", "memory_compiles", "of", "print_cost", "print_memory", "profiles",
+    "remove_exporter", "scope", "stats",
     "tracing", "wait_counters",
 ]
 
@@ -315,6 +316,59 @@ def print_cost(jfn=None, by: str = "line", *, top: int | None = 20, file=None,  
         console.print(f"Left out: {len(totals['excluded']) - 10} more calls")
     for note in _untimed(jfn):
         console.print(note)
+
+
+def memory(jfn=None, by: str = "line") -> list:  # noqa: ANN001 - list[provenance.static_memory.MemoryRow]
+    """Where the memory of `jfn`'s compiles goes (the static timeline of its final forward and
+    backward traces; on CPU this is the figure): rows by "line" (a backward allocation charged to
+    its forward line through `derived_from`), "module_line", "module" (hierarchical), "role" or
+    "op", sorted by saved-for-backward bytes. Each row (provenance.static_memory.MemoryRow):
+    `saved_bytes`, `forward_peak_bytes`, `backward_peak_bytes` (live at each trace's peak),
+    `allocated_bytes`, `remat_removed_bytes`/`remat_added_bytes`. Inputs and parameters are counted
+    apart (`memory_summary`). Needs capture on (provenance.enable()). See docs/memory.md."""
+    from provenance.static_memory import rollup
+
+    return rollup(memory_compiles(jfn), by)
+
+
+def memory_compiles(jfn=None) -> list:  # noqa: ANN001 - list[provenance.static_memory.CompileMemory]
+    """The memory timelines of `jfn`'s compiles (or of every compile the process kept)."""
+    from provenance import static_memory
+    from provenance import thunder as integration
+
+    if jfn is None:
+        return static_memory.compiles()
+    compile_stats = integration.compile_stats_of(jfn)
+    if compile_stats is not None:
+        return static_memory.compiles(compile_stats)
+    graphs = fx_graphs(jfn)
+    if not graphs:
+        raise TypeError(f"expected a function or module returned by thunder.jit or thunderfx, got "
+                        f"{type(jfn).__name__}")
+    ids = {c for g in graphs for piece in g.pieces for c in piece.compiles}
+    return [m for m in static_memory.compiles() if m.compile_id in ids]
+
+
+def print_memory(jfn=None, by: str = "line", *, top: int | None = 20, file=None) -> None:  # noqa: ANN001
+    """Print `memory(jfn, by)` as a table, with the totals: saved for backward, the peaks, inputs."""
+    from rich.console import Console
+
+    from provenance.static_memory import line_texts, rollup, size, summary, table
+
+    kept = memory_compiles(jfn)
+    stream = file if file is not None else sys.stdout
+    console = Console(file=file, width=None if getattr(stream, "isatty", lambda: False)() else 160)
+    if not kept:
+        console.print("No memory timelines: enable capture (provenance.enable()) before the first call.")
+        return
+    totals = summary(kept)
+    title = (f"Memory by {by} (static, from the traces): {totals['compiles']} compile(s); saved for backward "
+             f"{size(totals['saved_bytes'])} (+ {size(totals['saved_input_bytes'])} of inputs), forward peak "
+             f"{size(totals['forward_peak_bytes'])}, backward peak {size(totals['backward_peak_bytes'])}, "
+             f"inputs {size(totals['forward_input_bytes'])} apart")
+    rows = rollup(kept, by)
+    console.print(table(rows, by=by, title=title, top=top,
+                        texts=line_texts(kept) if by in ("line", "module_line") else None))
 
 
 def _untimed(jfn: object) -> list[str]:

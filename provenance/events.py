@@ -33,7 +33,8 @@ __all__ = [
     "FusedJSON", "GraphBreakEvent", "GraphPhases", "Header", "KNOWN_TYPES", "Library", "MAX_PHASES", "OP_FIELDS",
     "OpJSON",
     "PHASE_FIELDS", "PROFILE_OP_FIELDS", "PhaseJSON", "Phases", "PieceJSON", "PieceRef", "ProfileCall",
-    "MAX_NESTING", "ProfileOpJSON", "ProfileOps", "Prov", "Recompile", "Ref", "RejectedEntry", "SCHEMA_VERSION",
+    "MAX_NESTING", "MEMORY_BLOCK_FIELDS", "MEMORY_OP_FIELDS", "Memory", "ProfileOpJSON", "ProfileOps", "Prov",
+    "Recompile", "Ref", "RejectedEntry", "SCHEMA_VERSION",
     "SpanEnd",
     "SpanStart", "SplitReasonJSON", "TYPES", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json", "refs",
 ]
@@ -65,6 +66,18 @@ ChangeJSON = tuple[str, str, str]
 # A timed op of a profiled trace: [position in bound_symbols, symbol, prov id, index in the trace record's ops].
 PROFILE_OP_FIELDS = ("position", "symbol", "prov", "op")
 ProfileOpJSON = tuple[int, str, int | None, int | None]
+
+# The static memory timeline of a final trace (schema 1.6, docs/memory.md):
+# an op: [position in bound_symbols, symbol, prov id, bytes allocated, bytes freed, bytes live after];
+MEMORY_OP_FIELDS = ("position", "symbol", "prov", "allocated", "freed", "live")
+MemoryOpJSON = tuple[int, str, int | None, int, int, int]
+# a storage: [tensor name, bytes, prov id of the op that made it, its position (null: live at the start),
+# the position that freed it or null];
+MEMORY_BLOCK_FIELDS = ("name", "bytes", "prov", "position", "freed")
+MemoryBlockJSON = tuple[str, int, int | None, int | None, int | None]
+# a saved-for-backward storage: [name, bytes, prov id, an input?]; a remat change: [name, bytes, prov id, change].
+MemorySavedJSON = tuple[str, int, int | None, bool]
+MemoryRematJSON = tuple[str, int, int | None, str]
 
 
 class Header(TypedDict):
@@ -385,6 +398,22 @@ class ProfileCall(TypedDict):
     compiled: NotRequired[list[tuple[str, str, int]]]  # executor compiles during the run: [fusion, executor, ns] (1.6)
 
 
+class Memory(TypedDict):
+    """The static memory timeline of one final execution trace, at the end of its compile (1.6)."""
+
+    type: Literal["memory"]
+    compile: int
+    trace: Literal["forward", "backward"]
+    list: str  # the logged trace list ("computation" or "backward")
+    index: int | None  # the final trace's index in it
+    inputs: int  # bytes of the inputs the caller holds (counted apart)
+    start: int  # bytes live at the start (the backward: saved for backward)
+    ops: list[MemoryOpJSON]
+    blocks: list[MemoryBlockJSON]
+    saved: list[MemorySavedJSON]  # the forward: what it saves for the backward; the backward: []
+    remat: list[MemoryRematJSON]  # the forward: what rematerialization changed in that; the backward: []
+
+
 # -- the registry: every event type, once ------------------------------------------------------
 
 class Ref:
@@ -488,6 +517,7 @@ TYPES: dict[str, EventType] = {t.name: t for t in (
     _type("graph_break", GraphBreakEvent),
     _type("graph_phases", GraphPhases),
     _type("library", Library),
+    _type("memory", Memory, provs=("ops[].2", "blocks[].2", "saved[].2", "remat[].2")),
 )}
 KNOWN_TYPES = frozenset(TYPES)
 CLOSING_TYPES = frozenset(name for name, t in TYPES.items() if t.closes)
@@ -496,7 +526,7 @@ EVENTS: dict[str, Any] = {name: functools.reduce(operator.or_, t.forms) for name
 # Any event, for type checkers: the forms of every type.
 Event = (Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError
          | CaptureDisabled | Calls | ProfileOps | ProfileCall | Recompile | Phases | ExecutorCompile | DynamoGraphEvent
-         | GraphBreakEvent | GraphPhases | Library)
+         | GraphBreakEvent | GraphPhases | Library | Memory)
 
 
 def refs(event: dict) -> tuple[list, list]:

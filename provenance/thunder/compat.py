@@ -50,6 +50,7 @@ _THUNDER_0_2 = Series(
         "executor_passes": "thunder.executors.passes:",
         "rematerialization": "thunder.core.rematerialization:",
         "torch_compile": "thunder.executors.torch_compile:",
+        "memory_calculation": "thunder.examine.memory_calculation:",  # memory.py: Thunder's allocation rules
         "nvfuser": "thunder.executors.nvfuserex_impl:",
         "distributed_utils": "thunder.distributed.utils:",
         "dynamo_utils": "thunder.dynamo.utils:",

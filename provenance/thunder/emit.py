@@ -23,6 +23,7 @@ from provenance.events import (
     FusedJSON,
     GraphBreakEvent,
     GraphPhases,
+    Memory,
     OpJSON,
     PhaseJSON,
     Phases,
@@ -199,6 +200,8 @@ def compile_finished(state: CompileState, entry: Any, compile_stats: Any) -> Non
             SESSION.emit(trace_event(state.id, list_name, index, trace))
     final = [t for t in (entry.computation_traces[-1] if entry.computation_traces else None,
                          entry.backward_traces[-1] if entry.backward_traces else None) if t is not None]
+    if state.memory is not None:
+        memory_records(state.memory)
     covs = [coverage(t, passes.is_bookkeeping) for t in final]
     state.ended = True
     state.phases.end(logging)
@@ -217,6 +220,23 @@ def compile_finished(state: CompileState, entry: Any, compile_stats: Any) -> Non
     }
     SESSION.emit(event)
     piece_compiled(state, now)
+
+
+def memory_records(memory: Any) -> None:
+    """The compile's static memory timeline (provenance/thunder/memory.py): one record per final trace."""
+    pid = SESSION.prov_id
+    for trace in memory.traces.values():
+        forward = trace.name == FORWARD
+        event: Memory = {
+            "type": "memory", "compile": memory.compile_id, "trace": trace.name, "list": trace.list,
+            "index": trace.index, "inputs": trace.inputs, "start": trace.start,
+            "ops": [(o.position, o.name, pid(o.record), o.allocated, o.freed, o.live) for o in trace.ops],
+            "blocks": [(b.name, b.nbytes, pid(b.record), b.position if b.position >= 0 else None, b.freed)
+                       for b in trace.blocks],
+            "saved": [(s.name, s.nbytes, pid(s.record), s.input) for s in memory.saved] if forward else [],
+            "remat": [(c.name, c.nbytes, pid(c.record), c.change) for c in memory.remat] if forward else [],
+        }
+        SESSION.emit(event)
 
 
 def compile_failed(state: CompileState, exc: BaseException) -> None:

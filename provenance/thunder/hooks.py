@@ -27,7 +27,18 @@ from typing import Any
 from provenance.record import Kind, of
 from provenance.scope import current_span
 from provenance.session import SESSION
-from provenance.thunder import capture, distributed, emit, fx_compile, passes, phases, profiling, recompile, thunderfx
+from provenance.thunder import (
+    capture,
+    distributed,
+    emit,
+    fx_compile,
+    memory,
+    passes,
+    phases,
+    profiling,
+    recompile,
+    thunderfx,
+)
 from provenance.thunder.capture import Capture
 from provenance.thunder.compat import api
 from provenance.thunder.printing import printed_ops
@@ -524,6 +535,7 @@ def _cache_entry(orig: type, running: Capture) -> type:
                             name = passes.pass_name(label) if label else trace.__dict__.get(MADE_BY, "final")
                             passes.fix_up(trace.bound_symbols, name)
                     state.phases.end(ours)
+                    memory.captured(state, entry, get_compile_stats())  # never raises
                     if SESSION.active and state.id:
                         running.entry_compiles[entry.prologue_fn] = state.id
                         emit.compile_finished(state, entry, get_compile_stats())
@@ -563,3 +575,4 @@ def install(running: Capture) -> None:
     phases.install(running)
     thunderfx.install(patcher)
     fx_compile.install(running)
+    memory.install(patcher)

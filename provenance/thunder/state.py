@@ -61,6 +61,9 @@ class CompileState:
     copying: Provenance | None = None
     copying_fill: bool = False
     capture: Any = None  # the capture.Capture it started under (disable() drops that one)
+    remat: list = field(default_factory=list)  # memory.py: what rematerialization changed in the saved tensors
+    memory: Any = None  # memory.py: the compile's provenance.memory.CompileMemory, once its traces are final
+    memory_ns: int = 0  # time spent on the memory timeline
 
     def fusion_record(self, subsymbols: tuple | list) -> Provenance | None:
         hint = self.fusion_hints.get(tuple(map(id, subsymbols)))

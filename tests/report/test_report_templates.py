@@ -94,6 +94,10 @@ def _logs(directory: Path) -> Path:
         if record["type"] == "trace" and record["list"] == "computation" and record["index"] == 1:
             record["ops"][0][2] = "div"
             record["python"] = record["python"].replace("mul", "div")
+    end = next(i for i, r in enumerate(r0) if r["type"] == "compile_end")  # a memory timeline (memory_section.html)
+    r0.insert(end, {"type": "memory", "compile": r0[end]["compile"], "trace": "forward", "list": "computation",
+                    "index": None, "inputs": 64, "start": 0, "ops": [[1, "mul", None, 32, 0, 32]],
+                    "blocks": [["t0", 32, None, 1, None]], "saved": [["t0", 32, None, False]], "remat": []})
     failed = report_logs.records(rank=1, compile_id=2, fn="other", error={})
     r1[-1:-1] = [r for r in failed[1:-1] if r["type"] != "prov"]
     report_logs.write(directory / "r0.jsonl", r0)

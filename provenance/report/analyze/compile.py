@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from provenance.record import Kind
 from provenance.report.analyze.cost import HREFS_KEPT, compile_time, op_times
+from provenance.report.analyze.memory import compile_memory, compile_memory_view, line_memory
 from provenance.report.analyze.phases import phase_view, phases_of
 from provenance.report.analyze.prov_table import ProvTable
 from provenance.report.analyze.recompiles import recompile_view
@@ -174,6 +175,7 @@ class CompileBuilder:
         self.phases: dict | None = None
         self.executor_compiles: list = []
         self.profile = profile  # its profile records (read ahead: they come after its end)
+        self.memory: dict[str, dict] = {}  # its `memory` records, by trace (analyze/memory.py)
         self.closing: dict = {}  # the record that closed it (close()), and the status it gave
         self.status = "incomplete"
 
@@ -290,9 +292,28 @@ class CompileBuilder:
         summary.piece_lines = line_ops
         if page.time is not None and source is not None:  # the Time section links lines to the source view
             _link_lines(page.time, summary.time, source, self.pages.source)
+        if self.memory:
+            self._memory(page, summary, source)
         self.sink.finish(page, source)
         self.latest.clear()
         return summary
+
+    def _memory(self, page: CompilePage, summary: CompileSummary, source: SourcePage | None) -> None:
+        """The Memory section, the run's figures and the source view's memory gutter."""
+        from provenance.static_memory import summary as totals
+
+        try:
+            found = compile_memory(self.memory, self.provs.record, self.compile or 0, self.fn)
+            if found is None:
+                return
+            page.memory = compile_memory_view(found, summary.finals)
+            summary.memory = totals([found])
+            if source is not None:
+                files = {f.path: f.index for f in source.files}
+                source.marks["m"] = {f"L{files[path]}-{line}": [saved, title]
+                                     for (path, line), (saved, title) in line_memory(found).items() if path in files}
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as exc:
+            self.malformed(f"memory records of compile {self.compile!r} unusable: {type(exc).__name__}: {exc}")
 
     def _signature(self, view: TraceView) -> list[str]:
         """The op sequence ranks are compared by: symbol and role (names may differ per rank)."""

@@ -243,11 +243,21 @@ class ProfileCall(Handler):
         return collector.call(data)
 
 
+class Memory(Handler):
+    """A final trace's static memory timeline: the compile's Memory section (analyze/memory.py)."""
+
+    type, route = "memory", Route.COMPILE
+
+    def compile(self, builder: CompileBuilder, data: dict) -> None:
+        if data.get("trace") in ("forward", "backward"):
+            builder.memory[data["trace"]] = data
+
+
 def default_handlers() -> list[Handler]:
     """Every event type's handler, one each."""
     return [Header(), Prov(), Span(), SpanEnd(), CompileStart(), Trace(), Phases(), Recompile(), CompileEnd(),
             CompileError(), CaptureDisabled(), ExecutorCompile(), Calls(), DynamoGraph(), GraphPhases(), GraphBreak(),
-            Library(), ProfileOps(), ProfileCall()]
+            Library(), ProfileOps(), ProfileCall(), Memory()]
 
 
 def registry(handlers: list[Handler]) -> dict[str, Handler]:

@@ -10,8 +10,15 @@ script and compile_directory.json read. It imports nothing of the report (tests/
 from provenance.report.model.core import *  # noqa: F403
 from provenance.report.model.cost import *  # noqa: F403
 from provenance.report.model.fx import *  # noqa: F403
+from provenance.report.model.memory import *  # noqa: F403
 
 __all__ = [
+    "CompileMemoryView",
+    "MemoryBar",
+    "MemoryRowView",
+    "MemoryTimeline",
+    "RunMemory",
+    "RunMemoryRow",
     "CacheCounts",
     "CallSiteNode",
     "CompileError",

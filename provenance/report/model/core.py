@@ -303,6 +303,7 @@ class CompileSummary:
     phases: list[Phase] = field(default_factory=list)  # dropped with `passes` once the entries are written
     executor_compiles: list[ExecutorCompile] = field(default_factory=list)
     time: TimeSummary | None = None  # of a profiled compile
+    memory: Any = None  # its static memory (provenance.static_memory.summary), for the run's Memory page
     # A ThunderFX piece's compile: (path, line) -> what its final traces made there (source_view's
     # line_ops), for its Dynamo graph's page; the run takes it off (analyze/fx_graphs.py).
     piece_lines: dict | None = None
@@ -444,6 +445,7 @@ class CompilePage:
     recompile: Recompile | None = None
     phases: PhaseView | None = None
     time: CompileTime | None = None  # the Time section, for a profiled compile
+    memory: Any = None  # the Memory section (model.memory.CompileMemoryView)
 
 
 @dataclass(slots=True)

@@ -86,6 +86,18 @@
         cnt.append(flag);
       });
     });
+    if (marks.m) each(".srcfile .sl .ln", function (ln) { ln.after(h("span", "mm")); });  // a memory column
+    Object.keys(marks.m || {}).forEach(function (id) {  // [saved for backward, the line's memory figures]
+      var row = document.getElementById(id), mm = row && row.querySelector(".mm");
+      if (mm) { mm.textContent = marks.m[id][0]; mm.title = marks.m[id][1]; }
+    });
+    if (marks.m && marks.t) document.body.classList.add("gutter-time");
+    each("input.gutter-toggle", function (box) {  // the time / memory toggle (source.html)
+      box.addEventListener("change", function () {
+        document.body.classList.toggle("gutter-time", box.value === "time");
+        document.body.classList.toggle("gutter-mem", box.value === "memory");
+      });
+    });
     Object.keys(marks.t || {}).forEach(function (id) {  // [time per call, heat, its split, the fusion it is in]
       var row = document.getElementById(id), tm = row && row.querySelector(".tm");
       if (!tm) return;

@@ -1,0 +1,192 @@
+"""Where the memory goes, in the report: a compile's Memory section from its `memory` records
+(the live-bytes timeline of the forward and the backward with the peak marked, the top lines and
+modules by saved-for-backward bytes and by bytes live at the peak, what rematerialization
+changed), each line's saved bytes in the source view's gutter, and the run's Memory page.
+
+The records are rebuilt into provenance.static_memory's objects with their provenance records and
+rolled up by `provenance.static_memory.rollup`: the figures are the ones `provenance.memory()` gave
+in the process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from provenance import attribution
+from provenance.record import Provenance
+from provenance.report.model import (
+    CompileMemoryView,
+    MemoryBar,
+    MemoryRowView,
+    MemoryTimeline,
+    RunMemory,
+    RunMemoryRow,
+)
+from provenance.static_memory import (
+    BACKWARD,
+    FORWARD,
+    Block,
+    CompileMemory,
+    MemOp,
+    MemoryRow,
+    RematChange,
+    Saved,
+    TraceMemory,
+    line_texts,
+    rollup,
+    size,
+    summary,
+)
+
+__all__ = ["compile_memory", "compile_memory_view", "line_memory", "run_memory"]
+
+TOP = 15
+MAX_BARS = 600  # a timeline of more ops is drawn in this many bars (each the largest of its ops)
+
+RecordOf = Callable[[Any], Provenance | None]
+
+
+def _int(v: Any) -> int | None:
+    return v if type(v) is int else None
+
+
+def _trace(data: dict, record_of: RecordOf) -> TraceMemory | None:
+    name = data.get("trace")
+    if name not in (FORWARD, BACKWARD):
+        return None
+    ops = []
+    for e in data.get("ops") if isinstance(data.get("ops"), list) else ():
+        if type(e) is list and len(e) == 6 and all(type(e[i]) is int for i in (0, 3, 4, 5)):
+            ops.append(MemOp(e[0], str(e[1]), record_of(e[2]), e[3], e[4], e[5]))
+    blocks = []
+    for e in data.get("blocks") if isinstance(data.get("blocks"), list) else ():
+        if type(e) is list and len(e) == 5 and type(e[1]) is int and (e[3] is None or type(e[3]) is int) and (
+                e[4] is None or type(e[4]) is int):
+            blocks.append(Block(str(e[0]), e[1], record_of(e[2]), e[3] if e[3] is not None else -1, e[4]))
+    return TraceMemory(name, tuple(ops), tuple(blocks), _int(data.get("inputs")) or 0, _int(data.get("start")) or 0,
+                       str(data.get("list") or ""), _int(data.get("index")))
+
+
+def _entries(value: Any) -> list[list]:
+    return [e for e in value if type(e) is list and len(e) == 4] if isinstance(value, list) else []
+
+
+def compile_memory(records: dict[str, dict], record_of: RecordOf, compile_id: int, fn: str) -> CompileMemory | None:
+    """A compile's memory from its `memory` records (by trace), or None."""
+    traces = {name: t for name, data in records.items() if (t := _trace(data, record_of)) is not None}
+    if FORWARD not in traces:
+        return None
+    fwd = records.get(FORWARD, {})
+    saved = tuple(Saved(str(e[0]), e[1], record_of(e[2]), bool(e[3])) for e in _entries(fwd.get("saved"))
+                  if type(e[1]) is int)
+    remat = tuple(RematChange(str(e[0]), e[1], record_of(e[2]), e[3]) for e in _entries(fwd.get("remat"))
+                  if type(e[1]) is int and e[3] in ("removed", "added"))
+    return CompileMemory(compile_id, fn, traces[FORWARD], traces.get(BACKWARD), saved, remat)
+
+
+def _where(record: Provenance | None) -> str:
+    frame = attribution.line_frame(record)
+    return f"{os.path.basename(frame.file)}:{frame.line}" if frame is not None else attribution.line_key(record)
+
+
+def _timeline(trace: TraceMemory, anchor: str | None) -> MemoryTimeline:
+    ops = list(trace.ops)
+    top = max(trace.peak, 1)
+    peak_at = trace.peak_position
+    groups = max(1, -(-len(ops) // MAX_BARS)) if ops else 1
+    bars = []
+    n_bars = -(-len(ops) // groups) if ops else 0
+    for i in range(n_bars):
+        chunk = ops[i * groups:(i + 1) * groups]
+        op = max(chunk, key=lambda o: o.live)
+        is_peak = any(o.position == peak_at for o in chunk)
+        title = (f"{op.name} · {_where(op.record)} · +{size(op.allocated)}"
+                 + (f" −{size(op.freed)}" if op.freed else "") + f" · {size(op.live)} live"
+                 + (" · the peak" if is_peak else "") + (f" (largest of {len(chunk)} ops)" if len(chunk) > 1 else ""))
+        bars.append(MemoryBar(100 * i / n_bars, 100 / n_bars, 100 * op.live / top, title, is_peak))
+    peak_op = next((o for o in ops if o.position == peak_at), None)
+    peak_x = next((b.x + b.width / 2 for b in bars if b.peak), 0.0)
+    where = f"after {peak_op.name} ({_where(peak_op.record)})" if peak_op is not None else "at the start"
+    peak = f"{size(trace.peak)} {where}"
+    description = (f"{trace.name.capitalize()} trace: bytes live after each of its {len(ops)} ops, from "
+                   f"{size(trace.start)} at the start to a peak of {peak}; inputs ({size(trace.inputs)}) apart.")
+    return MemoryTimeline(trace.name, anchor, bars, peak, peak_x, size(trace.inputs), size(trace.start), description)
+
+
+def _row(row: MemoryRow, total: int, texts: dict[str, str], labels: dict[str, str] | None = None) -> MemoryRowView:
+    remat = (f"−{size(row.remat_removed_bytes)} / +{size(row.remat_added_bytes)}"
+             if row.remat_removed_bytes or row.remat_added_bytes else "")
+    label = (labels or {}).get(row.key) or _short(row.key)
+    return MemoryRowView(row.key, label, texts.get(row.key, ""), size(row.saved_bytes),
+                         size(row.forward_peak_bytes), size(row.backward_peak_bytes), size(row.allocated_bytes),
+                         row.saved_bytes, row.peak_bytes, row.saved_bytes / total if total else 0.0, remat)
+
+
+def _short(key: str) -> str:
+    path, sep, line = key.rpartition(":")
+    return f"{os.path.basename(path)}:{line}" if sep and line.isdigit() else key
+
+
+def compile_memory_view(memory: CompileMemory, anchors: dict[str, str]) -> CompileMemoryView:
+    totals = summary([memory])
+    texts = line_texts([memory])
+    by_line = rollup([memory], "line")
+    total = totals["saved_bytes"]
+    by_peak = sorted(by_line, key=lambda r: (-r.peak_bytes, r.key))
+    modules = [r for r in rollup([memory], "module")]
+    lists = {FORWARD: "computation", BACKWARD: "backward"}
+    return CompileMemoryView(
+        saved=size(total), saved_inputs=size(totals["saved_input_bytes"]),
+        forward_peak=size(totals["forward_peak_bytes"]), backward_peak=size(totals["backward_peak_bytes"]),
+        inputs=size(totals["forward_input_bytes"]),
+        timelines=[_timeline(t, anchors.get(lists[t.name])) for t in memory.traces.values()],
+        by_saved=[_row(r, total, texts) for r in by_line if r.saved_bytes][:TOP],
+        by_peak=[_row(r, total, texts) for r in by_peak if r.peak_bytes][:TOP],
+        modules=[_row(r, total, {}) for r in modules if r.saved_bytes or r.peak_bytes][:TOP],
+        remat=[_row(r, total, texts) for r in by_line if r.remat_removed_bytes or r.remat_added_bytes][:TOP],
+        saved_bytes=total, forward_peak_bytes=totals["forward_peak_bytes"],
+        backward_peak_bytes=totals["backward_peak_bytes"])
+
+
+def line_memory(memory: CompileMemory) -> dict[tuple[str, int], tuple[str, str]]:
+    """(path, line) -> (the line's saved bytes, its title), for the source view's gutter."""
+    out: dict[tuple[str, int], tuple[str, str]] = {}
+    for row in rollup([memory], "line"):
+        path, sep, line = row.key.rpartition(":")
+        if sep and line.isdigit() and (row.saved_bytes or row.peak_bytes):
+            out[(path, int(line))] = (size(row.saved_bytes), f"saved for backward {size(row.saved_bytes)}; live at "
+                                      f"the forward peak {size(row.forward_peak_bytes)}, at the backward peak "
+                                      f"{size(row.backward_peak_bytes)}; allocated {size(row.allocated_bytes)}")
+    return out
+
+
+PEAK_DIFFERS = 1.05  # a rank whose peak is over 5% off the ranks' median is flagged
+
+
+def run_memory(compiles: list[tuple[str, str, dict]]) -> RunMemory | None:
+    """The run's Memory page: (rank label, compile label, static_memory.summary) per compile."""
+    if not compiles:
+        return None
+    ranks = list(dict.fromkeys(r for r, _, _ in compiles))
+    by_compile: dict[str, dict[str, dict]] = {}
+    for rank, label, totals in compiles:
+        by_compile.setdefault(label, {})[rank] = totals
+    rows = []
+    for label, per_rank in by_compile.items():
+        peaks = [t["forward_peak_bytes"] + t["backward_peak_bytes"] for t in per_rank.values()]
+        median = sorted(peaks)[len(peaks) // 2] if peaks else 0
+        cells, flags = [], []
+        for rank in ranks:
+            t = per_rank.get(rank)
+            if t is None:
+                cells.append("")
+                flags.append(False)
+                continue
+            peak = t["forward_peak_bytes"] + t["backward_peak_bytes"]
+            cells.append(f"saved {size(t['saved_bytes'])} · peaks {size(t['forward_peak_bytes'])} / "
+                         f"{size(t['backward_peak_bytes'])}")
+            flags.append(len(per_rank) > 1 and median > 0 and not (1 / PEAK_DIFFERS <= peak / median <= PEAK_DIFFERS))
+        rows.append(RunMemoryRow(label, cells, flags))
+    return RunMemory(ranks, rows, [])

@@ -1,0 +1,79 @@
+"""Where the memory goes, as the pages show it: a compile's Memory section (the live-bytes timeline
+of its forward and backward, the top lines and modules, what rematerialization changed) and the
+run's Memory page (memory.html: compiles and ranks side by side)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["CompileMemoryView", "MemoryBar", "MemoryRowView", "MemoryTimeline", "RunMemory", "RunMemoryRow"]
+
+
+@dataclass(slots=True)
+class MemoryBar:
+    """One op of a timeline: its place, height (percent of the chart) and what hovering says."""
+
+    x: float  # percent of the chart's width
+    width: float
+    height: float  # percent of the chart's height (the trace's peak: 100)
+    title: str  # `linear · model.py:12 · +1.0 KiB, 3.0 KiB live`
+    peak: bool = False
+
+
+@dataclass(slots=True)
+class MemoryTimeline:
+    name: str  # forward | backward
+    anchor: str | None  # the final trace's anchor on the compile page
+    bars: list[MemoryBar]
+    peak: str  # `4.1 KiB after op 12 (linear, model.py:12)`
+    peak_x: float  # percent
+    inputs: str
+    start: str
+    description: str  # for screen readers: what the chart shows, in words
+
+
+@dataclass(slots=True)
+class MemoryRowView:
+    key: str
+    label: str
+    text: str
+    saved: str
+    forward_peak: str
+    backward_peak: str
+    allocated: str
+    saved_bytes: int
+    peak_bytes: int
+    share: float  # of the compile's saved-for-backward bytes (a bar's width)
+    remat: str = ""
+    href: str | None = None
+
+
+@dataclass(slots=True)
+class CompileMemoryView:
+    saved: str
+    saved_inputs: str
+    forward_peak: str
+    backward_peak: str
+    inputs: str
+    timelines: list[MemoryTimeline]
+    by_saved: list[MemoryRowView]
+    by_peak: list[MemoryRowView]
+    modules: list[MemoryRowView]
+    remat: list[MemoryRowView] = field(default_factory=list)
+    saved_bytes: int = 0
+    forward_peak_bytes: int = 0
+    backward_peak_bytes: int = 0
+
+
+@dataclass(slots=True)
+class RunMemoryRow:
+    label: str  # a compile (`compile 3: GPT.forward`), a line
+    cells: list[str]  # per rank
+    flagged: list[bool]  # per rank: its peak differs from the others'
+
+
+@dataclass(slots=True)
+class RunMemory:
+    ranks: list[str]
+    compiles: list[RunMemoryRow]
+    lines: list[RunMemoryRow]

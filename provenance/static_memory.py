@@ -1,0 +1,336 @@
+"""Where the memory goes: the static memory timeline of a compile's execution traces, rolled up by
+user line, module, role or op. Pure data (no torch or thunder import): the records are filled by
+provenance/thunder/memory.py at the end of a compile, or rebuilt from a log's `memory` records
+(provenance/report/analyze/memory.py), and `rollup` treats both alike. `provenance.memory(jfn)` is the API.
+
+Rules (docs/memory.md):
+- A trace's timeline: each top-level op allocates the bytes of the tensors it outputs (numel ×
+  dtype size; views and aliases — Thunder's `thunder_alias_operator_list` — allocate nothing, they
+  share their input's storage), and a `del` frees a storage when its last name is deleted. The
+  inputs the caller holds (parameters, the batch; the backward's cotangents) are counted apart,
+  never freed. In the backward, the tensors saved for it start live and are freed at their `del`
+  (Thunder's backward clears the lists holding them).
+- `peak`: the most bytes live after any op (inputs apart); the blocks live at it are charged to
+  the ops that allocated them.
+- Saved for backward: the distinct storages the forward returns for the backward, each charged to
+  the op that allocated it; saved inputs (parameters) are counted apart.
+- Charging (provenance.attribution, the rule cost uses): an allocation is charged to the op that
+  made it, a backward op's to its forward line and module through `derived_from`; a fusion's
+  output to the member that produced it (capture resolves it), else as the fusion's members (a
+  fusion of several keys is a row of its own). Modules are hierarchical (a module's row includes
+  its submodules'); `own_saved_bytes` is the part of no submodule.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from provenance import attribution
+from provenance.attribution import ROOT
+from provenance.record import Provenance
+
+__all__ = ["BY", "Block", "CompileMemory", "MemOp", "MemoryRow", "RematChange", "Saved", "TraceMemory",
+           "compiles", "register", "rollup", "summary", "table"]
+
+FORWARD, BACKWARD = "forward", "backward"
+BY = ("line", "module_line", "module", "role", "op")
+NO_MODULE = "(no module)"
+NO_ROLE = "(no role)"
+MAX_COMPILES = 256  # compiles whose memory timelines the process keeps (the oldest go first)
+
+
+@dataclass(frozen=True, slots=True)
+class MemOp:
+    """One top-level symbol of an execution trace, in the timeline."""
+
+    position: int  # index in the trace's bound_symbols
+    name: str  # the symbol's name
+    record: Provenance | None
+    allocated: int  # bytes its outputs allocated
+    freed: int  # bytes freed at it (a del)
+    live: int  # bytes live after it (inputs apart)
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One storage a trace allocated (or, in the backward, received as saved for backward)."""
+
+    name: str  # the tensor that allocated it
+    nbytes: int
+    record: Provenance | None  # the op that allocated it (a saved block in the backward: the forward op's)
+    position: int  # the op that allocated it; -1: live at the trace's start (saved for backward)
+    freed: int | None  # the op that freed it; None: live at the end (returned, saved)
+
+    def live_after(self, position: int) -> bool:
+        return self.position <= position and (self.freed is None or self.freed > position)
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """A storage the forward saves for the backward."""
+
+    name: str
+    nbytes: int
+    record: Provenance | None  # the op that made it (None for an input)
+    input: bool  # an input of the forward (a parameter, the batch): counted apart
+
+
+@dataclass(frozen=True, slots=True)
+class RematChange:
+    """A tensor rematerialization stopped saving ("removed": recomputed in the backward instead)
+    or started saving ("added": a cheaper tensor saved in its place)."""
+
+    name: str
+    nbytes: int
+    record: Provenance | None
+    change: str  # "removed" | "added"
+
+
+@dataclass(frozen=True)
+class TraceMemory:
+    name: str  # FORWARD | BACKWARD
+    ops: tuple[MemOp, ...]
+    blocks: tuple[Block, ...]
+    inputs: int  # bytes of the inputs the caller holds (counted apart)
+    start: int = 0  # bytes live at the start (the backward: saved for backward)
+    list: str = ""  # the logged trace list ("computation" | "backward")
+    index: int | None = None  # its index in that list
+
+    @property
+    def peak(self) -> int:
+        return max([self.start, *(op.live for op in self.ops)])
+
+    @property
+    def peak_position(self) -> int:
+        """The op after which the peak is reached (the first, if several; -1: at the start)."""
+        best, where = self.start, -1
+        for op in self.ops:
+            if op.live > best:
+                best, where = op.live, op.position
+        return where
+
+    @property
+    def allocated(self) -> int:
+        return sum(op.allocated for op in self.ops)
+
+    def at_peak(self) -> list[Block]:
+        where = self.peak_position
+        return [b for b in self.blocks if b.live_after(where)]
+
+
+@dataclass(eq=False)
+class CompileMemory:
+    """The static memory of one compile: its forward and (if any) backward timelines, what the
+    forward saves for the backward, and what rematerialization changed in it."""
+
+    compile_id: int
+    fn_name: str
+    forward: TraceMemory | None
+    backward: TraceMemory | None = None
+    saved: tuple[Saved, ...] = ()
+    remat: tuple[RematChange, ...] = ()
+    owner: Any = None  # weak reference to Thunder's CompileStats of the jitted function
+
+    @property
+    def traces(self) -> dict[str, TraceMemory]:
+        return {t.name: t for t in (self.forward, self.backward) if t is not None}
+
+    @property
+    def saved_bytes(self) -> int:
+        return sum(s.nbytes for s in self.saved if not s.input)
+
+    @property
+    def saved_input_bytes(self) -> int:
+        return sum(s.nbytes for s in self.saved if s.input)
+
+    def belongs_to(self, compile_stats: Any) -> bool:
+        return self.owner is not None and self.owner() is compile_stats
+
+
+_kept: deque[CompileMemory] = deque(maxlen=MAX_COMPILES)
+_lock = threading.Lock()
+
+
+def register(memory: CompileMemory, owner: Any = None) -> CompileMemory:
+    if owner is not None:
+        memory.owner = weakref.ref(owner)
+    with _lock:
+        _kept.append(memory)
+    return memory
+
+
+def compiles(owner: Any = None) -> list[CompileMemory]:
+    """The kept compiles' memory, oldest first; with `owner` (a CompileStats), only its compiles'."""
+    with _lock:
+        kept = list(_kept)
+    return kept if owner is None else [m for m in kept if m.belongs_to(owner)]
+
+
+def clear() -> None:
+    with _lock:
+        _kept.clear()
+
+
+# -- the roll-up ---------------------------------------------------------------------------------
+
+@dataclass
+class MemoryRow:
+    """One row of a memory table: bytes (summed over compiles)."""
+
+    key: str
+    saved_bytes: int = 0  # saved for backward (a module: with its submodules')
+    forward_peak_bytes: int = 0  # live at the forward's peak
+    backward_peak_bytes: int = 0  # live at the backward's peak (saved blocks still held, backward allocations)
+    allocated_bytes: int = 0  # allocated by its ops, forward and backward
+    remat_removed_bytes: int = 0  # no longer saved: rematerialization recomputes them
+    remat_added_bytes: int = 0  # saved in their place
+    own_saved_bytes: int = 0  # a module: saved by its own ops (none of a submodule's); else = saved_bytes
+    kind: str = "key"  # "key" | "fusion" (a fusion output charged to several keys)
+    label: str = ""
+    members: tuple[str, ...] = ()
+
+    @property
+    def peak_bytes(self) -> int:
+        return max(self.forward_peak_bytes, self.backward_peak_bytes)
+
+
+def _module_keys(record: Provenance | None) -> tuple[list[str], str]:
+    """A record's module rows (every ancestor, `<root>` first) and its own one."""
+    paths = attribution.modules(record)
+    if not paths:
+        return [NO_MODULE], NO_MODULE
+    path = attribution.common_module(paths) if len(paths) > 1 else paths[0]
+    parts = path.split(".") if path else []
+    keys = [ROOT] + [".".join(parts[:i + 1]) for i in range(len(parts))]
+    return keys, keys[-1]
+
+
+def _keys(record: Provenance | None, by: str, trace: str, compile_id: int) -> tuple[list[str], str, tuple]:
+    """(the rows a block is charged to, the one its own bytes go to, a fusion row's members)."""
+    if by == "module":
+        keys, own = _module_keys(record)
+        return keys, own, ()
+    if by == "role":
+        roles = list(dict.fromkeys(attribution.role_of(r) or NO_ROLE for r in attribution.charged(record)))
+        key = roles[0] if len(roles) == 1 else "(mixed)"
+        return [key], key, ()
+    key_of = attribution.line_key if by == "line" else attribution.module_line_key
+    found = attribution.keys(record, key_of)
+    if len(found) == 1:
+        return found, found[0], ()
+    key = f"fusion ({trace}, compile {compile_id})"
+    return [key], key, tuple(found)
+
+
+def rollup(memories: Iterable[CompileMemory], by: str = "line") -> list[MemoryRow]:
+    """Rows by `by`, sorted by saved-for-backward bytes, then by peak bytes (largest first)."""
+    if by not in BY:
+        raise ValueError(f"by must be one of {', '.join(BY)}, got {by!r}")
+    rows: dict[str, MemoryRow] = {}
+
+    def add(record: Provenance | None, trace: str, compile_id: int, op_name: str | None, **figures: int) -> None:
+        if by == "op":
+            keys, own, members = [op_name or "(unknown)"], op_name or "(unknown)", ()
+        else:
+            keys, own, members = _keys(record, by, trace, compile_id)
+        for key in keys:
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = MemoryRow(key, label=key, kind="fusion" if members else "key", members=members)
+            for name, value in figures.items():
+                setattr(row, name, getattr(row, name) + value)
+            if key == own and "saved_bytes" in figures:
+                row.own_saved_bytes += figures["saved_bytes"]
+
+    for memory in memories:
+        cid = memory.compile_id
+        names = {}  # block name -> producing op's symbol (for by="op")
+        for trace in memory.traces.values():
+            by_position = {op.position: op.name for op in trace.ops}
+            for block in trace.blocks:
+                if block.position >= 0:
+                    names.setdefault((trace.name, block.name), by_position.get(block.position))
+        fwd_names = {n: op for (t, n), op in names.items() if t == FORWARD}
+        for saved in memory.saved:
+            if not saved.input:
+                add(saved.record, FORWARD, cid, fwd_names.get(saved.name), saved_bytes=saved.nbytes)
+        for trace in memory.traces.values():
+            column = "forward_peak_bytes" if trace.name == FORWARD else "backward_peak_bytes"
+            for block in trace.at_peak():
+                op = names.get((trace.name, block.name)) or fwd_names.get(block.name)
+                add(block.record, trace.name, cid, op, **{column: block.nbytes})
+            for block in trace.blocks:
+                if block.position >= 0:
+                    add(block.record, trace.name, cid, names.get((trace.name, block.name)),
+                        allocated_bytes=block.nbytes)
+        for change in memory.remat:
+            add(change.record, FORWARD, cid, None,
+                **{"remat_removed_bytes" if change.change == "removed" else "remat_added_bytes": change.nbytes})
+    return sorted(rows.values(), key=lambda r: (-r.saved_bytes, -r.peak_bytes, -r.allocated_bytes, r.key))
+
+
+def summary(memories: Iterable[CompileMemory]) -> dict[str, int]:
+    """Totals over compiles: saved (activations, and inputs apart), peaks, inputs."""
+    out = {"compiles": 0, "saved_bytes": 0, "saved_input_bytes": 0, "forward_peak_bytes": 0,
+           "backward_peak_bytes": 0, "forward_input_bytes": 0, "remat_removed_bytes": 0, "remat_added_bytes": 0}
+    for m in memories:
+        out["compiles"] += 1
+        out["saved_bytes"] += m.saved_bytes
+        out["saved_input_bytes"] += m.saved_input_bytes
+        if m.forward is not None:
+            out["forward_peak_bytes"] += m.forward.peak
+            out["forward_input_bytes"] += m.forward.inputs
+        if m.backward is not None:
+            out["backward_peak_bytes"] += m.backward.peak
+        for c in m.remat:
+            out[f"remat_{c.change}_bytes"] += c.nbytes
+    return out
+
+
+def size(nbytes: float) -> str:
+    """`1.5 MiB`, `12.0 KiB`, `512 B`."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(nbytes) >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{int(nbytes)} B"
+
+
+def table(rows: list[MemoryRow], *, by: str, title: str, top: int | None = 20, texts: dict[str, str] | None = None):
+    """A rich Table of the rows (imported lazily: rich only where one is printed)."""
+    from rich.table import Table
+
+    out = Table(title=title, title_justify="left")
+    out.add_column(by)
+    if texts is not None:
+        out.add_column("source", overflow="fold", max_width=60)
+    for name in ("saved for backward", "live at fwd peak", "live at bwd peak", "allocated", "remat −/+"):
+        out.add_column(name, justify="right")
+    for row in rows[:top] if top else rows:
+        cells = [row.label]
+        if texts is not None:
+            cells.append(texts.get(row.key, ""))
+        remat = (f"−{size(row.remat_removed_bytes)} / +{size(row.remat_added_bytes)}"
+                 if row.remat_removed_bytes or row.remat_added_bytes else "")
+        cells += [size(row.saved_bytes), size(row.forward_peak_bytes), size(row.backward_peak_bytes),
+                  size(row.allocated_bytes), remat]
+        out.add_row(*cells)
+    return out
+
+
+def line_texts(memories: Iterable[CompileMemory]) -> dict[str, str]:
+    """`file:line` -> the line's source text, from the records' user frames."""
+    texts: dict[str, str] = {}
+    for m in memories:
+        for trace in m.traces.values():
+            for block in trace.blocks:
+                for record in attribution.charged(block.record):
+                    for frame in (attribution.line_frame(record), attribution.module_line_frame(record)):
+                        if frame is not None:
+                            texts.setdefault(attribution.location(frame), frame.text.strip())
+    return texts
+
