@@ -52,8 +52,9 @@ def _impl(bsym: Any) -> Callable | None:
 
 def _nbytes(proxy: Any) -> int:
     """numel × dtype size. `proxy.numel` goes through Thunder's language context on every read
-    (~100 µs); the proxy's own `_numel` (an int for a static shape) is what it returns."""
-    numel = proxy.__dict__.get("_numel")
+    (~100 µs, and a class made per read); the proxy's own `_numel` (an int for a static shape) is
+    what it returns. Read as an attribute: `proxy.__dict__` would materialize a dict per proxy."""
+    numel = getattr(proxy, "_numel", None)
     if type(numel) is not int:
         numel = int(proxy.numel)
     return numel * int(proxy.dtype.bytes)

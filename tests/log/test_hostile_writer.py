@@ -41,6 +41,14 @@ def _report(capsys, *args) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+def schema_refs(record: dict) -> list:
+    """The provenance ids a record names, by its type's declared references (events.TYPES)."""
+    from provenance.events import TYPES
+
+    declared = TYPES.get(record["type"])
+    return [i for ref in (declared.provs if declared is not None else ()) for i in ref.ids(record)]
+
+
 def _self_contained(records: list[dict]) -> None:
     """One process's log: a header first, each id defined once, every reference defined before."""
     assert records[0]["type"] == "header" and all(r["type"] != "header" for r in records[1:])
@@ -53,8 +61,10 @@ def _self_contained(records: list[dict]) -> None:
             assert r["id"] not in defined, f"prov {r['id']} defined twice"
             assert r["derived_from"] is None or r["derived_from"] in defined
             defined.add(r["id"])
-        for op in r.get("ops") or ():
+        for op in (r.get("ops") or ()) if r["type"] == "trace" else ():
             assert op[4] is None or op[4] in defined
+        for prov in schema_refs(r):
+            assert prov is None or prov in defined, (r["type"], prov)
         if r["type"] in ("trace", "compile_end", "compile_error"):
             assert r["compile"] in starts
 
