@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from paths import SUPPORT
 
 _APP = """
@@ -46,6 +47,7 @@ def _inside(points, module: str) -> list:
             or p[2]["thunder.module"].startswith(module + ".")]
 
 
+@pytest.mark.slow
 def test_saved_for_backward_and_peak_bytes_by_module_and_role_per_compile():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "THUNDER_TRACE"))}
     done = subprocess.run([sys.executable, "-c", _APP.format(tests=str(SUPPORT))], env=env,

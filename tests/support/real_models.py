@@ -41,8 +41,8 @@ def _litgpt_step(model: Any, ids: torch.Tensor) -> torch.Tensor:
 def litgpt_llama(n_layer: int = 2) -> tuple[torch.nn.Module, Step, str]:
     import litgpt
 
-    config = litgpt.Config.from_name("Llama-3.2-1B", n_layer=n_layer, n_embd=64, n_head=4, n_query_groups=2, head_size=16,
-                                     intermediate_size=128, vocab_size=VOCAB, padded_vocab_size=VOCAB)
+    config = litgpt.Config.from_name("Llama-3.2-1B", n_layer=n_layer, n_embd=64, n_head=4, n_query_groups=2,
+                                     head_size=16, intermediate_size=128, vocab_size=VOCAB, padded_vocab_size=VOCAB)
     model = litgpt.GPT(config)
     return model, _litgpt_step, sys.modules[type(model).__module__].__file__
 
