@@ -8,7 +8,9 @@ trace, its top user lines as attributes. ThunderFX: one span per Dynamo graph (i
 as events), a child per piece (`thunder.split.reason` on those that fell back to torch), and
 each Thunder piece's compiles under its piece. Metrics: compile, phase and pass durations, ops
 and fusions per compile, cache hits and misses, (opt-in) wait counters, and with profiling on
-`thunder.op.duration`: op time by module and role (ProfileMetrics).
+`thunder.op.duration`: op time by module and role (ProfileMetrics); with capture on, per compile
+`thunder.memory.saved_for_backward` and `thunder.memory.peak` (bytes) by module and role, from the
+`memory` records (docs/memory.md).
 
 Configuration follows OpenTelemetry's conventions (`from_environment`): an application that
 configured a TracerProvider gets its spans there; otherwise, when OTEL_EXPORTER_OTLP_ENDPOINT
@@ -104,6 +106,13 @@ class OtelExporter:
             "thunder.op.duration", unit="s",
             description="time of the ops of one module and role in one profiled run of a trace (profiling on)")
         self._profiled = ProfileTables()
+        self._saved_bytes = meter.create_histogram(
+            "thunder.memory.saved_for_backward", unit="By",
+            description="bytes one compile's forward saves for the backward, by module and role (static timeline)")
+        self._peak_bytes = meter.create_histogram(
+            "thunder.memory.peak", unit="By",
+            description="bytes live at the peak of one compile's forward or backward trace, by module and role "
+                        "(static timeline, inputs apart)")
         self._misses = meter.create_counter("thunder.cache.misses", unit="{compile}",
                                             description="calls that compiled")
         self._hits = meter.create_counter("thunder.cache.hits", unit="{call}",
@@ -358,6 +367,33 @@ class OtelExporter:
         span.end(end_time=event["time_ns"])
         self._spans += 1
 
+    def _on_memory(self, event: Event) -> None:
+        """A compile's static memory timeline of one final trace (docs/memory.md): its peak's live
+        bytes, and (the forward) what it saves for the backward, summed per (module, role) and
+        recorded once per label set and compile: the points of a compile sum to its figures."""
+        fn = self._profiled.fns.get(event["compile"], "?")
+        trace_name = event["trace"]
+        if trace_name == "forward":
+            saved: dict[tuple[str, str], int] = {}
+            for _name, nbytes, prov_id, is_input in event.get("saved") or ():
+                if not is_input:
+                    key = self._profiled.module_role(prov_id)
+                    saved[key] = saved.get(key, 0) + nbytes
+            for (module, role), nbytes in saved.items():
+                self._saved_bytes.record(nbytes, self._profiled.labels(self._common, fn, None, module, role))
+        ops = event.get("ops") or ()
+        best, where = event.get("start") or 0, -1
+        for position, _symbol, _prov, _allocated, _freed, live in ops:
+            if live > best:
+                best, where = live, position
+        peak: dict[tuple[str, str], int] = {}
+        for _name, nbytes, prov_id, position, freed in event.get("blocks") or ():
+            if (position if position is not None else -1) <= where and (freed is None or freed > where):
+                key = self._profiled.module_role(prov_id)
+                peak[key] = peak.get(key, 0) + nbytes
+        for (module, role), nbytes in peak.items():
+            self._peak_bytes.record(nbytes, self._profiled.labels(self._common, fn, trace_name, module, role))
+
     def _on_calls(self, event: Event) -> None:
         fn = event["fn"]
         new_hits = event["cache_hits"] - self._reported_hits.get(fn, 0)
@@ -467,6 +503,20 @@ class ProfileTables:
         self.fns: OrderedDict[Any, str] = OrderedDict()
         self.tables: OrderedDict[tuple, _Table] = OrderedDict()
         self.label_sets: dict[tuple, dict[str, Any]] = {}
+        self.memory_label_sets: dict[tuple, dict[str, Any]] = {}
+
+    def labels(self, common: dict[str, Any], fn: str, trace: str | None, module: str, role: str) -> dict[str, Any]:
+        """The memory metrics' label set, bounded as thunder.op.duration's (beyond MAX_LABEL_SETS,
+        the module is "(other)"); `trace` None: no thunder.trace (saved for backward is the forward's)."""
+        key = (fn, trace, module, role)
+        found = self.memory_label_sets.get(key)
+        if found is None:
+            if len(self.memory_label_sets) >= MAX_LABEL_SETS:
+                key = (fn, trace, "(other)", role)
+            found = self.memory_label_sets.setdefault(key, {
+                **common, "thunder.function": fn, **({"thunder.trace": trace} if trace is not None else {}),
+                "thunder.module": key[2], "thunder.role": role})
+        return found
 
     def prov(self, event: Event) -> None:
         self.records[event["id"]] = _Record(event, self.records)
@@ -495,13 +545,18 @@ class ProfileTables:
         while len(self.tables) > MAX_PROFILED:
             self.tables.popitem(last=False)
 
-    def _describe(self, prov_id: Any, symbol: str) -> tuple[str, str, str, _Frame | None]:
-        """An op's module and role labels, and its line key (and frame), by provenance.attribution."""
+    def module_role(self, prov_id: Any) -> tuple[str, str]:
+        """A record's module and role labels, by provenance.attribution."""
         record = self.records.get(prov_id)
         paths = attribution.modules(record)
         module = (attribution.common_module(paths) or attribution.ROOT) if paths else ""
         roles = attribution.keys(record, lambda r: attribution.role_of(r) or "")
-        role = roles[0] if len(roles) == 1 else "(mixed)"
+        return module, roles[0] if len(roles) == 1 else "(mixed)"
+
+    def _describe(self, prov_id: Any, symbol: str) -> tuple[str, str, str, _Frame | None]:
+        """An op's module and role labels, and its line key (and frame), by provenance.attribution."""
+        record = self.records.get(prov_id)
+        module, role = self.module_role(prov_id)
         lines = attribution.keys(record, attribution.line_key)
         if len(lines) > 1:
             return module, role, f"{symbol} (fusion of {len(lines)} lines)", None

@@ -175,10 +175,12 @@ def test_the_demo_prints_a_short_summary_and_every_page_of_its_report_has_conten
     assert {c["rank_label"] for c in compiles} >= {"rank 0", "rank 1"}
 
     run_pages = [name for name in directory["files"].values() if name.endswith(".html")]
-    assert sorted(run_pages) == ["distributed.html", "failures.html", "graphs.html", "index.html", "time.html"]
+    assert sorted(run_pages) == ["distributed.html", "failures.html", "graphs.html", "index.html", "memory.html",
+                                "time.html"]
     wanted = {  # each page's own content, beyond having no empty state
         "index.html": "table.compiles tbody tr", "failures.html": "section.failure", "graphs.html": "tr.fx-break-row",
-        "distributed.html": "table.ranks tbody tr", "time.html": "main table tbody tr"}
+        "distributed.html": "table.ranks tbody tr", "time.html": "main table tbody tr",
+        "memory.html": "#ranks table tbody tr"}
     tab = browser.open(report / "index.html")  # one tab for every page: it goes to each in turn
 
     def visit(path: str, selector: str, least: int = 1, shot: bool = True) -> str:

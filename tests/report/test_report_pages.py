@@ -70,7 +70,7 @@ def test_a_registered_page_is_written_and_linked_from_every_page(tmp_path, regis
 
 def test_the_run_pages_are_the_registered_ones(tmp_path, registry):
     assert [p.file for p in pages.PAGES] == ["index.html", "failures.html", "graphs.html", "distributed.html",
-                                             "time.html"]
+                                             "time.html", "memory.html"]
     registry.PAGES.remove(pages.FailuresPage)
     out = build(tmp_path, "out")
     assert not (out / "failures.html").exists()

@@ -38,11 +38,11 @@ def _litgpt_step(model: Any, ids: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(model(ids).flatten(0, 1), ids.flatten())
 
 
-def litgpt_llama() -> tuple[torch.nn.Module, Step, str]:
+def litgpt_llama(n_layer: int = 2) -> tuple[torch.nn.Module, Step, str]:
     import litgpt
 
-    config = litgpt.Config.from_name("Llama-3.2-1B", n_layer=2, n_embd=64, n_head=4, n_query_groups=2, head_size=16,
-                                     intermediate_size=128, vocab_size=VOCAB, padded_vocab_size=VOCAB)
+    config = litgpt.Config.from_name("Llama-3.2-1B", n_layer=n_layer, n_embd=64, n_head=4, n_query_groups=2,
+                                     head_size=16, intermediate_size=128, vocab_size=VOCAB, padded_vocab_size=VOCAB)
     model = litgpt.GPT(config)
     return model, _litgpt_step, sys.modules[type(model).__module__].__file__
 

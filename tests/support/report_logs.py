@@ -257,3 +257,28 @@ def reading(*, fused: bool = True, calls: int = 3) -> list[dict]:
                      "wall_ns": sum(times) + 100_000, "op_ns": times, "host_ns": None,
                      "time_ns": 1_796_000_000_010_000_000 + call * 1000})
     return out[:-1] + prof + out[-1:]
+
+
+# -- memory records (docs/log-schema.md): the static timeline of the final traces above, each
+# f32 tensor `nbytes` bytes. Forward: mul (line 10) makes t0, saved for the backward; add (line
+# 11) makes t1, returned: peak 2 x nbytes. Backward: t0 live at the start, mul's grad t3 freed
+# by the del, add's grad t4 returned: peak 3 x nbytes after add.
+def memory(*, compile_id: Any = 1, nbytes: int = 8) -> list[dict]:
+    n = nbytes
+    return [
+        {"type": "memory", "compile": compile_id, "trace": "forward", "list": "computation", "index": 1,
+         "inputs": n, "start": 0, "ops": [[8, "mul", 2, n, 0, n], [9, "add", 3, n, 0, 2 * n]],
+         "blocks": [["t0", n, 2, 8, None], ["t1", n, 3, 9, None]], "saved": [["t0", n, 2, False]], "remat": []},
+        {"type": "memory", "compile": compile_id, "trace": "backward", "list": "backward", "index": 0,
+         "inputs": n, "start": n, "ops": [[6, "mul", 4, n, 0, 2 * n], [7, "add", 5, n, 0, 3 * n],
+                                          [8, "python_del", 1, 0, 2 * n, n]],
+         "blocks": [["t0", n, 2, None, 8], ["t3", n, 4, 6, 8], ["t4", n, 5, 7, None]], "saved": [], "remat": []},
+    ]
+
+
+def with_memory(**kw: Any) -> list[dict]:
+    """records(**kw) with the memory records of its compile where the writer puts them: before its compile_end."""
+    out = records(**{k: v for k, v in kw.items() if k != "nbytes"})
+    end = next(i for i, r in enumerate(out) if r["type"] == "compile_end")
+    out[end:end] = memory(compile_id=kw.get("compile_id", 1), nbytes=kw.get("nbytes", 8))
+    return out

@@ -22,6 +22,7 @@ from provenance.report.model import (
     MemoryRowView,
     MemoryTimeline,
     RunMemory,
+    RunMemoryCell,
     RunMemoryRow,
 )
 from provenance.static_memory import (
@@ -165,28 +166,52 @@ def line_memory(memory: CompileMemory) -> dict[tuple[str, int], tuple[str, str]]
 PEAK_DIFFERS = 1.05  # a rank whose peak is over 5% off the ranks' median is flagged
 
 
-def run_memory(compiles: list[tuple[str, str, dict]]) -> RunMemory | None:
-    """The run's Memory page: (rank label, compile label, static_memory.summary) per compile."""
+def _peak(totals: dict) -> int:
+    """A compile's peak: the larger of its forward's and its backward's (they run one after the other)."""
+    return max(totals["forward_peak_bytes"], totals["backward_peak_bytes"])
+
+
+def _run_row(label: str, per_rank: list[tuple[dict, str] | None]) -> RunMemoryRow:
+    peaks = sorted(_peak(t) for t, _ in filter(None, per_rank))
+    median = peaks[(len(peaks) - 1) // 2] if peaks else 0  # the lower median: of 2 ranks, the larger peak differs
+    top = max(peaks, default=0) or 1
+    cells: list[RunMemoryCell | None] = []
+    flags = []
+    for found in per_rank:
+        if found is None:
+            cells.append(None)
+            flags.append(False)
+            continue
+        t, href = found
+        peak = _peak(t)
+        cells.append(RunMemoryCell(size(t["saved_bytes"]), size(t["forward_peak_bytes"]),
+                                   size(t["backward_peak_bytes"]), size(peak), peak,
+                                   100 * t["forward_peak_bytes"] / top, 100 * t["backward_peak_bytes"] / top, href))
+        flags.append(len(peaks) > 1 and median > 0 and not (1 / PEAK_DIFFERS <= peak / median <= PEAK_DIFFERS))
+    return RunMemoryRow(label, cells, flags, size(median))
+
+
+def run_memory(labels: list[str], compiles: list[tuple[int, str, str, dict]]) -> RunMemory | None:
+    """The run's Memory page: `labels` by log index; per compile (its log's index, its label, its
+    page, its static_memory.summary). A compile's label (function and compile id) matches it
+    across ranks; a rank whose peak is off the ranks' median by over PEAK_DIFFERS is flagged."""
     if not compiles:
         return None
-    ranks = list(dict.fromkeys(r for r, _, _ in compiles))
-    by_compile: dict[str, dict[str, dict]] = {}
-    for rank, label, totals in compiles:
-        by_compile.setdefault(label, {})[rank] = totals
-    rows = []
-    for label, per_rank in by_compile.items():
-        peaks = [t["forward_peak_bytes"] + t["backward_peak_bytes"] for t in per_rank.values()]
-        median = sorted(peaks)[len(peaks) // 2] if peaks else 0
-        cells, flags = [], []
-        for rank in ranks:
-            t = per_rank.get(rank)
-            if t is None:
-                cells.append("")
-                flags.append(False)
-                continue
-            peak = t["forward_peak_bytes"] + t["backward_peak_bytes"]
-            cells.append(f"saved {size(t['saved_bytes'])} · peaks {size(t['forward_peak_bytes'])} / "
-                         f"{size(t['backward_peak_bytes'])}")
-            flags.append(len(per_rank) > 1 and median > 0 and not (1 / PEAK_DIFFERS <= peak / median <= PEAK_DIFFERS))
-        rows.append(RunMemoryRow(label, cells, flags))
-    return RunMemory(ranks, rows, [])
+    logs = sorted({log for log, _, _, _ in compiles})
+    column = {log: i for i, log in enumerate(logs)}
+    by_label: dict[str, list] = {}
+    totals: list[dict | None] = [None] * len(logs)
+    for log, label, href, t in compiles:
+        by_label.setdefault(label, [None] * len(logs))[column[log]] = (t, href)
+        total = totals[column[log]]
+        if total is None:
+            totals[column[log]] = dict(t)
+        else:
+            for k, v in t.items():
+                total[k] = total.get(k, 0) + v
+    rows = [_run_row(label, per_rank) for label, per_rank in by_label.items()]
+    total = _run_row("all compiles, added up", [(t, "") if t is not None else None for t in totals]) \
+        if len(rows) > 1 else None
+    return RunMemory([labels[log] if 0 <= log < len(labels) else f"log {log}" for log in logs], rows, total,
+                     size(sum(t["saved_bytes"] for t in totals if t is not None)),
+                     sum(1 for r in rows if any(r.flagged)), PEAK_DIFFERS)

@@ -23,6 +23,7 @@ from provenance.report.analyze.compile import CompileBuilder
 from provenance.report.analyze.cost import run_time
 from provenance.report.analyze.fx_graphs import FxGraphs
 from provenance.report.analyze.handlers import HANDLERS, READ_AHEAD, read_ahead
+from provenance.report.analyze.memory import run_memory
 from provenance.report.analyze.pending import RECOVERABLE, CompileResult, LocalCompile, RemoteCompile
 from provenance.report.analyze.prov_table import ProvTable
 from provenance.report.analyze.ranks import compare_ranks
@@ -334,6 +335,9 @@ class RunBuilder:
             roles=[RoleCount(r, c, n) for (r, c), n in self.roles.most_common()],
             distributed=compare_ranks(self.logs, self.summaries), problems=self.problems, files=files,
             time=run_time([log.label for log in self.logs], [(s.log, s.time) for s in self.summaries if s.time]),
+            memory=run_memory([log.label for log in self.logs],
+                              [(s.log, f"{s.fn} (compile {s.compile})", s.pages.compile, s.memory)
+                               for s in self.summaries if s.memory]),
             fx=fx)
 
     def _attach_calls(self) -> None:

@@ -18,6 +18,7 @@ __all__ = [
     "MemoryRowView",
     "MemoryTimeline",
     "RunMemory",
+    "RunMemoryCell",
     "RunMemoryRow",
     "CacheCounts",
     "CallSiteNode",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from provenance.report.model.cost import CompileTime, RunTime, TimeSummary
     from provenance.report.model.fx import FxRun
+    from provenance.report.model.memory import RunMemory
 
 __all__ = ["LINE", "LISTS", "MAX_PROBLEMS_LISTED", "N", "OUTS", "PROV", "SYM", "CacheCounts", "CallSiteNode",
            "CompileError", "CompilePage", "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem",
@@ -653,6 +654,7 @@ class RunModel:
     problems: Problems
     files: dict[str, str]  # the report's files by name
     time: RunTime | None = None  # when some compile was profiled
+    memory: RunMemory | None = None  # when some compile has its memory records (memory.html)
     fx: FxRun | None = None  # ThunderFX's Dynamo graphs, pieces and breaks, if the logs have any
 
     def directory_head(self) -> dict[str, Any]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["CompileMemoryView", "MemoryBar", "MemoryRowView", "MemoryTimeline", "RunMemory", "RunMemoryRow"]
+__all__ = ["CompileMemoryView", "MemoryBar", "MemoryRowView", "MemoryTimeline", "RunMemory", "RunMemoryCell",
+           "RunMemoryRow"]
 
 
 @dataclass(slots=True)
@@ -66,14 +67,34 @@ class CompileMemoryView:
 
 
 @dataclass(slots=True)
+class RunMemoryCell:
+    """One compile on one rank: its static figures, and its bar (width: % of the row's largest peak)."""
+
+    saved: str
+    forward_peak: str
+    backward_peak: str
+    peak: str  # the larger of its two peaks
+    peak_bytes: int
+    forward_width: float
+    backward_width: float
+    href: str  # its compile page, from the report's root
+
+
+@dataclass(slots=True)
 class RunMemoryRow:
-    label: str  # a compile (`compile 3: GPT.forward`), a line
-    cells: list[str]  # per rank
-    flagged: list[bool]  # per rank: its peak differs from the others'
+    label: str  # a compile (`report_model.Model (compile 1)`), or the ranks' totals
+    cells: list[RunMemoryCell | None]  # per rank (None: that rank has no such compile)
+    flagged: list[bool]  # per rank: its peak differs from the ranks' median
+    median: str  # the ranks' median peak
 
 
 @dataclass(slots=True)
 class RunMemory:
+    """memory.html: every compile's static memory, ranks side by side, the odd peak flagged."""
+
     ranks: list[str]
     compiles: list[RunMemoryRow]
-    lines: list[RunMemoryRow]
+    total: RunMemoryRow | None  # per rank, its compiles added up (several compiles)
+    saved: str  # over the run
+    flagged: int  # rows with a flagged rank
+    differs: float  # a peak off the median by more than this factor is flagged

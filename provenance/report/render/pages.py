@@ -20,7 +20,8 @@ from typing import Any, ClassVar
 from provenance.report.model import RunModel
 from provenance.report.render.html import source_rows
 
-__all__ = ["PAGES", "DistributedPage", "FailuresPage", "GraphsPage", "IndexPage", "Page", "TimePage", "register"]
+__all__ = ["PAGES", "DistributedPage", "FailuresPage", "GraphsPage", "IndexPage", "MemoryPage", "Page", "TimePage",
+           "register"]
 
 
 class Page:
@@ -100,3 +101,12 @@ class TimePage(Page):
 
     file = template = "time.html"
     title = "Time"
+
+
+@register
+class MemoryPage(Page):
+    """Where the memory goes, over the run: each compile's static saved-for-backward bytes and
+    peaks, ranks side by side, a rank whose peak differs from the others' flagged (analyze/memory.py)."""
+
+    file = template = "memory.html"
+    title = "Memory"
