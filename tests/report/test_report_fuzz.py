@@ -25,7 +25,12 @@ from provenance.report.cli import main
 pytestmark = pytest.mark.slow
 
 JUNK = [None, -1, 0, 2**63, 1.5, True, "", "\x1b[31m\x07", "</script><img src=x onerror=alert(1)>", "../../etc",
-        "x" * 5000, [], [[[[[]]]]], {}, {"type": "header"}, [None] * 7, ["a", 1, None, True, 2.5]]
+        "x" * 5000, [], [[[[[]]]]], {}, {"type": "header"}, [None] * 7, ["a", 1, None, True, 2.5],
+        2**63 - 1, 2**64 - 1, 1e300, 9.2e9, -(2**63)]  # numbers at and past the int64 and seconds bounds
+BIG = 2**63 - 1  # the largest a field may be: sums of several pass 2**64
+# fields that tie records together (ids, positions): left alone when numbers are made as large as they may be
+_TIES = frozenset({"compile", "id", "index", "derived_from", "span", "parent", "members", "compiles", "last_prov",
+                   "same_as", "ops", "graph", "call", "position", "op", "line", "depth"})
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +77,26 @@ def _poke(rng: random.Random, value):
     return copy.deepcopy(rng.choice(JUNK))
 
 
+def _largest(value, key: str = ""):
+    """`value` with every number in it (but ids and positions) as large as a field may be."""
+    if key in _TIES and not (key == "ops" and type(value) is int):  # a trace's ops, not compile_end's count
+        return value
+    if isinstance(value, dict):
+        return {k: _largest(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_largest(v) for v in value]
+    if type(value) is int and value >= 0:
+        return BIG
+    if type(value) is float and value >= 0:
+        return 9.2e9  # seconds: at the bound
+    return value
+
+
 def _mutate(rng: random.Random, lines: list[bytes]) -> list[bytes]:
     lines = list(lines)
     for _ in range(rng.randint(1, 4)):
         i = rng.randrange(len(lines))
-        kind = rng.choice(["drop", "dup", "swap", "cut", "flip", "junk", "field", "field", "field", "tail"])
+        kind = rng.choice(["drop", "dup", "swap", "cut", "flip", "junk", "field", "field", "field", "tail", "sums"])
         if kind == "drop":
             del lines[i]
         elif kind == "dup":
@@ -98,6 +118,12 @@ def _mutate(rng: random.Random, lines: list[bytes]) -> list[bytes]:
             except orjson.JSONDecodeError:
                 continue
             lines[i] = orjson.dumps(_poke(rng, record)) + b"\n"
+        elif kind == "sums":  # many records' numbers at the largest: their sums pass 2**64
+            for j in rng.sample(range(1, len(lines)), min(len(lines) - 1, rng.randint(5, 60))):
+                try:
+                    lines[j] = orjson.dumps(_largest(orjson.loads(lines[j]))) + b"\n"
+                except orjson.JSONDecodeError:
+                    continue
         else:  # the process died while writing
             lines = lines[: i + 1]
             lines[-1] = lines[-1][: max(1, len(lines[-1]) // 2)]
@@ -142,6 +168,23 @@ def test_mutated_real_logs_always_make_a_report_and_write_only_out(real_log, tmp
                 if path.is_file():
                     assert path.read_bytes() == (out2 / path.relative_to(out)).read_bytes(), (attempt, path)
     assert compared == 3
+
+
+def test_every_number_of_a_real_log_at_its_largest_keeps_every_compile(real_log, tmp_path, capsys, sealed):
+    """Every count, time and duration of every record as large as a field may be (2**63 - 1 ns,
+    9.2e9 s): the sums (totals, profiles, phases, cache figures) pass 2**64, no compile is lost."""
+    out = {}
+    for name, lines in (("real", real_log), ("largest", [real_log[0]] + [
+            orjson.dumps(_largest(orjson.loads(line))) + b"\n" for line in real_log[1:]])):
+        log = tmp_path / name / "log.jsonl"
+        log.parent.mkdir()
+        log.write_bytes(b"".join(lines))
+        code, err = _report(capsys, log, "-o", tmp_path / name / "out")
+        assert code == 0 and "Traceback" not in err, err
+        out[name] = orjson.loads((tmp_path / name / "out" / "compile_directory.json").read_bytes())
+        orjson.loads((tmp_path / name / "out" / "perfetto_trace.json").read_bytes())
+    assert [c["key"] for c in out["largest"]["compiles"]] == [c["key"] for c in out["real"]["compiles"]]
+    assert out["largest"]["totals"]["ops"] == BIG
 
 
 def test_mutated_thunderfx_records_always_make_a_report(real_log, tmp_path, capsys, sealed):

@@ -29,7 +29,7 @@ from provenance.report.model import (
     SourceFileView,
     SplitView,
 )
-from provenance.report.read.coerce import as_int
+from provenance.report.numbers import as_int
 from provenance.report.read.processes import RunLog
 
 if TYPE_CHECKING:

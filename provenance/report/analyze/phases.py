@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from provenance.events import MAX_PHASES
 from provenance.report.model import ExecutorCompile, Phase, PhaseGroup, PhaseView
-from provenance.report.read.coerce import as_int
+from provenance.report.numbers import as_int
 
 __all__ = ["GROUPS", "executor_compile", "phase_view", "phases_of"]
 

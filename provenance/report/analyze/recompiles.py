@@ -10,7 +10,7 @@ import difflib
 from typing import Any
 
 from provenance.report.model import Recompile, Rejection, StackFrame
-from provenance.report.read.coerce import as_int
+from provenance.report.numbers import as_int
 
 __all__ = ["recompile_view"]
 

@@ -38,8 +38,9 @@ from provenance.report.model import (
     Totals,
     coverage,
 )
+from provenance.report.numbers import as_int, total
 from provenance.report.plural import plural
-from provenance.report.read.coerce import as_int, hashable
+from provenance.report.read.coerce import hashable
 from provenance.report.read.log_file import LogFile, LogRecord
 from provenance.report.read.processes import RunLog, header_view
 from provenance.report.read.profile_records import LoggedProfile
@@ -347,15 +348,12 @@ class RunBuilder:
         compiles: Dynamo, the split and the fallbacks' compiles count too (and Dynamo's recompiles)."""
         status = Counter(s.status for s in self.summaries)
         keys = ("ops", "with_provenance", "compute", "compute_with_user_source", "fusions")
-        final = dict.fromkeys(keys, 0)  # a run without compiles has zero of each
-        for s in self.summaries:
-            for k in keys:
-                value = (s.final or {}).get(k)
-                final[k] += value if isinstance(value, int) else 0
+        # a run without compiles has zero of each; sums saturate (provenance/report/numbers.py)
+        final = {k: total((s.final or {}).get(k) for s in self.summaries) for k in keys}
         return Totals(compiles=len(self.summaries), ok=status["ok"], failed=status["failed"],
                       incomplete=status["incomplete"], disabled=status["disabled"],
                       recompiles=sum(1 for s in self.summaries if s.recompiled) + (fx.recompiles if fx else 0),
                       seconds=sum(s.seconds or 0.0 for s in self.summaries)
                       + (sum(g.seconds_outside_thunder for g in fx.graphs) if fx else 0.0),
-                      cache_hits=sum(c.hits or 0 for c in self.calls), calls=sum(c.calls or 0 for c in self.calls),
+                      cache_hits=total(c.hits for c in self.calls), calls=total(c.calls for c in self.calls),
                       **asdict(coverage(final)), bytes=self.bytes_read, logs=len(self.logs))
