@@ -33,7 +33,7 @@ __all__ = ["PERFETTO_FILE", "PerfettoWriter"]
 PERFETTO_FILE = "perfetto_trace.json"
 # thread ids: compiles with their phases nested, executor compiles, scopes, Dynamo graphs' whole compiles
 COMPILES, EXECUTORS, SCOPES, GRAPHS = 1, 2, 3, 4
-RUN_EVENTS = 20_000  # events sorted in memory at a time (a few MB); more are merged from sorted runs
+RUN_EVENTS = 5_000  # events sorted in memory at a time (about 2 MB); more are merged from sorted runs
 _KEY = itemgetter(0, 1, 2, 3, 4)  # pid, start, -duration, tid, the spooled line
 
 
@@ -42,7 +42,7 @@ class PerfettoWriter:
         self.path = path
         self.base_ns = base_ns  # the earliest time seen (headers first): timestamps start at 0
         self._dir = os.path.dirname(os.path.abspath(path))  # the report's: every file it writes is in it
-        self._spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=8 << 20, mode="w+b", dir=self._dir)
+        self._spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=1 << 20, mode="w+b", dir=self._dir)
 
     def _emit(self, event: dict[str, Any], ts_ns: int | None = None, dur_ns: int | None = None) -> None:
         """`event` at `ts_ns` lasting `dur_ns` (absolute ns, int64s; converted at close)."""
