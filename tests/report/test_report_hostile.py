@@ -829,3 +829,18 @@ def test_a_prologue_diff_compares_a_bounded_stretch_and_says_so(tmp_path, capsys
     page = (out2 / directory(out2)["compiles"][1]["pages"]["compile"]).read_text()
     middle = 3 * recompiles.MAX_DIFF_INPUT // 2 + 2  # its line in the prologue (after `def prologue`)
     assert f"@@ -{middle - 1},3 +{middle - 1},3 @@" in page and "were compared" not in page
+
+
+def test_a_full_disk_under_out_is_one_error_line(tmp_path, capsys, monkeypatch):
+    import errno
+
+    from provenance.report.render.output import ReportWriter
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ReportWriter, "write", full)
+    code, err = report(capsys, report_logs.write(tmp_path / "a.jsonl", report_logs.records()), "-o", tmp_path / "out")
+    assert code == 1 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (f"thunder-trace: error: cannot write the report into {tmp_path / 'out'}: "
+                                            "No space left on device")
