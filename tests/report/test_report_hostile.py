@@ -722,8 +722,9 @@ def test_library_records_name_the_model_code_in_the_run_table_and_bad_ones_are_c
 
 # -- issue 22: analyses bounded by the log, files only under OUT ------------------------------------
 def test_the_perfetto_trace_is_sorted_in_bounded_runs_spooled_inside_out(tmp_path, capsys, monkeypatch):
-    """Runs of RUN_EVENTS events sorted and merged write the trace one sort writes; every spool
-    is in OUT: with no usable temporary directory (a full TMPDIR) the report is made all the same."""
+    """Runs of RUN_EVENTS events sorted and merged (MAX_RUNS at a time) write the trace one sort
+    writes; every spool is in OUT: with no usable temporary directory (a full TMPDIR) the report is
+    made all the same."""
     import tempfile
 
     from provenance.report.render import perfetto
@@ -739,6 +740,7 @@ def test_the_perfetto_trace_is_sorted_in_bounded_runs_spooled_inside_out(tmp_pat
     monkeypatch.setattr(tempfile, "SpooledTemporaryFile", lambda max_size=0, **kw: real(max_size=1, **kw))  # to disk
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-directory"))  # any spool outside OUT fails
     monkeypatch.setattr(perfetto, "RUN_EVENTS", 7)
+    monkeypatch.setattr(perfetto, "MAX_RUNS", 2)  # runs merged into longer ones as they come, too
     code, err = report(capsys, logs, "-o", tmp_path / "two")
     assert code == 0 and "Traceback" not in err, err
     one, two = ((tmp_path / name / "perfetto_trace.json").read_bytes() for name in ("one", "two"))

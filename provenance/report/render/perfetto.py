@@ -6,7 +6,8 @@ Events are spooled as compiles end (absolute times, to disk when large, in the o
 directory) and written out at `close()`, once the earliest time is known, sorted by rank and time
 (so the file does not depend on the order in which worker processes delivered compiles). The sort
 is external, in bounded memory: runs of RUN_EVENTS events are sorted and spooled (unlinked files
-in the output directory), then merged, so memory does not follow the number of events. Times and
+in the output directory), then merged (MAX_RUNS at a time), so neither memory nor open files
+follow the number of events. Times and
 durations are int64 nanoseconds (provenance/report/numbers.py), whatever the log's numbers.
 
 A compile spans its wall time (the `phases` record's window) with every phase nested at its real
@@ -34,6 +35,7 @@ PERFETTO_FILE = "perfetto_trace.json"
 # thread ids: compiles with their phases nested, executor compiles, scopes, Dynamo graphs' whole compiles
 COMPILES, EXECUTORS, SCOPES, GRAPHS = 1, 2, 3, 4
 RUN_EVENTS = 5_000  # events sorted in memory at a time (about 2 MB); more are merged from sorted runs
+MAX_RUNS = 64  # sorted runs merged at once (open files); more are first merged into longer runs
 _KEY = itemgetter(0, 1, 2, 3, 4)  # pid, start, -duration, tid, the spooled line
 
 
@@ -142,6 +144,8 @@ class PerfettoWriter:
                     if len(batch) >= RUN_EVENTS:
                         runs.append(self._sorted_run(batch))
                         batch = []
+                        if len(runs) >= MAX_RUNS:  # open files bounded: the runs so far as one
+                            runs = [self._merged_run(runs)]
                 self._spool.close()
                 batch.sort()
                 merged = heapq.merge(*map(_read_run, runs), iter(batch), key=_KEY) if runs else iter(batch)
@@ -156,6 +160,15 @@ class PerfettoWriter:
         finally:
             for run in runs:
                 run.close()
+
+    def _merged_run(self, runs: list[IO[bytes]]) -> IO[bytes]:
+        """Sorted runs merged into one (an unlinked file of the output directory)."""
+        merged = tempfile.TemporaryFile(dir=self._dir)
+        merged.writelines(item[4] for item in heapq.merge(*map(_read_run, runs), key=_KEY))
+        for run in runs:
+            run.close()
+        merged.seek(0)
+        return merged
 
     def _sorted_run(self, batch: list[tuple]) -> IO[bytes]:
         """A run of spooled events, sorted, in an unlinked file of the output directory."""
