@@ -131,3 +131,15 @@ def test_a_schema_version_of_5000_digits_is_not_a_header(tmp_path, capsys):
     records = report_logs.records(schema="1." + "9" * 5000)
     code, err = report(capsys, report_logs.write(tmp_path / "a.jsonl", records), "-o", tmp_path / "out")
     assert code == 2 and "not a THUNDER_TRACE log" in err and "Traceback" not in err
+
+
+def test_an_output_that_cannot_take_a_compile_does_not_cost_it_the_others(tmp_path, capsys, monkeypatch):
+    from provenance.report.render.perfetto import PerfettoWriter
+
+    def odd(self, pid, summary):
+        raise TypeError("Integer exceeds 64-bit range")
+
+    monkeypatch.setattr(PerfettoWriter, "compile", odd)
+    found, err = built(tmp_path, capsys, report_logs.records())
+    assert [c["status"] for c in found["compiles"]] == ["ok"]  # still in compile_directory.json
+    assert "its Perfetto events: TypeError" in err

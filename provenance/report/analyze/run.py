@@ -294,8 +294,15 @@ class RunBuilder:
             self.roles[(role.role, role.color)] += role.count
         if result.error is not None and len(self.failures) < MAX_FAILURES_DETAILED:
             self.failures.append(Failure(summary, result.error, summary.call_stack))
-        self.perfetto.compile(log.index, summary)
-        self.directory.add(summary.directory_entry())
+        for what, write in (("its Perfetto events", lambda: self.perfetto.compile(log.index, summary)),
+                            ("its directory entry", lambda: self.directory.add(summary.directory_entry()))):
+            try:  # one output that cannot use the compile never costs it the others
+                write()
+            except RECOVERABLE as exc:
+                if _DEBUG:
+                    raise
+                self.problems.add("malformed record", log.name, None,
+                                  f"compile {summary.key}: {what}: {type(exc).__name__}: {exc}")
         # What stays is what the index and the rank comparison need: a few hundred bytes.
         summary.passes, summary.call_stack, summary.jit_stack = [], [], []
         summary.phases, summary.executor_compiles = [], []
