@@ -846,3 +846,25 @@ def test_a_full_disk_under_out_is_one_error_line(tmp_path, capsys, monkeypatch):
     assert code == 1 and "Traceback" not in err
     assert err.strip().splitlines()[-1] == (f"thunder-trace: error: cannot write the report into {tmp_path / 'out'}: "
                                             "No space left on device")
+
+
+@pytest.mark.parametrize("run_events, max_runs", [(7, 3), (5, 2), (3, 4)])
+def test_the_perfetto_merge_tree_writes_what_one_sort_writes(tmp_path, monkeypatch, run_events, max_runs):
+    from provenance.report.render import perfetto
+
+    def written(name: str) -> bytes:
+        writer = perfetto.PerfettoWriter(str(tmp_path / name), None)
+        rng = random.Random(1)
+        writer.process(0, "a")
+        writer.process(1, "b")
+        for i in range(2000):  # ties in every field but the name, durations or none
+            writer._emit({"ph": "X", "name": f"e{i}", "pid": rng.randrange(2), "tid": rng.randrange(4)},
+                         rng.randrange(100), rng.choice([None, rng.randrange(50)]))
+        writer.close()
+        return (tmp_path / name).read_bytes()
+
+    one = written("one.json")
+    monkeypatch.setattr(perfetto, "RUN_EVENTS", run_events)
+    monkeypatch.setattr(perfetto, "MAX_RUNS", max_runs)  # several levels of runs merged
+    assert written("merged.json") == one
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["merged.json", "one.json"]  # no spool left

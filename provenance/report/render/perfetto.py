@@ -7,7 +7,7 @@ directory) and written out at `close()`, once the earliest time is known, sorted
 (so the file does not depend on the order in which worker processes delivered compiles). The sort
 is external, in bounded memory: runs of RUN_EVENTS events are sorted and spooled (unlinked files
 in the output directory), then merged (MAX_RUNS at a time), so neither memory nor open files
-follow the number of events. Times and
+follow the number of events (each event is merged log(E) / log(MAX_RUNS) times). Times and
 durations are int64 nanoseconds (provenance/report/numbers.py), whatever the log's numbers.
 
 A compile spans its wall time (the `phases` record's window) with every phase nested at its real
@@ -128,7 +128,7 @@ class PerfettoWriter:
         most RUN_EVENTS events are held at a time: longer runs are sorted in pieces, then merged."""
         base = self.base_ns or 0
         self._spool.seek(0)
-        runs: list[IO[bytes]] = []
+        levels: list[list[IO[bytes]]] = [[]]  # sorted runs; MAX_RUNS of a level merged into one of the next
         batch: list[tuple] = []
         first = True
         try:
@@ -142,11 +142,17 @@ class PerfettoWriter:
                         continue
                     batch.append((event["pid"], ts_ns, -(dur_ns or 0), event["tid"], line))
                     if len(batch) >= RUN_EVENTS:
-                        runs.append(self._sorted_run(batch))
+                        levels[0].append(self._sorted_run(batch))
                         batch = []
-                        if len(runs) >= MAX_RUNS:  # open files bounded: the runs so far as one
-                            runs = [self._merged_run(runs)]
+                        for level, runs in enumerate(levels):  # open files bounded; each event merged
+                            if len(runs) < MAX_RUNS:  # log(E) / log(MAX_RUNS) times
+                                break
+                            if level + 1 == len(levels):
+                                levels.append([])
+                            levels[level + 1].append(self._merged_run(runs))
+                            levels[level] = []
                 self._spool.close()
+                runs = [run for runs in levels for run in runs]  # fewer than MAX_RUNS per level
                 batch.sort()
                 merged = heapq.merge(*map(_read_run, runs), iter(batch), key=_KEY) if runs else iter(batch)
                 for item in merged:
@@ -158,8 +164,9 @@ class PerfettoWriter:
                     first = False
                 f.write(b"\n]}\n")
         finally:
-            for run in runs:
-                run.close()
+            for runs in levels:
+                for run in runs:
+                    run.close()
 
     def _merged_run(self, runs: list[IO[bytes]]) -> IO[bytes]:
         """Sorted runs merged into one (an unlinked file of the output directory)."""
