@@ -220,9 +220,9 @@ def test_mutated_thunderfx_records_always_make_a_report(real_log, tmp_path, caps
 # checked on their own in test_report_hostile.py. The bounds leave room for a shared machine.
 # Issue 22's shapes, quadratic before (measured in-process at these scales, before -> after, as
 # ratios to the valid log): a module path of 16 000 parts (its every ancestor: > 30x the time,
-# ~100x the memory -> 1x), 8 000 ops from distinct files (the files' ordering: 2.7x -> 1.2x the
-# time), 256 ranks with a function each (a table of rows x ranks cells: 1.7x -> 1.2x the output),
-# 40 960 phases (the Perfetto trace held whole: 10.7x -> 2.4x the memory, a constant: the largest
+# > 80x the memory -> 1.6x, 0.8x), 8 000 ops from distinct files (the files' ordering: 2.7x -> 1.3x
+# the time), 256 ranks with a function each (a table of rows x ranks cells: 1.7x -> 1.2x the output),
+# 40 960 phases (the Perfetto trace held whole: 10.7x -> 1.9x the memory, a constant: the largest
 # compile's 4096 phases), prologues in another order (no difference measured on this shape:
 # difflib's input is bounded anyway), 1 000 fallback lines x 200 split reasons (every reason on
 # every line: 12.8x the output, 28x the memory -> 0.5x, 2.1x). A fourth bound, where given: the
