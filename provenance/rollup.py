@@ -19,7 +19,8 @@ Rules (docs/cost.md):
   (not in its own). A key whose time is all in such fusions is an `in_fusion` row: tables list
   it with its fusion, not on its own.
   By module, a fusion is charged to the members' innermost common module (a real subtree).
-- Modules are hierarchical: a module's row includes the time of its submodules.
+- Modules are hierarchical: a module's row includes the time of its submodules (MAX_MODULE_DEPTH
+  levels: a deeper path is charged to its ancestor at that depth).
 - `(between ops)`: wall time of the profiled functions minus the sum of their ops' times.
 """
 
@@ -132,9 +133,14 @@ def _kind_key(trace: str, record: Provenance | None) -> str:
     return column(trace, record)
 
 
+MAX_MODULE_DEPTH = 64  # module tree levels rolled up; a deeper path is charged to its ancestor at this depth
+
+
 def _ancestors(path: str) -> list[str]:
-    """`h.0.attn` -> ['h.0.attn', 'h.0', 'h', ROOT]; '' (the root module) -> [ROOT]."""
-    parts = path.split(".") if path else []
+    """`h.0.attn` -> ['h.0.attn', 'h.0', 'h', ROOT]; '' (the root module) -> [ROOT]. A path of more
+    than MAX_MODULE_DEPTH parts counts as its ancestor at that depth (what a log names is
+    untrusted: every ancestor of a path of n parts is n**2 / 2 parts)."""
+    parts = path.split(".", MAX_MODULE_DEPTH)[:MAX_MODULE_DEPTH] if path else []
     return [".".join(parts[:i]) for i in range(len(parts), 0, -1)] + [ROOT]
 
 

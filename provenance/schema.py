@@ -7,7 +7,10 @@ tests call `problems(event)`; the log reader (provenance/report/read/validate.py
 repairs on the same nodes, so a record the tests call valid is one the reader keeps whole.
 
 Integers are non-negative (ids, counts, line numbers, times) except where a field is declared
-signed; arrays are JSON arrays, or tuples for events built in process.
+signed, and at most MAX_INT (an int64: nanoseconds since 1970 until 2262); a float is a number of
+seconds, finite and at most MAX_SECONDS (its nanoseconds are an int64). A reader holds every value
+in these bounds in any 64-bit type, and sums of them (provenance/report/numbers.py) safely.
+Arrays are JSON arrays, or tuples for events built in process.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from typing import Any, Literal
 
 from provenance import events
 
-__all__ = ["SIGNED", "Node", "node", "problems"]
+__all__ = ["MAX_INT", "MAX_SECONDS", "SIGNED", "Node", "node", "problems"]
 
+MAX_INT = 2**63 - 1
+MAX_SECONDS = MAX_INT / 1e9  # about 292 years
 SIGNED = frozenset({"compile"})  # fields any integer is valid for (a compile id from the log is only a key)
 _ARRAY = (list, tuple)
 
@@ -49,9 +54,11 @@ def _scalar(hint: Any, signed: bool) -> Node:
     elif hint is list:  # an array whose entries its reader checks (see validate.py)
         check = lambda v: type(v) is list  # noqa: E731
     elif hint is int:
-        check = (lambda v: type(v) is int) if signed else (lambda v: type(v) is int and v >= 0)  # noqa: E731
+        low = -MAX_INT - 1 if signed else 0
+        check = lambda v: type(v) is int and low <= v <= MAX_INT  # noqa: E731
     elif hint is float:
-        check = lambda v: (type(v) is int or type(v) is float) and (signed or v >= 0)  # noqa: E731
+        low = -MAX_SECONDS if signed else 0
+        check = lambda v: (type(v) is int or type(v) is float) and low <= v <= MAX_SECONDS  # noqa: E731
     else:
         raise TypeError(f"no check for {hint!r}")  # a new kind of field: teach this module
 
@@ -59,6 +66,9 @@ def _scalar(hint: Any, signed: bool) -> Node:
         if check(v) or (hint is list and type(v) is tuple):
             return []
         wrong = type(v) is not hint and not (hint is float and type(v) is int)
+        if not wrong and hint in (int, float) and (signed or not v < 0):  # too large (or NaN)
+            bound = "2**63 - 1" if hint is int else f"{MAX_SECONDS:.4g}"
+            return [f"{where}: {type(v).__name__} {v!r:.40} out of range (at most {bound} in size)"]
         return [f"{where}: {type(v).__name__} {v!r:.40}, not {'' if wrong else 'a non-negative '}{hint.__name__}"]
 
     return Node(hint, check, explain)

@@ -214,6 +214,10 @@ def report_command(args: argparse.Namespace) -> int:
     try:
         jobs = max(jobs, 1)
         report = build_report(files, out, headers, progress, jobs=jobs, skipped=skipped)
+    except OSError as exc:  # OUT's disk full, or taken away: every file the report writes is in OUT
+        progress.close()
+        _say(f"thunder-trace: error: cannot write the report into {out}: {exc.strerror or exc}")
+        return 1
     finally:
         gc.set_threshold(*thresholds)
         gc.unfreeze()

@@ -413,20 +413,53 @@ def test_a_file_without_a_header_is_not_a_log(tmp_path, capsys, content):
 
 
 # -- 9. the source view embeds a local file only if the log quotes it right ------------------------------
-def test_the_source_view_embeds_only_files_whose_quoted_lines_match(tmp_path, capsys):
+SETTINGS = ["import os", "SECRET_KEY = 'hunter2'",
+            "y = torch.mul(x, 2.0)", "z = torch.add(y, x)", "w = torch.relu(z) * 3",
+            "v = w.sum(dim=0, keepdim=True)", "u = torch.tanh(v) + y", "t = u.reshape(2, -1) @ z",
+            "return self.head(t)", "import sys", "from torch import nn", "return t"]
+
+
+def _quoting(path: Path, lines: dict[int, str]) -> list[dict]:
+    """The hand-written log, its first op's record quoting `lines` (number -> text) of `path`."""
+    records = report_logs.records(file=str(path))
+    prov = next(r for r in records if r["type"] == "prov" and r["id"] == 2)
+    prov["source"] = [report_logs.frame(n, text, str(path)) for n, text in lines.items()]
+    for r in records:  # the other records quote nothing of it
+        if r["type"] == "prov" and r["id"] != 2:
+            r["source"] = []
+    return records
+
+
+@pytest.mark.parametrize("quoted, embedded", [
+    ({1: "import os"}, False),  # one guessable line: line 1 (issue 22)
+    ({3: "y = torch.mul(x, 2.0)", 4: "z = torch.add(y, x)"}, False),
+    ({n: SETTINGS[n - 1] for n in (3, 4, 5, 6)}, False),  # four: not beyond doubt
+    ({n: SETTINGS[n - 1] for n in (3, 4, 5, 6, 7)}, True),  # five distinct non-trivial lines, all right
+    ({**{n: SETTINGS[n - 1] for n in (3, 4, 5, 6, 7)}, 8: "t = u @ z"}, False),  # one wrong
+    ({n: SETTINGS[n - 1] for n in (1, 3, 4, 5, 6, 10, 11, 12)}, False),  # four, and trivial ones
+    ({**{n: SETTINGS[n - 1] for n in (3, 4, 5, 6, 7)}, 20: "x = 1"}, False),  # past its end
+], ids=["import-os", "two", "four", "five", "one-wrong", "four-and-trivial", "past-the-end"])
+def test_the_source_view_embeds_only_files_whose_quoted_lines_identify_them(tmp_path, capsys, quoted, embedded):
     settings = tmp_path / "settings.py"
-    settings.write_text("SECRET_KEY = 'hunter2'\ny = x * 2\nz = y + x\n")
-    for text_mul, text_add, embedded in (("", "", False), ("y = x * 2", "", False), ("y = x * 2", "z = y + x", True),
-                                         ("y = x * 3", "z = y + x", False)):
-        records = report_logs.records(file=str(settings), text_mul=text_mul, text_add=text_add)
-        for record in records:  # quote lines 2 and 3
-            for frame in record.get("source") or ():
-                frame[1] = 2 if frame[3] == text_mul else 3
-        out = tmp_path / f"out-{embedded}-{text_mul}-{text_add}"
-        code, err = report(capsys, report_logs.write(tmp_path / "a.jsonl", records), "-o", out)
-        assert code == 0, err
-        holding = [p.relative_to(out).parts[:2] for p in out.rglob("*") if p.is_file() and b"hunter2" in p.read_bytes()]
-        assert holding == ([("static", "src")] if embedded else []), (text_mul, text_add)  # its one data file
+    settings.write_text("\n".join(SETTINGS) + "\n")
+    out = tmp_path / "out"
+    code, err = report(capsys, report_logs.write(tmp_path / "a.jsonl", _quoting(settings, quoted)), "-o", out)
+    assert code == 0, err
+    holding = [p.relative_to(out).parts[:2] for p in out.rglob("*") if p.is_file() and b"hunter2" in p.read_bytes()]
+    assert holding == ([("static", "src")] if embedded else []), quoted  # its one data file
+    source = (out / directory(out)["compiles"][0]["pages"]["source"]).read_text()
+    assert ("rebuilt from the log" in source) != embedded
+
+
+def test_what_a_log_could_guess_of_a_file_is_trivial():
+    from provenance.report.render.source_files import trivial
+
+    for line in ("import os", "from torch import nn", "return x", "super().__init__()", "def forward(self, x):",
+                 "class Net(nn.Module):", "# a comment of some length", '"""A docstring."""', "@torch.no_grad()",
+                 'if __name__ == "__main__":', "else:", "x = 1"):
+        assert trivial(line), line
+    for line in ("y = torch.relu(self.fc(x))", "return self.fc2(x) + x", "SECRET_KEY = 'hunter2'"):
+        assert not trivial(line), line
 
 
 # -- 10. the output directory -------------------------------------------------------------------------
@@ -711,3 +744,153 @@ def test_library_records_name_the_model_code_in_the_run_table_and_bad_ones_are_c
     assert shown.startswith("model code: transformers 5.3.0, &lt;b&gt;evil&lt;/b&gt; ?, lib0 1")
     (log,) = directory(out)["logs"]
     assert len(log["libraries"]) == 64 and log["libraries"]["transformers"] == "5.3.0"  # bounded per log
+
+
+# -- issue 22: analyses bounded by the log, files only under OUT ------------------------------------
+def test_the_perfetto_trace_is_sorted_in_bounded_runs_spooled_inside_out(tmp_path, capsys, monkeypatch):
+    """Runs of RUN_EVENTS events sorted and merged (MAX_RUNS at a time) write the trace one sort
+    writes; every spool is in OUT: with no usable temporary directory (a full TMPDIR) the report is
+    made all the same."""
+    import tempfile
+
+    from provenance.report.render import perfetto
+
+    logs = tmp_path / "logs"
+    for rank in (0, 1, 2):
+        records = report_logs.records(rank=rank, why=True)
+        more = report_logs.records(rank=rank, why=True, compile_id=2, time_ns=records[0]["time_ns"] - 10**6 * rank)
+        report_logs.write(logs / f"r{rank}.jsonl", [*records[:-1], *more[1:]])
+    code, err = report(capsys, logs, "-o", tmp_path / "one")
+    assert code == 0, err
+    real = tempfile.SpooledTemporaryFile
+    monkeypatch.setattr(tempfile, "SpooledTemporaryFile", lambda max_size=0, **kw: real(max_size=1, **kw))  # to disk
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-directory"))  # any spool outside OUT fails
+    monkeypatch.setattr(perfetto, "RUN_EVENTS", 7)
+    monkeypatch.setattr(perfetto, "MAX_RUNS", 2)  # runs merged into longer ones as they come, too
+    code, err = report(capsys, logs, "-o", tmp_path / "two")
+    assert code == 0 and "Traceback" not in err, err
+    one, two = ((tmp_path / name / "perfetto_trace.json").read_bytes() for name in ("one", "two"))
+    assert one == two and len(orjson.loads(one)["traceEvents"]) > 3 * 7
+    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(p.name for p in (tmp_path / "one").iterdir())
+
+
+def test_a_module_path_deeper_than_the_roll_up_is_charged_to_its_ancestor_at_that_depth(tmp_path, capsys):
+    from provenance import rollup
+
+    assert rollup._ancestors("a.b.c") == ["a.b.c", "a.b", "a", rollup.ROOT]
+    deep = ".".join(f"m{i}" for i in range(1000))
+    found = rollup._ancestors(deep)
+    assert len(found) == rollup.MAX_MODULE_DEPTH + 1 and found[0] == ".".join(f"m{i}" for i in range(64))
+    from provenance.report.analyze.cost import load_profiles
+
+    log = report_logs.write(tmp_path / "a.jsonl", report_logs.profiled(module=deep))
+    rows = {r.key: r for r in rollup.rollup(load_profiles(log), "module")}
+    assert max(len(key.split(".")) for key in rows) == rollup.MAX_MODULE_DEPTH
+    assert rows[found[0]].median_ns == rows["m0"].median_ns > 0  # the deeper parts' time, at depth 64
+    out = tmp_path / "out"
+    code, err = report(capsys, log, "-o", out, "--strict")
+    assert code == 0, err
+    assert 'id="time"' in (out / directory(out)["compiles"][0]["pages"]["compile"]).read_text()
+
+
+def test_the_rank_table_is_capped_at_rows_times_ranks_differing_rows_first(tmp_path, capsys, monkeypatch):
+    import hostile_logs
+
+    monkeypatch.setattr(ranks, "MAX_CELLS", 40 * 5)  # 40 ranks: 5 rows
+    log = hostile_logs.rank_functions(40)
+    same = report_logs.records(rank=39, fn="shared.fn", compile_id=7)[1:-1]
+    other = report_logs.records(rank=38, fn="shared.fn", compile_id=7)[1:-1]
+    other[-4]["ops"][1][2] = "sub"  # rank 38 runs another op: a desync, listed though it comes last
+    log["r00039.jsonl"] += [r for r in same if r["type"] != "prov"]
+    log["r00038.jsonl"] += [r for r in other if r["type"] != "prov"]
+    out = tmp_path / "out"
+    code, err = report(capsys, hostile_logs.write(tmp_path / "logs", log), "-o", out)
+    assert code == 0, err
+    page = (out / "distributed.html").read_text()
+    table = page[page.index('class="grid ranks"'):]
+    assert table.count('<tr class="') == 5 and 'class="desync"' in table and "shared.fn" in table
+    assert "36 more compiles across ranks not listed" in page and "200 cells" in page
+
+
+def test_a_fallback_line_quotes_a_few_split_reasons_and_counts_the_rest(tmp_path, capsys):
+    import hostile_logs
+
+    from provenance.report.analyze import fx_graphs
+
+    out = tmp_path / "out"
+    code, err = report(capsys, hostile_logs.write(tmp_path / "logs", hostile_logs.fx_split(50, 30)), "-o", out)
+    assert code == 0, err
+    page = (out / "graphs" / "log0-g1.html").read_text()
+    lines = orjson.loads(re.search(r'<script type="application/json" id="fxlines">(.*?)</script>', page, re.S).group(1))
+    fallback = [e for entries in lines.values() for e in entries if "fallback" in e]
+    assert len(fallback) == 50
+    for entry in fallback:
+        assert len(entry["why"]) == fx_graphs.MAX_WHY + 1 and entry["why"][-1].startswith("and 28 more reasons")
+    assert page.count("only an automatic torch fallback") >= 30  # the piece's row: every reason, once
+
+
+def test_a_prologue_diff_compares_a_bounded_stretch_and_says_so(tmp_path, capsys, monkeypatch):
+    import hostile_logs
+
+    from provenance.report.analyze import recompiles
+
+    fed = []
+    real = recompiles.difflib.unified_diff
+
+    def spy(a, b, *args, **kwargs):
+        fed.append((len(a), len(b)))
+        return real(a, b, *args, **kwargs)
+
+    monkeypatch.setattr(recompiles.difflib, "unified_diff", spy)
+    out = tmp_path / "out"
+    log = hostile_logs.write(tmp_path / "logs", hostile_logs.prologue_order(3 * recompiles.MAX_DIFF_INPUT))
+    code, err = report(capsys, log, "-o", out, "--strict")
+    assert code == 0, err
+    assert fed and max(max(f) for f in fed) <= recompiles.MAX_DIFF_INPUT + 1
+    page = (out / directory(out)["compiles"][1]["pages"]["compile"]).read_text()
+    assert f"the first {recompiles.MAX_DIFF_INPUT} of each were compared" in page
+    # a one-line change is diffed whole, numbered in the prologues
+    out2 = tmp_path / "out2"
+    log = hostile_logs.write(tmp_path / "logs2", hostile_logs.prologue_order(3 * recompiles.MAX_DIFF_INPUT,
+                                                                              shuffled=False))
+    assert report(capsys, log, "-o", out2)[0] == 0
+    page = (out2 / directory(out2)["compiles"][1]["pages"]["compile"]).read_text()
+    middle = 3 * recompiles.MAX_DIFF_INPUT // 2 + 2  # its line in the prologue (after `def prologue`)
+    assert f"@@ -{middle - 1},3 +{middle - 1},3 @@" in page and "were compared" not in page
+
+
+def test_a_full_disk_under_out_is_one_error_line(tmp_path, capsys, monkeypatch):
+    import errno
+
+    from provenance.report.render.output import ReportWriter
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ReportWriter, "write", full)
+    code, err = report(capsys, report_logs.write(tmp_path / "a.jsonl", report_logs.records()), "-o", tmp_path / "out")
+    assert code == 1 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (f"thunder-trace: error: cannot write the report into {tmp_path / 'out'}: "
+                                            "No space left on device")
+
+
+@pytest.mark.parametrize("run_events, max_runs", [(7, 3), (5, 2), (3, 4)])
+def test_the_perfetto_merge_tree_writes_what_one_sort_writes(tmp_path, monkeypatch, run_events, max_runs):
+    from provenance.report.render import perfetto
+
+    def written(name: str) -> bytes:
+        writer = perfetto.PerfettoWriter(str(tmp_path / name), None)
+        rng = random.Random(1)
+        writer.process(0, "a")
+        writer.process(1, "b")
+        for i in range(2000):  # ties in every field but the name, durations or none
+            writer._emit({"ph": "X", "name": f"e{i}", "pid": rng.randrange(2), "tid": rng.randrange(4)},
+                         rng.randrange(100), rng.choice([None, rng.randrange(50)]))
+        writer.close()
+        return (tmp_path / name).read_bytes()
+
+    one = written("one.json")
+    monkeypatch.setattr(perfetto, "RUN_EVENTS", run_events)
+    monkeypatch.setattr(perfetto, "MAX_RUNS", max_runs)  # several levels of runs merged
+    assert written("merged.json") == one
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["merged.json", "one.json"]  # no spool left

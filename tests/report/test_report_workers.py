@@ -1,5 +1,6 @@
 """`thunder-trace report`'s worker processes (issue 13): the default count, and compiles the main
-process builds itself when the workers are busy, byte for byte what -j 1 writes.
+process builds itself when the workers are busy, byte for byte what -j 1 writes; a worker killed
+or hung costs its compiles a rebuild in the main process, never a traceback (issue 22).
 
 Hand-written logs (tests/support/report_logs.py), the command run in-process: no Thunder, no browser.
 """
@@ -48,38 +49,70 @@ def test_default_worker_count_reads_the_affinity_and_the_load(monkeypatch):
     assert workers.auto_jobs(100 * MB) == 1  # 8 CPUs, 7 busy
 
 
-def _log(tmp_path: Path) -> Path:
-    """One process, five compiles (the last two failed)."""
+def _log(tmp_path: Path, n: int = 5) -> Path:
+    """One process, `n` compiles (every fourth and fifth failed)."""
     items = report_logs.records()
     calls = items.pop()
-    for compile_id in range(2, 6):
-        more = report_logs.records(compile_id=compile_id, error={} if compile_id > 3 else None)
+    for compile_id in range(2, n + 1):
+        more = report_logs.records(compile_id=compile_id, error={} if compile_id % 5 > 3 else None)
         items += [r for r in more if r["type"] in ("compile_start", "trace", "compile_end", "compile_error")]
-    calls["compiles"] = [1, 2, 3, 4, 5]
+    calls["compiles"] = list(range(1, n + 1))
     return report_logs.write(tmp_path / "log.jsonl", [*items, calls])
 
 
-def test_compiles_built_here_when_the_workers_are_busy_are_the_same(tmp_path, capsys, monkeypatch):
-    log = _log(tmp_path)
+def _same(one: Path, two: Path) -> list[Path]:
+    files = sorted(p.relative_to(one) for p in one.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(two) for p in two.rglob("*") if p.is_file())
+    for f in files:
+        assert (one / f).read_bytes() == (two / f).read_bytes(), f
+    return files
+
+
+class _Poison:
+    """Unpickled in a worker (with the job it rides on), it kills that worker or hangs it."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+
+    def __reduce__(self):
+        return exec, (self.code,)
+
+
+KILL = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"  # as the OOM killer would
+HANG = "import time; time.sleep(3600)"
+
+
+@pytest.mark.parametrize("how", [KILL, HANG], ids=["killed", "hung"])
+def test_a_worker_killed_or_hung_costs_its_compiles_a_rebuild_here(tmp_path, capsys, monkeypatch, how):
+    """A worker SIGKILLed while it holds a compile, or one that stops answering (past HUNG_S): the
+    workers are stopped, every compile not delivered is built in the main process, one warning
+    line says so, and the report is byte for byte the one -j 1 writes."""
+    log = _log(tmp_path, 24)
     code, err = report(capsys, log, "-o", tmp_path / "one", "-j", "1")
     assert code == 0, err
-    asked = []
+    real, sent, pools = workers.Pool.submit, [], []
 
-    def busy(self) -> bool:  # every other compile: built here
-        asked.append(len(asked) % 2 == 0)
-        return asked[-1]
+    def submit(self, job, deliver):
+        sent.append(job)
+        if len(sent) == 3:
+            job.poison = _Poison(how)  # the third compile's worker
+            pools.append(self)
+        real(self, job, deliver)
 
-    monkeypatch.setattr(workers.Pool, "_busy", busy)
+    monkeypatch.setattr(workers.Pool, "submit", submit)
+    monkeypatch.setattr(workers, "HUNG_S", 3.0)
+    monkeypatch.setattr(workers.Pool, "_busy", lambda self: False)  # every compile to a worker while it can
     code, err = report(capsys, log, "-o", tmp_path / "two", "-j", "2")
-    assert code == 0, err
-    assert "(2 worker processes)" in err
-    assert len(asked) == 5 and sum(asked) == 3
-    files = sorted(p.relative_to(tmp_path / "one") for p in (tmp_path / "one").rglob("*") if p.is_file())
-    assert files == sorted(p.relative_to(tmp_path / "two") for p in (tmp_path / "two").rglob("*") if p.is_file())
-    pages = [f for f in files if f.parts[0] == "compiles" and f.suffix == ".html"]
-    assert len(pages) == 10  # a compile page and a source page each
-    for f in files:
-        assert (tmp_path / "one" / f).read_bytes() == (tmp_path / "two" / f).read_bytes(), f
+    assert code == 0 and "Traceback" not in err, err
+    assert "worker processes were stopped" in err and "the report is complete" in err, err
+    assert ("(hung: no compile delivered in 3 s)" in err) == (how == HANG), err
+    assert ("(one died, as if killed" in err) == (how == KILL), err
+    assert len([line for line in err.splitlines() if "warning" in line]) == 1
+    assert pools[0].rebuilt >= 1
+    pages = [f for f in _same(tmp_path / "one", tmp_path / "two") if f.parts[0] == "compiles"]
+    assert len(pages) >= 24
+    assert all(p.exitcode is not None for p in pools[0]._workers())  # none left behind
+    assert not list((tmp_path / "two").rglob("*.tmp"))
 
 
 def test_the_read_ahead_scan_reads_in_chunks_and_finds_the_same(tmp_path, monkeypatch):

@@ -14,8 +14,8 @@ from pathlib import Path
 import orjson
 import report_logs
 
-__all__ = ["SHAPES", "bad_lines", "big_trace", "deep_stacks", "desync", "long_line", "repeated_ids", "size", "valid",
-           "write"]
+__all__ = ["SHAPES", "bad_lines", "big_trace", "deep_module", "deep_stacks", "desync", "distinct_files", "fx_split",
+           "long_line", "many_phases", "prologue_order", "rank_functions", "repeated_ids", "size", "valid", "write"]
 
 Items = list  # of dict | bytes
 Log = dict[str, Items]
@@ -119,6 +119,98 @@ def deep_stacks(n: int, depth: int = 2000) -> Log:
     return {"deep.jsonl": items}
 
 
+# -- issue 22: analyses that were not linear --------------------------------------------------------
+def deep_module(n: int, deep: bool = True) -> Log:
+    """A profiled compile whose ops' module path has `n` parts (`deep`=False: a flat name of the
+    same length, the valid log of the same size)."""
+    path = ".".join(["m"] * n) if deep else "m" * (2 * n - 1)
+    return {"module.jsonl": report_logs.profiled(module=path, calls=3)}
+
+
+def distinct_files(n: int, distinct: bool = True) -> Log:
+    """One compile whose final forward trace has `n` ops, each made at a line of a file of its own
+    (`distinct`=False: lines of one file, paths of the same length: the valid log)."""
+    records = report_logs.records()
+    header, start, end = records[0], records[1], records[-2]
+    provs = [{"type": "prov", "id": 100 + i, "kind": "op", "module": "", "module_type": "Model", "transforms": [],
+              "role": None, "span": None, "derived_from": None, "members": [],
+              "source": [report_logs.frame(i + 1 if not distinct else 7, f"y{i} = torch.mul(x, {i})",
+                                           f"/nonexistent/f{i if distinct else 0:06d}.py")]} for i in range(n)]
+    trace = _trace_of(["mul"] * n, 1)
+    trace["ops"] = [[i, 1, "mul", [f"t{i}"], 100 + i] for i in range(n)]
+    return {"files.jsonl": [header, start, *provs, trace, end]}
+
+
+def rank_functions(n: int, distinct: bool = True) -> Log:
+    """`n` ranks (logs), each with one compile of a function of its own (`distinct`=False: the
+    same function on every rank: the valid log, as long)."""
+    out: Log = {}
+    for rank in range(n):
+        fn = f"model_{rank:05d}.Net" if distinct else "model_00000.Net"
+        records = report_logs.records(rank=rank, fn=fn)
+        out[f"r{rank:05d}.jsonl"] = [r for r in records if r["type"] != "calls"]
+    return out
+
+
+def many_phases(n: int) -> Log:
+    """Compiles of MAX_PHASES phases each, `n` phases in all: every one a Perfetto event."""
+    from provenance.events import MAX_PHASES
+
+    header = report_logs.records()[0]
+    items: Items = [header, *_provs()]
+    t = header["time_ns"]
+    for cid in range(1, max(1, n // MAX_PHASES) + 1):
+        compile_ = _compile(cid)
+        base = t + cid * 10**9
+        phases = [[f"pass{k % 40}", base + k * 1000, base + k * 1000 + 900, k % 3, None] for k in range(MAX_PHASES)]
+        compile_.insert(-1, {"type": "phases", "compile": cid, "start_ns": base, "end_ns": base + MAX_PHASES * 1000,
+                             "phases": phases})
+        items += compile_
+    return {"phases.jsonl": items}
+
+
+def prologue_order(n: int, shuffled: bool = True, seed: int = 0) -> Log:
+    """A recompile whose prologue and the rejected compile's have `n` checks each, in another
+    order (`shuffled`=False: the same checks, one of them changed, as a shape change makes: the
+    valid log of the same size)."""
+    lines = [f"  check_tensor_shape_and_metadata(t{i}, ({i % 7 + 2}, 8), 'cpu', torch.float32, False)"
+             for i in range(n)]
+    other = list(lines)
+    if shuffled:
+        random.Random(seed).shuffle(other)
+    else:
+        other[n // 2] = other[n // 2].replace(", 8)", ", 9)")
+    header = report_logs.records()[0]
+    items: Items = [header, *_provs()]
+    for cid, body in ((1, lines), (2, other)):
+        compile_ = _compile(cid)
+        compile_[0]["index"] = cid - 1
+        prologue = {"type": "trace", "compile": cid, "list": "prologue", "index": 0, "pass": "final", "label": None,
+                    "ms": None, "end_ns": None, "python": "def prologue(*args):\n" + "\n".join(body), "ops": []}
+        if cid == 2:
+            compile_.insert(1, {"type": "recompile", "compile": 2, "time_ns": compile_[0]["time_ns"] + 1,
+                                "call": report_logs.frame(4, "jm(x)", "/nonexistent/train.py", "<module>"),
+                                "reason": "t0: shape", "more": 0,
+                                "rejected": [{"compile": 1, "reason": "t0: shape", "subject": "t0", "changes": [],
+                                              "check": lines[0].strip(), "error": "AssertionError"}]})
+        compile_.insert(-1, prologue)
+        items += compile_
+    return {"prologue.jsonl": items}
+
+
+def fx_split(n_lines: int, n_reasons: int | None = None) -> Log:
+    """A ThunderFX graph whose torch fallback piece runs `n_lines` user lines, split off for
+    `n_reasons` reasons (default n_lines // 5)."""
+    n_reasons = n_lines // 5 if n_reasons is None else n_reasons
+    records = report_logs.records(fx=True, schema="1.4")
+    graph = next(r for r in records if r["type"] == "dynamo_graph")
+    fallback = graph["pieces"][1]
+    fallback["frames"] = [report_logs.frame(100 + i, f"z{i} = torch.linalg.det(y{i})") for i in range(n_lines)]
+    graph["reasons"] = [{**graph["reasons"][0], "info": f"node linalg_det_{i}: only an automatic torch fallback",
+                         "node": f"linalg_det_{i}"} for i in range(n_reasons)]
+    return {"fx.jsonl": records}
+
+
 # name: (hostile log at scale n, the same shape made valid at scale n, or None: a valid log of the same size)
 SHAPES = {
     "bad lines": (bad_lines, None),
@@ -126,6 +218,12 @@ SHAPES = {
     "desync": (desync, lambda n: desync(n, differ=False)),
     "repeated compile ids": (repeated_ids, lambda n: repeated_ids(n, same=False)),
     "deep call stacks": (deep_stacks, None),
+    "deep module path": (deep_module, lambda n: deep_module(n, deep=False)),
+    "ops from distinct files": (distinct_files, lambda n: distinct_files(n, distinct=False)),
+    "ranks with distinct functions": (rank_functions, lambda n: rank_functions(n, distinct=False)),
+    "many phases": (many_phases, None),
+    "prologues in another order": (prologue_order, lambda n: prologue_order(n, shuffled=False)),
+    "fallback lines times split reasons": (fx_split, None),
 }
 
 

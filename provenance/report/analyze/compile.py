@@ -50,7 +50,7 @@ from provenance.report.model import (
     coverage,
     site_of,
 )
-from provenance.report.read.coerce import as_float, as_int
+from provenance.report.numbers import as_float, as_int
 from provenance.report.read.profile_records import LoggedProfile
 
 if TYPE_CHECKING:
@@ -68,6 +68,8 @@ class PageSink(Protocol):
 
 
 _PROV = itemgetter(PROV)
+# what an analysis of a compile's records may raise on a record it cannot use
+_UNUSABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError, OverflowError)
 
 
 _INT, _STR, _LIST = frozenset({int}), frozenset({str}), frozenset({list})
@@ -246,11 +248,13 @@ class CompileBuilder:
             self.pages = CompilePages(self.pages.compile, None)
         for view in final_views:
             view.final = True
-        compile_error = self._error(error) if error is not None else None
+        compile_error = self._part("its error", self._error, error, default=self._bare_error(error)) \
+            if error is not None else None
         final = end.get("final") if isinstance(end.get("final"), dict) else None
         prologue = self.latest.get("prologue")
-        recompile = recompile_view(self.recompile, prologue.lines if prologue is not None else None)
-        window, phases = phases_of(self.phases)
+        recompile = self._part("its recompile record", recompile_view, self.recompile,
+                               prologue.lines if prologue is not None else None)
+        window, phases = self._part("its phases", phases_of, self.phases, default=(None, []))
         summary = CompileSummary(
             key=self.key, log=self.log, rank=self.rank, rank_label=self.rank_label, compile=self.compile,
             fn=self.fn, index=self.index, status=status, start_ns=self.start_ns, end_ns=end_ns, seconds=seconds,
@@ -278,7 +282,7 @@ class CompileBuilder:
                            f"{self.key} could not be rebuilt")
         page = self._page(summary, provs, compile_error, as_float(end.get("log_seconds")))
         page.recompile = recompile
-        page.phases = phase_view(window, phases, summary.executor_compiles)
+        page.phases = self._part("its phases", phase_view, window, phases, summary.executor_compiles)
         self.page_roles, self.error = page.roles, compile_error
         line_time = None
         if self.profile is not None and self.profile.calls:
@@ -287,8 +291,8 @@ class CompileBuilder:
             except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as exc:
                 self.malformed(f"profile of compile {self.compile!r} unusable: {type(exc).__name__}: {exc}")
         line_ops: dict | None = {} if isinstance(self.start.get("piece"), dict) else None  # a ThunderFX piece
-        source = source_view(summary, final_views, self.provs, self.sources, line_time,
-                             line_ops) if final_views else None
+        source = self._part("its source view", source_view, summary, final_views, self.provs, self.sources,
+                            line_time, line_ops) if final_views else None
         summary.piece_lines = line_ops
         if page.time is not None and source is not None:  # the Time section links lines to the source view
             _link_lines(page.time, summary.time, source, self.pages.source)
@@ -314,6 +318,21 @@ class CompileBuilder:
                                      for (path, line), (saved, title) in line_memory(found).items() if path in files}
         except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as exc:
             self.malformed(f"memory records of compile {self.compile!r} unusable: {type(exc).__name__}: {exc}")
+
+    def _part(self, what: str, fn: Callable[..., Any], *args: Any, default: Any = None) -> Any:
+        """fn(*args), or `default` if the records it reads cannot be used: a compile is never lost
+        for one odd part (the part is unknown on its page, and named among the problems)."""
+        try:
+            return fn(*args)
+        except _UNUSABLE as exc:
+            self.malformed(f"compile {self.key}: {what} unusable: {type(exc).__name__}: {str(exc)[:200]}")
+            return default
+
+    @staticmethod
+    def _bare_error(error: dict) -> CompileError:
+        """A failure as its type and message only (when its traceback cannot be read)."""
+        return CompileError(type=str(error.get("error_type") or "?"), message=str(error.get("message") or ""),
+                            traceback="", last_prov=None, last_info=None, last_stack=[])
 
     def _signature(self, view: TraceView) -> list[str]:
         """The op sequence ranks are compared by: symbol and role (names may differ per rank)."""

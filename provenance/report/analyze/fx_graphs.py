@@ -29,7 +29,7 @@ from provenance.report.model import (
     SourceFileView,
     SplitView,
 )
-from provenance.report.read.coerce import as_int
+from provenance.report.numbers import as_int
 from provenance.report.read.processes import RunLog
 
 if TYPE_CHECKING:
@@ -42,6 +42,8 @@ MAX_BREAKS = 2000
 MAX_PIECES = 256  # per graph
 MAX_REASON = 4000  # characters of a reason or message kept
 MAX_QUOTED = 16 << 20  # characters of op code kept for the graphs' source views; then counts only
+MAX_WHY = 2  # split reasons quoted on each line of a fallback piece (the piece's row lists them all)
+MAX_WHY_TEXT = 200  # characters of each
 
 
 def _text(value: Any, limit: int = MAX_REASON) -> str:
@@ -238,7 +240,12 @@ class FxGraphs:
                 for frame in piece.frames:
                     quote(frame.file, frame.line, frame.text)
             else:
-                why = [f"{r.kind}: {r.info}" for r in piece.reasons] or ["(no reason in the log)"]
+                # every line of the piece: a few of its reasons, not all (lines x reasons is unbounded)
+                why = [f"{r.kind}: {r.info}"[:MAX_WHY_TEXT] for r in piece.reasons[:MAX_WHY]] or [
+                    "(no reason in the log)"]
+                if len(piece.reasons) > MAX_WHY:
+                    why.append(f"and {len(piece.reasons) - MAX_WHY} more reasons: see the piece {piece.name[:200]} "
+                               f"in the table above")
                 for frame in piece.frames:
                     key = quote(frame.file, frame.line, frame.text)
                     marks.setdefault(key, set()).add("fallback")

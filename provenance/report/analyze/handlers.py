@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from provenance.events import TYPES
 from provenance.report.analyze.phases import executor_compile
-from provenance.report.read.coerce import as_int
+from provenance.report.numbers import as_int
 from provenance.report.read.profile_records import LoggedProfile, ProfileCollector
 from provenance.report.read.read_ahead import ReadAhead, scan
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from provenance.events import MAX_PHASES
 from provenance.report.model import ExecutorCompile, Phase, PhaseGroup, PhaseView
-from provenance.report.read.coerce import as_int
+from provenance.report.numbers import as_int
 
 __all__ = ["GROUPS", "executor_compile", "phase_view", "phases_of"]
 
@@ -83,12 +83,13 @@ def phase_view(window: tuple[int, int] | None, phases: list[Phase],
     scattered += max(0, end - cursor)
     if scattered:
         segments.append(Phase("other", end - scattered, end, 0, "the gaps between phases", "other"))
+    phases = list(phases)  # the executor compiles appended (once: a log may hold any number of them)
     for e in sorted(executor_compiles, key=lambda e: e.start_ns):
         # a fusion compiled at the first call, after the window: counted in the compile's time (the
         # generated code running between is not)
         compiled = Phase("executor_compile", e.start_ns, e.end_ns, 0, f"{e.fusion} ({e.executor})", "executors")
         segments.append(compiled)
-        phases = [*phases, compiled]
+        phases.append(compiled)
         by_group["executors"] += e.end_ns - e.start_ns
         total += e.end_ns - e.start_ns
     by_group["other"] = max(0, total - sum(v for k, v in by_group.items() if k != "other"))

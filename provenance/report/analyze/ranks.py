@@ -14,6 +14,7 @@ __all__ = ["compare_ranks"]
 
 MAX_DESYNC_DETAILS = 50
 MAX_ROWS = 2000
+MAX_CELLS = 20_000  # rows x ranks of the table of compiles across ranks: past it, fewer rows (desyncs first)
 MAX_DIFF_WORK = 4_000_000  # pairs of ops difflib may compare to count the differing stretches
 
 
@@ -26,27 +27,39 @@ def compare_ranks(logs: list[RunLog], summaries: list[CompileSummary]) -> RankCo
     for s in summaries:
         seen[(s.log, s.fn, s.index)] += 1
         groups.setdefault((s.fn, s.index, seen[(s.log, s.fn, s.index)]), {})[s.log] = s
-    rows, desync = [], 0
-    for (fn, index, occurrence), by_log in groups.items():
-        cells = [by_log.get(log.index) for log in logs]
-        differences = _compare(cells, labels) if len(by_log) > 1 else []
+    # A row has a cell per rank: rows x ranks is capped (MAX_CELLS), the rows that differ listed first
+    most = max(1, min(MAX_ROWS, MAX_CELLS // max(1, len(logs))))
+    position = {log.index: i for i, log in enumerate(logs)}
+    differing: list[tuple[int, RankRow]] = []
+    others: list[tuple[int, RankRow]] = []
+    desync = 0
+    for n, ((fn, index, occurrence), by_log) in enumerate(groups.items()):
+        differences = _compare(by_log, position, labels) if len(by_log) > 1 else []
         desync += bool(differences)
-        if len(rows) < MAX_ROWS:
-            rows.append(RankRow(fn, index, occurrence, differences[:MAX_DESYNC_DETAILS], cells))
+        kept = differing if differences else others
+        if len(kept) < most:
+            cells = [by_log.get(log.index) for log in logs]
+            kept.append((n, RankRow(fn, index, occurrence, differences[:MAX_DESYNC_DETAILS], cells)))
+    listed = sorted(differing + others[:max(0, most - len(differing))], key=lambda item: item[0])
+    per_log: dict[int, list[CompileSummary]] = {}
+    for s in summaries:
+        per_log.setdefault(s.log, []).append(s)
     per_rank = []
     for log in logs:
-        mine = [s for s in summaries if s.log == log.index]
+        mine = per_log.get(log.index, [])
         per_rank.append(RankTime(log.label, len(mine), sum(s.seconds or 0 for s in mine),
                                  sum(s.status == "failed" for s in mine)))
     slowest = max((r.seconds for r in per_rank), default=0) or 1.0
     for r in per_rank:
         r.pct = 100.0 * r.seconds / slowest
-    return RankComparison(len(logs) > 1, per_rank, rows, desync, labels)
+    return RankComparison(len(logs) > 1, per_rank, [row for _, row in listed], desync, labels,
+                          more_rows=len(groups) - len(listed), max_cells=MAX_CELLS)
 
 
-def _compare(cells: list[CompileSummary | None], labels: list[str]) -> list[Desync]:
-    """Where each rank's final traces differ from the first rank's that has the compile."""
-    present = [(i, c) for i, c in enumerate(cells) if c is not None]
+def _compare(by_log: dict[int, CompileSummary], position: dict[int, int], labels: list[str]) -> list[Desync]:
+    """Where each rank's final traces differ from the first rank's that has the compile (linear in
+    the ranks that have it, not in the run's)."""
+    present = sorted((position[log], c) for log, c in by_log.items())
     (ref_i, ref), others = present[0], present[1:]
     out = []
     for i, other in others:

@@ -7,14 +7,16 @@ Every field comes from an untrusted log: anything of the wrong type is skipped, 
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from provenance.report.model import Recompile, Rejection, StackFrame
-from provenance.report.read.coerce import as_int
+from provenance.report.numbers import as_int
 
 __all__ = ["recompile_view"]
 
 MAX_DIFF_LINES = 400
+MAX_DIFF_INPUT = 2000  # lines of each prologue's differing stretch given to difflib (its cost is not linear)
 MAX_REJECTED = 64
 MAX_INPUTS = 64  # changed inputs shown per rejected entry
 
@@ -67,17 +69,37 @@ def recompile_view(record: dict | None, prologue: list[str] | None) -> Recompile
 
 def _diff(old: list[str], new: list[str]) -> list[tuple[str, str]]:
     """A unified diff of two prologues (without Thunder's `# Constructed by` line, which names the
-    pass and its time), as (kind, line)."""
+    pass and its time), as (kind, line). Linear in their length: the common head and tail are
+    skipped, and of the stretches that differ the first MAX_DIFF_INPUT lines of each are compared
+    (a line of the diff says so when there were more)."""
     def body(lines: list[str]) -> list[str]:
         return [line for line in lines if not line.startswith("# Constructed by")]
 
+    a, b = body(old), body(new)
+    n = min(len(a), len(b))
+    head = next((k for k in range(n) if a[k] != b[k]), n)
+    tail = 0
+    while tail < n - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    start = max(0, head - 1)  # one line of context, as the diff shows (n=1)
+    cut = max(len(a) - tail - head, len(b) - tail - head) > MAX_DIFF_INPUT
+    stop_a = min(len(a), (head + MAX_DIFF_INPUT) if cut else len(a) - tail + 1)
+    stop_b = min(len(b), (head + MAX_DIFF_INPUT) if cut else len(b) - tail + 1)
     out: list[tuple[str, str]] = []
-    for line in difflib.unified_diff(body(old), body(new), "cached", "this call", lineterm="", n=1):
+    for line in difflib.unified_diff(a[start:stop_a], b[start:stop_b], "cached", "this call", lineterm="", n=1):
         if line.startswith(("---", "+++")):
             continue
         kind = {"@": "hunk", "+": "add", "-": "rem"}.get(line[:1], "ctx")
+        if kind == "hunk" and start:  # numbered in the prologues, not in the stretch compared
+            line = _HUNK.sub(lambda m: f"{m.group(1)}{int(m.group(2)) + start}", line)
         out.append((kind, line))
         if len(out) >= MAX_DIFF_LINES:
             out.append(("hunk", "..."))
             break
+    if cut:
+        out.append(("hunk", f"... the prologues differ from line {head + 1} on, in {len(a) - tail - head} and "
+                            f"{len(b) - tail - head} lines: the first {MAX_DIFF_INPUT} of each were compared"))
     return out
+
+
+_HUNK = re.compile(r"([-+])(\d{1,18})")

@@ -39,8 +39,9 @@ from provenance.report.model import (
     Totals,
     coverage,
 )
+from provenance.report.numbers import as_int, total
 from provenance.report.plural import plural
-from provenance.report.read.coerce import as_int, hashable
+from provenance.report.read.coerce import hashable
 from provenance.report.read.log_file import LogFile, LogRecord
 from provenance.report.read.processes import RunLog, header_view
 from provenance.report.read.profile_records import LoggedProfile
@@ -296,8 +297,15 @@ class RunBuilder:
             self.roles[(role.role, role.color)] += role.count
         if result.error is not None and len(self.failures) < MAX_FAILURES_DETAILED:
             self.failures.append(Failure(summary, result.error, summary.call_stack))
-        self.perfetto.compile(log.index, summary)
-        self.directory.add(summary.directory_entry())
+        for what, write in (("its Perfetto events", lambda: self.perfetto.compile(log.index, summary)),
+                            ("its directory entry", lambda: self.directory.add(summary.directory_entry()))):
+            try:  # one output that cannot use the compile never costs it the others
+                write()
+            except RECOVERABLE as exc:
+                if _DEBUG:
+                    raise
+                self.problems.add("malformed record", log.name, None,
+                                  f"compile {summary.key}: {what}: {type(exc).__name__}: {exc}")
         # What stays is what the index and the rank comparison need: a few hundred bytes.
         summary.passes, summary.call_stack, summary.jit_stack = [], [], []
         summary.phases, summary.executor_compiles = [], []
@@ -358,15 +366,12 @@ class RunBuilder:
         compiles: Dynamo, the split and the fallbacks' compiles count too (and Dynamo's recompiles)."""
         status = Counter(s.status for s in self.summaries)
         keys = ("ops", "with_provenance", "compute", "compute_with_user_source", "fusions")
-        final = dict.fromkeys(keys, 0)  # a run without compiles has zero of each
-        for s in self.summaries:
-            for k in keys:
-                value = (s.final or {}).get(k)
-                final[k] += value if isinstance(value, int) else 0
+        # a run without compiles has zero of each; sums saturate (provenance/report/numbers.py)
+        final = {k: total((s.final or {}).get(k) for s in self.summaries) for k in keys}
         return Totals(compiles=len(self.summaries), ok=status["ok"], failed=status["failed"],
                       incomplete=status["incomplete"], disabled=status["disabled"],
                       recompiles=sum(1 for s in self.summaries if s.recompiled) + (fx.recompiles if fx else 0),
                       seconds=sum(s.seconds or 0.0 for s in self.summaries)
                       + (sum(g.seconds_outside_thunder for g in fx.graphs) if fx else 0.0),
-                      cache_hits=sum(c.hits or 0 for c in self.calls), calls=sum(c.calls or 0 for c in self.calls),
+                      cache_hits=total(c.hits for c in self.calls), calls=total(c.calls for c in self.calls),
                       **asdict(coverage(final)), bytes=self.bytes_read, logs=len(self.logs))

@@ -88,7 +88,10 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
                     _quote(line_ops, (path_of[key[0]], key[1]), column, view, op, key[0],
                            quoted[path_of[key[0]]].get(key[1], ""))
         panes.append(SourcePane("forward" if slot == 0 else "backward", view))
-    order = sorted(files, key=lambda p: -sum(c[0] + c[1] + c[2] for k, c in counts.items() if k[0] == files[p]))
+    made = [0] * len(files)  # ops per file, in one pass over the lines (sorted by it: the model's files first)
+    for (index, _line), c in counts.items():
+        made[index] += c[0] + c[1] + c[2]
+    order = sorted(files, key=lambda p: -made[files[p]])
     shown = []
     for path in order:
         source = sources.get(path, quoted[path], wanted[path])

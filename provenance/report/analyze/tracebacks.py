@@ -12,6 +12,7 @@ import re
 
 from provenance.record import user_frame
 from provenance.report.model import StackFrame
+from provenance.report.numbers import int_of_text
 from provenance.usercode import is_library_path
 
 __all__ = ["user_frame_of", "without_our_frames"]
@@ -54,5 +55,7 @@ def user_frame_of(text: str) -> StackFrame | None:
     if found is None:
         return None
     path = found.group("file")
-    return StackFrame(file=path, name=os.path.basename(path), line=int(found.group("line")), fn=found.group("fn"),
+    # a line number of thousands of digits is unknown (0), not a failure
+    return StackFrame(file=path, name=os.path.basename(path), line=int_of_text(found.group("line")) or 0,
+                      fn=found.group("fn"),
                       text=(found.group("text") or "").strip(), user=True)

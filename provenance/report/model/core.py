@@ -637,6 +637,8 @@ class RankComparison:
     rows: list[RankRow]
     desync: int  # compiles that differ between ranks
     labels: list[str]
+    more_rows: int = 0  # compiles matched across ranks but not listed (rows x ranks is capped)
+    max_cells: int = 0  # the cap
 
 
 @dataclass(slots=True)

@@ -35,7 +35,7 @@ MAX_KEPT = 200  # bad lines (and malformed records) kept per file, to list; the 
 MAX_UNKNOWN_TYPES = 50  # distinct unknown record types counted by name; more are counted together
 MAX_DEPTH = MAX_NESTING  # how deep provenance records and spans may nest: the writer's bound (events.py)
 MAX_HEADER_BYTES = 8 << 20
-_SCHEMA = re.compile(r"(\d+)\.(\d+)")
+_SCHEMA = re.compile(r"(\d{1,9})\.(\d{1,9})")  # longer numbers are no version (and no int(): 4300 digits)
 # glog's prefix, which every TORCH_TRACE line starts with: "V1130 15:52:35.123456 1234 torch/_dynamo/...:52]"
 _GLOG = re.compile(rb"[IWEFV]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ \S+:\d+\] ")
 

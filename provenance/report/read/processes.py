@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provenance.report.model import LogHeader
-from provenance.report.read.coerce import as_int
+from provenance.report.numbers import as_int
 
 __all__ = ["RunLog", "header_view", "label_logs"]
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from provenance.profile import BACKWARD, FORWARD, MAX_CALLS, CompileProfile, Op, ProfiledCall, TraceProfile
 from provenance.record import Provenance
+from provenance.report.numbers import as_count, as_int, clamp
 from provenance.report.read.coerce import hashable
 from provenance.timing import measured_calls
 
@@ -29,12 +30,13 @@ _CLOCKS = ("cpu", "cuda")
 
 
 def _int(value: Any) -> bool:
-    return type(value) is int
+    """An integer of the log's, an int64 (provenance/report/numbers.py)."""
+    return as_int(value) is not None
 
 
 def _ints(value: Any, n: int) -> bool:
-    """A list of `n` non-negative ints."""
-    return isinstance(value, list) and len(value) == n and all(type(v) is int and v >= 0 for v in value)
+    """A list of `n` counts (non-negative int64s)."""
+    return isinstance(value, list) and len(value) == n and all(as_count(v) is not None for v in value)
 
 
 @dataclass
@@ -129,14 +131,14 @@ class ProfileCollector:
             return f"profile_call of compile {compile_id!r} ({trace}) before its profile_ops"
         n = len(table.ops)
         op_ns, host_ns, wall_ns = data.get("op_ns"), data.get("host_ns"), data.get("wall_ns")
-        if not _ints(op_ns, n) or not (host_ns is None or _ints(host_ns, n)) or not _int(wall_ns) or wall_ns < 0:
+        if not _ints(op_ns, n) or not (host_ns is None or _ints(host_ns, n)) or as_count(wall_ns) is None:
             return f"profile_call of compile {compile_id!r} ({trace}): times missing, negative or not one per op ({n})"
         number, compiled = data.get("call"), data.get("compiled", [])
         if not _int(number) or number < 0:
             return f"profile_call of compile {compile_id!r} ({trace}) without a call number"
         if not (isinstance(compiled, list) and all(
                 isinstance(c, list) and len(c) == 3 and isinstance(c[0], str) and isinstance(c[1], str)
-                and _int(c[2]) and c[2] >= 0 for c in compiled)):
+                and as_count(c[2]) is not None for c in compiled)):
             return (f"profile_call of compile {compile_id!r} ({trace}): `compiled` is not a list of "
                     f"[fusion, executor, ns]")
         if any(c.call == number for c in table.recent):
@@ -145,10 +147,10 @@ class ProfileCollector:
                                          tuple(op_ns), None if host_ns is None else tuple(host_ns),
                                          data.get("time_ns") if _int(data.get("time_ns")) else 0,
                                          tuple((c[0][:200], c[1][:200], c[2]) for c in compiled)))
-        table.op_ns = [a + b for a, b in zip(table.op_ns, op_ns)]
+        table.op_ns = [clamp(a + b) for a, b in zip(table.op_ns, op_ns)]  # sums saturate (provenance/report/numbers.py)
         if host_ns is not None:
-            table.host_ns = [a + b for a, b in zip(table.host_ns or [0] * n, host_ns)]
-        table.wall_ns += wall_ns
+            table.host_ns = [clamp(a + b) for a, b in zip(table.host_ns or [0] * n, host_ns)]
+        table.wall_ns = clamp(table.wall_ns + wall_ns)
         table.calls += 1
         return None
 

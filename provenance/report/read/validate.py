@@ -33,10 +33,10 @@ class _Field:
     """One field of a record type (provenance.schema's node): how to check it, and how to keep
     what is good in it."""
 
-    __slots__ = ("name", "required", "check", "element", "nested")
+    __slots__ = ("name", "required", "check", "explain", "element", "nested")
 
     def __init__(self, name: str, required: bool, node: schema.Node) -> None:
-        self.name, self.required, self.check = name, required, node.check
+        self.name, self.required, self.check, self.explain = name, required, node.check, node.explain
         # a nested object's fields, repaired one by one
         self.nested = [_Field(*f) for f in node.fields] if node.fields is not None else None
         # an array's entries, when bad ones can be dropped alone (frames, objects)
@@ -86,7 +86,8 @@ def _fix(fields: list[_Field], record: dict, where: str, out: list[str]) -> None
                        f"{'y' if len(value) - len(kept) == 1 else 'ies'} dropped")
             record[name] = kept
             continue
-        out.append(f"{where}.{name}: {_what(value)}")
+        said = field.explain(value, f"{where}.{name}", False) if type(value) in (int, float) else []
+        out.append(said[0] if len(said) == 1 else f"{where}.{name}: {_what(value)}")  # a number: why (its range)
         if name not in _KEEP:
             del record[name]
 

@@ -1,5 +1,7 @@
 """compile_directory.json: the run's model as JSON, one entry per compile, written as compiles end
-(spooled to an unlinked temporary file) and framed by the run's figures at the end."""
+(spooled to an unlinked temporary file in the output directory) and framed by the run's figures
+at the end. Numbers are written by provenance/report/numbers.py's `dumps`: a sum past 64 bits is
+a float, not a failure."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from provenance.report.numbers import dumps
 
 __all__ = ["DIRECTORY_FILE", "DirectoryWriter"]
 
@@ -19,7 +23,7 @@ class DirectoryWriter:
         self._spool = tempfile.TemporaryFile(dir=out)  # one JSON line per compile
 
     def add(self, entry: dict[str, Any]) -> None:
-        self._spool.write(orjson.dumps(entry, option=orjson.OPT_NON_STR_KEYS) + b"\n")
+        self._spool.write(dumps(entry, orjson.OPT_NON_STR_KEYS) + b"\n")
 
     def write(self, path: Path, head: dict[str, Any], calls: dict[str, tuple[int, int, int | None]]) -> None:
         """`head`, then the spooled entries with the figures the calls records (at the end of each
@@ -27,10 +31,10 @@ class DirectoryWriter:
         the compile's own cache hits or None); one entry in memory at a time."""
         self._spool.seek(0)
         with open(path, "wb") as f:
-            f.write(orjson.dumps(head, option=orjson.OPT_NON_STR_KEYS)[:-1] + b', "compiles": [')
+            f.write(dumps(head, orjson.OPT_NON_STR_KEYS)[:-1] + b', "compiles": [')
             for n, line in enumerate(self._spool):
                 entry = orjson.loads(line)
                 entry["calls"], entry["cache_hits"], entry["compile_hits"] = calls.get(entry["key"], (0, 0, None))
-                f.write((b",\n  " if n else b"\n  ") + orjson.dumps(entry, option=orjson.OPT_NON_STR_KEYS))
+                f.write((b",\n  " if n else b"\n  ") + dumps(entry, orjson.OPT_NON_STR_KEYS))
             f.write(b"\n]}\n")
         self._spool.close()

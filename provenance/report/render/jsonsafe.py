@@ -9,12 +9,14 @@ from typing import Any
 import orjson
 from markupsafe import Markup
 
+from provenance.report.numbers import dumps
+
 __all__ = ["json_bytes", "json_script"]
 
 
 def json_bytes(value: Any) -> bytes:
     """`value` as JSON safe inside <script> (UTF-8)."""
-    data = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    data = dumps(value, orjson.OPT_NON_STR_KEYS)  # a number past 64 bits as a float
     if b"<" in data or b">" in data or b"&" in data:
         data = data.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026")
     if not data.isascii():  # labels' middle dots; line separators would end a JS string literal

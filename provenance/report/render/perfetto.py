@@ -2,41 +2,58 @@
 ui.perfetto.dev or chrome://tracing: one process track per rank (log file), complete ("X")
 events in µs from the earliest time written, so no event starts before 0.
 
-Events are spooled as compiles end (absolute times, to disk when large) and written out at
-`close()`, once the earliest time is known, sorted by rank and time (so the file does not depend
-on the order in which worker processes delivered compiles). A compile spans its wall time (the `phases` record's
-window) with every phase nested at its real start and end. Logs without phases (schema 1.0)
-get the old placement: passes that report a duration laid end to end from the compile's start
-(`args.placement` says so).
+Events are spooled as compiles end (absolute times, to disk when large, in the output
+directory) and written out at `close()`, once the earliest time is known, sorted by rank and time
+(so the file does not depend on the order in which worker processes delivered compiles). The sort
+is external, in bounded memory: runs of RUN_EVENTS events are sorted and spooled (unlinked files
+in the output directory), then merged (MAX_RUNS at a time), so neither memory nor open files
+follow the number of events (each event is merged log(E) / log(MAX_RUNS) times). Times and
+durations are int64 nanoseconds (provenance/report/numbers.py), whatever the log's numbers.
+
+A compile spans its wall time (the `phases` record's window) with every phase nested at its real
+start and end. Logs without phases (schema 1.0) get the old placement: passes that report a
+duration laid end to end from the compile's start (`args.placement` says so).
 """
 
 from __future__ import annotations
 
+import heapq
+import os
 import tempfile
+from collections.abc import Iterator
+from operator import itemgetter
 from typing import IO, Any
 
 import orjson
 
 from provenance.report.model import CompileSummary, ExecutorCompile, GraphView
+from provenance.report.numbers import clamp, dumps, duration_ns, ns_of_ms, ns_of_seconds
 
 __all__ = ["PERFETTO_FILE", "PerfettoWriter"]
 
 PERFETTO_FILE = "perfetto_trace.json"
 # thread ids: compiles with their phases nested, executor compiles, scopes, Dynamo graphs' whole compiles
 COMPILES, EXECUTORS, SCOPES, GRAPHS = 1, 2, 3, 4
+RUN_EVENTS = 5_000  # events sorted in memory at a time (about 2 MB); more are merged from sorted runs
+MAX_RUNS = 64  # sorted runs merged at once (open files); more are first merged into longer runs
+_KEY = itemgetter(0, 1, 2, 3, 4)  # pid, start, -duration, tid, the spooled line
 
 
 class PerfettoWriter:
     def __init__(self, path: str, base_ns: int | None) -> None:
         self.path = path
         self.base_ns = base_ns  # the earliest time seen (headers first): timestamps start at 0
-        self._spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=8 << 20, mode="w+b")
+        self._dir = os.path.dirname(os.path.abspath(path))  # the report's: every file it writes is in it
+        self._spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=1 << 20, mode="w+b", dir=self._dir)
 
     def _emit(self, event: dict[str, Any], ts_ns: int | None = None, dur_ns: int | None = None) -> None:
-        """`event` at `ts_ns` lasting `dur_ns` (absolute ns; converted at close)."""
+        """`event` at `ts_ns` lasting `dur_ns` (absolute ns, int64s; converted at close)."""
         if ts_ns is not None:
+            ts_ns = clamp(ts_ns)
             self.base_ns = ts_ns if self.base_ns is None else min(self.base_ns, ts_ns)
-        self._spool.write(orjson.dumps([event, ts_ns, dur_ns]) + b"\n")
+        if dur_ns is not None:
+            dur_ns = max(0, clamp(dur_ns))
+        self._spool.write(dumps([event, ts_ns, dur_ns]) + b"\n")
 
     def process(self, pid: int, name: str) -> None:
         self._emit({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
@@ -50,11 +67,11 @@ class PerfettoWriter:
         if start is None:
             return
         if c.window:
-            dur = c.window[1] - c.window[0]
+            dur = duration_ns(*c.window)
         elif c.seconds is not None:
-            dur = int(c.seconds * 1e9)
+            dur = ns_of_seconds(c.seconds)
         else:
-            dur = c.end_ns - start if c.end_ns else 0
+            dur = duration_ns(start, c.end_ns) if c.end_ns else 0
         name = f"{c.fn.rsplit('.', 1)[-1]} compile {c.compile}" + (f" (recompile {c.index})" if c.index else "")
         args = {"fn": c.fn, "compile": c.compile, "status": c.status, "index": c.index, "page": c.page}
         if c.recompile_reason:
@@ -72,7 +89,7 @@ class PerfettoWriter:
             for list_name, index, pass_name, ms, _ops, _counts in c.passes:
                 if not ms:
                     continue
-                length = min(int(ms * 1e6), max(start + dur - cursor, 0))  # stay inside the compile
+                length = min(ns_of_ms(ms), max(start + dur - cursor, 0))  # stay inside the compile
                 self._emit({"ph": "X", "name": pass_name, "cat": "pass", "pid": pid, "tid": COMPILES,
                             "args": {"list": list_name, "index": index, "ms": ms,
                                      "placement": "sequential from the compile start"}}, cursor, length)
@@ -90,7 +107,7 @@ class PerfettoWriter:
         if g.recompile is not None:
             args["recompile_reason"] = g.recompile.reason
         self._emit({"ph": "X", "name": f"Dynamo graph {g.label}", "cat": "dynamo_graph", "pid": pid, "tid": GRAPHS,
-                    "args": args}, g.timing.start_ns, int(g.timing.window_ms * 1e6))
+                    "args": args}, g.timing.start_ns, ns_of_ms(g.timing.window_ms))
         for phase in g.phases:
             self._emit({"ph": "X", "name": phase.label, "cat": f"phase.{phase.group}", "pid": pid, "tid": GRAPHS,
                         "args": {"phase": phase.name, "detail": phase.detail, "graph": g.label}},
@@ -107,22 +124,69 @@ class PerfettoWriter:
 
     def close(self) -> None:
         """Write the trace: metadata first, then the events by rank and start (longer first, so
-        a phase precedes what it contains): the same file however compiles were delivered."""
+        a phase precedes what it contains): the same file however compiles were delivered. At
+        most RUN_EVENTS events are held at a time: longer runs are sorted in pieces, then merged."""
         base = self.base_ns or 0
         self._spool.seek(0)
-        meta, timed = [], []
-        for line in self._spool:
-            event, ts_ns, dur_ns = orjson.loads(line)
-            if ts_ns is None:
-                meta.append(event)
-                continue
-            event["ts"] = (ts_ns - base) / 1000.0
-            if dur_ns is not None:
-                event["dur"] = dur_ns / 1000.0
-            timed.append((event["pid"], ts_ns, -(dur_ns or 0), event["tid"], line, event))
-        self._spool.close()
-        timed.sort(key=lambda item: item[:5])
-        with open(self.path, "wb") as f:
-            f.write(b'{"displayTimeUnit": "ms", "traceEvents": [\n')
-            f.write(b",\n".join(orjson.dumps(e) for e in [*meta, *(item[5] for item in timed)]))
-            f.write(b"\n]}\n")
+        levels: list[list[IO[bytes]]] = [[]]  # sorted runs; MAX_RUNS of a level merged into one of the next
+        batch: list[tuple] = []
+        first = True
+        try:
+            with open(self.path, "wb") as f:
+                f.write(b'{"displayTimeUnit": "ms", "traceEvents": [\n')
+                for line in self._spool:  # metadata as it comes; the timed events sorted in runs
+                    event, ts_ns, dur_ns = orjson.loads(line)
+                    if ts_ns is None:
+                        f.write((b"" if first else b",\n") + dumps(event))
+                        first = False
+                        continue
+                    batch.append((event["pid"], ts_ns, -(dur_ns or 0), event["tid"], line))
+                    if len(batch) >= RUN_EVENTS:
+                        levels[0].append(self._sorted_run(batch))
+                        batch = []
+                        for level, runs in enumerate(levels):  # open files bounded; each event merged
+                            if len(runs) < MAX_RUNS:  # log(E) / log(MAX_RUNS) times
+                                break
+                            if level + 1 == len(levels):
+                                levels.append([])
+                            levels[level + 1].append(self._merged_run(runs))
+                            levels[level] = []
+                self._spool.close()
+                runs = [run for runs in levels for run in runs]  # fewer than MAX_RUNS per level
+                batch.sort()
+                merged = heapq.merge(*map(_read_run, runs), iter(batch), key=_KEY) if runs else iter(batch)
+                for item in merged:
+                    event, ts_ns, dur_ns = orjson.loads(item[4])
+                    event["ts"] = (ts_ns - base) / 1000.0
+                    if dur_ns is not None:
+                        event["dur"] = dur_ns / 1000.0
+                    f.write((b"" if first else b",\n") + dumps(event))
+                    first = False
+                f.write(b"\n]}\n")
+        finally:
+            for runs in levels:
+                for run in runs:
+                    run.close()
+
+    def _merged_run(self, runs: list[IO[bytes]]) -> IO[bytes]:
+        """Sorted runs merged into one (an unlinked file of the output directory)."""
+        merged = tempfile.TemporaryFile(dir=self._dir)
+        merged.writelines(item[4] for item in heapq.merge(*map(_read_run, runs), key=_KEY))
+        for run in runs:
+            run.close()
+        merged.seek(0)
+        return merged
+
+    def _sorted_run(self, batch: list[tuple]) -> IO[bytes]:
+        """A run of spooled events, sorted, in an unlinked file of the output directory."""
+        batch.sort()
+        run = tempfile.TemporaryFile(dir=self._dir)
+        run.writelines(item[4] for item in batch)
+        run.seek(0)
+        return run
+
+
+def _read_run(run: IO[bytes]) -> Iterator[tuple]:
+    for line in run:
+        event, ts_ns, dur_ns = orjson.loads(line)
+        yield event["pid"], ts_ns, -(dur_ns or 0), event["tid"], line

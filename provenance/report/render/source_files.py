@@ -9,15 +9,19 @@ them (op counts, times) is data of the page's own. A file rebuilt from the log (
 the log quotes) is data in the page.
 
 A path comes from the log, so it is only ever read (never written), only if it names a regular
-`.py` file of reasonable size, and only shown if the log quotes at least one of its lines and
-every line it quotes matches the file on disk: a changed (or unrelated) file is never passed off
-as the run's source, and a log naming a local file without quoting it gets nothing of it.
+`.py` file of reasonable size, and only shown if the log's quoted lines identify it beyond doubt:
+at least MIN_QUOTED distinct non-trivial lines (`trivial`: short lines, imports, comments,
+decorators, bare `return`s and such boilerplate a log could guess), and every line it quotes
+matches the file on disk at its line number. A changed (or unrelated) file is never passed off as
+the run's source, and a log that names a local file knowing a line or two of it (`import os` on
+line 1) gets nothing of it: the page shows the lines the log quotes, rebuilt.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +33,15 @@ from provenance.report.render.jsonsafe import json_bytes
 __all__ = ["ASSET_DIR", "SourceCache", "SourceFile"]
 
 MAX_BYTES = 2_000_000
+MIN_QUOTED = 5  # distinct non-trivial lines a log must quote (all matching) for a local file to be shown
+MIN_TEXT = 12  # a quoted line shorter than this (stripped) is trivial
+# Lines a log could quote of a file without knowing it: imports, comments, decorators, docstring
+# quotes, bare statements and module boilerplate.
+_TRIVIAL = re.compile("|".join((
+    r"import\s", r"from\s+\S+\s+import\s", r"[#@]", "[\"']{3}",  # imports, comments, decorators, docstrings
+    r"(?:return|pass|break|continue|raise|else|try|finally|yield|del|global|nonlocal)\b(?:\s+[\w.]+)?\s*:?$",
+    r"super\(\)\.__init__\(", r"if\s+__name__\s*==", r"def\s+(?:__init__|forward|main)\s*\(",
+    r"class\s+\w+\s*(?:\(\s*(?:nn\.Module|torch\.nn\.Module|object)?\s*\))?\s*:$")))
 FULL_FILE_LINES = 3000  # longer files show windows around the lines that produced ops
 CONTEXT = 6
 ASSET_DIR = "static/src"  # in the output directory: one data file per user file shown
@@ -112,12 +125,20 @@ class SourceCache:
         return name
 
 
+def trivial(text: str) -> bool:
+    """Whether a quoted line proves little about a file: short, or boilerplate a log could guess."""
+    text = text.strip()
+    return len(text) < MIN_TEXT or _TRIVIAL.match(text) is not None
+
+
 def _matches(disk: list[str], quoted: dict[int, str]) -> bool:
-    """Whether the file on disk is the one the log quotes: every quoted line is the disk's line
-    (a frame without text proves nothing: it matches only a blank line), and at least one quoted
-    line has text. A log can make the report show a local file only by quoting it right."""
-    return any(text.strip() for text in quoted.values()) and all(
-        0 < line <= len(disk) and disk[line - 1].strip() == text.strip() for line, text in quoted.items())
+    """Whether the file on disk is, beyond doubt, the one the log quotes: at least MIN_QUOTED
+    distinct non-trivial quoted lines, and every quoted line the disk's line at its number (a
+    frame without text proves nothing: it matches only a blank line). A log can make the report
+    show a local file only by quoting a good part of it right."""
+    if len({text.strip() for text in quoted.values() if not trivial(text)}) < MIN_QUOTED:
+        return False
+    return all(0 < line <= len(disk) and disk[line - 1].strip() == text.strip() for line, text in quoted.items())
 
 
 def _ranges(numbers: list[int]) -> list[tuple[int, int]]:
