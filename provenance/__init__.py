@@ -256,19 +256,27 @@ def profiles(jfn=None) -> list:  # noqa: ANN001 - list[provenance.profile.Compil
     `thunder.dynamo.thunderfx` returned: its Thunder pieces' compiles), or of every compile the
     process kept (the last 256) when `jfn` is None. See provenance.profile."""
     from provenance import profile
+
+    return _of(jfn, profile.profiles)
+
+
+def _of(jfn: object, kept: Any) -> list:
+    """What `kept(owner=None)` keeps (profiles, memory timelines) of `jfn`'s compiles: a thunder.jit
+    function or module (by its CompileStats), what thunderfx returned (its Thunder pieces' compile
+    ids), or everything when `jfn` is None."""
     from provenance import thunder as integration
 
     if jfn is None:
-        return profile.profiles()
+        return kept()
     compile_stats = integration.compile_stats_of(jfn)
     if compile_stats is not None:
-        return profile.profiles(compile_stats)
+        return kept(compile_stats)
     graphs = fx_graphs(jfn)
     if not graphs:
         raise TypeError(f"expected a function or module returned by thunder.jit or thunderfx, got "
                         f"{type(jfn).__name__}")
     ids = {c for g in graphs for piece in g.pieces for c in piece.compiles}
-    return [p for p in profile.profiles() if p.compile_id in ids]
+    return [k for k in kept() if k.compile_id in ids]
 
 
 def cost(jfn=None, by: str = "line", *, keep_all: bool = False) -> list:  # noqa: ANN001 - list[CostRow]
@@ -334,19 +342,8 @@ def memory(jfn=None, by: str = "line") -> list:  # noqa: ANN001 - list[provenanc
 def memory_compiles(jfn=None) -> list:  # noqa: ANN001 - list[provenance.static_memory.CompileMemory]
     """The memory timelines of `jfn`'s compiles (or of every compile the process kept)."""
     from provenance import static_memory
-    from provenance import thunder as integration
 
-    if jfn is None:
-        return static_memory.compiles()
-    compile_stats = integration.compile_stats_of(jfn)
-    if compile_stats is not None:
-        return static_memory.compiles(compile_stats)
-    graphs = fx_graphs(jfn)
-    if not graphs:
-        raise TypeError(f"expected a function or module returned by thunder.jit or thunderfx, got "
-                        f"{type(jfn).__name__}")
-    ids = {c for g in graphs for piece in g.pieces for c in piece.compiles}
-    return [m for m in static_memory.compiles() if m.compile_id in ids]
+    return _of(jfn, static_memory.compiles)
 
 
 def print_memory(jfn=None, by: str = "line", *, top: int | None = 20, file=None) -> None:  # noqa: ANN001

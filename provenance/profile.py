@@ -20,12 +20,12 @@ import operator
 import threading
 import time
 import warnings
-import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from provenance.kept import Kept
 from provenance.record import Provenance
 from provenance.timing import Excluded, measured_calls
 
@@ -153,29 +153,21 @@ class CompileProfile:
 # Observers of profiled calls: `listener(profile, call)` after each profiled run of a trace.
 call_listeners: list[Callable[[CompileProfile, ProfiledCall], None]] = []
 
-_profiles: deque[CompileProfile] = deque(maxlen=MAX_PROFILES)
-_profiles_lock = threading.Lock()
+_profiles: Kept[CompileProfile] = Kept(MAX_PROFILES)
 
 
 def register(profile: CompileProfile, owner: Any = None) -> CompileProfile:
     """Keep `profile` (the process keeps its last MAX_PROFILES); `owner` is held weakly."""
-    if owner is not None:
-        profile.owner = weakref.ref(owner)
-    with _profiles_lock:
-        _profiles.append(profile)
-    return profile
+    return _profiles.add(profile, owner)
 
 
 def profiles(owner: Any = None) -> list[CompileProfile]:
     """The kept profiles, oldest first; with `owner` (a CompileStats), only its compiles'."""
-    with _profiles_lock:
-        kept = list(_profiles)
-    return kept if owner is None else [p for p in kept if p.belongs_to(owner)]
+    return _profiles.items(owner)
 
 
 def clear() -> None:
-    with _profiles_lock:
-        _profiles.clear()
+    _profiles.clear()
 
 
 def durations(stamps: Sequence[int]) -> tuple[int, ...]:

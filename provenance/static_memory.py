@@ -23,15 +23,13 @@ Rules (docs/memory.md):
 
 from __future__ import annotations
 
-import threading
-import weakref
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from provenance import attribution
 from provenance.attribution import ROOT
+from provenance.kept import Kept
 from provenance.record import Provenance
 
 __all__ = ["BY", "Block", "CompileMemory", "MemOp", "MemoryRow", "RematChange", "Saved", "TraceMemory",
@@ -152,28 +150,20 @@ class CompileMemory:
         return self.owner is not None and self.owner() is compile_stats
 
 
-_kept: deque[CompileMemory] = deque(maxlen=MAX_COMPILES)
-_lock = threading.Lock()
+_kept: Kept[CompileMemory] = Kept(MAX_COMPILES)
 
 
 def register(memory: CompileMemory, owner: Any = None) -> CompileMemory:
-    if owner is not None:
-        memory.owner = weakref.ref(owner)
-    with _lock:
-        _kept.append(memory)
-    return memory
+    return _kept.add(memory, owner)
 
 
 def compiles(owner: Any = None) -> list[CompileMemory]:
     """The kept compiles' memory, oldest first; with `owner` (a CompileStats), only its compiles'."""
-    with _lock:
-        kept = list(_kept)
-    return kept if owner is None else [m for m in kept if m.belongs_to(owner)]
+    return _kept.items(owner)
 
 
 def clear() -> None:
-    with _lock:
-        _kept.clear()
+    _kept.clear()
 
 
 # -- the roll-up ---------------------------------------------------------------------------------
