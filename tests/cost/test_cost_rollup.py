@@ -258,3 +258,24 @@ def test_lines_all_in_a_fusion_are_listed_with_it_and_the_fusion_names_its_compi
     text = console.export_text()
     assert "model.py:10, model.py:11, model.py:12" in text
     assert sum(line.lstrip().startswith("model.py:1") for line in text.splitlines()) == 0
+
+
+def test_the_rank_comparison_lists_the_slowest_rows_and_the_stragglers_only():
+    """time.html's per-rank table: a row's figures come from the ranks that have it, and only the
+    listed rows get a cell per rank (1024 ranks with a line each make 1024 rows, not 1024 x 1024 cells)."""
+    from provenance.report.analyze.cost import _compare
+    from provenance.rollup import CostRow
+    from provenance.timing import Spread
+
+    def row(key: str, ms: float) -> CostRow:
+        return CostRow(key=key, time=Spread(median_ns=ms * 1e6, calls=1), label=key)
+
+    ranks = list(range(1024))
+    rows = {r: {f"line{r}": row(f"line{r}", 1 + r / 1024), "shared": row("shared", 5.0 if r != 7 else 20.0)}
+            for r in ranks}
+    listed, stragglers, total = _compare(ranks, rows, {}, top=30)
+    assert total == 1025 and stragglers == 1 and len(listed) == 30
+    assert listed[0].key == "shared" and listed[0].stragglers[7] and sum(listed[0].stragglers) == 1
+    assert listed[0].median == 5.0 and listed[0].cells[7] == 20.0
+    assert [line.key for line in listed[1:3]] == ["line1023", "line1022"]
+    assert listed[1].cells.count(None) == 1023  # one rank has it

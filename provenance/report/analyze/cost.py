@@ -275,28 +275,39 @@ def _ranks(labels: list[str], per_log: dict[int, list[TimeSummary]], texts: dict
     logs = sorted(per_log)
     line_rows = {log: {r.key: r for r in merge((t.lines, t.wall_ns) for t in per_log[log])} for log in logs}
     role_rows = {log: {r.key: r for r in merge((t.roles, t.wall_ns) for t in per_log[log])} for log in logs}
-    lines = _compare(logs, line_rows, texts)
-    listed = lines[:RANK_LINES] + [line for line in lines[RANK_LINES:] if line.flagged][:RANK_LINES]
+    lines, stragglers, total = _compare(logs, line_rows, texts, RANK_LINES)
+    roles, _, _ = _compare(logs, role_rows, {}, RANK_LINES)
     return RankTable(labels=[labels[log] if 0 <= log < len(labels) else f"log {log}" for log in logs],
-                     lines=listed, roles=_compare(logs, role_rows, {}),
-                     stragglers=sum(line.flagged for line in lines), more=len(lines) - len(listed))
+                     lines=lines, roles=roles, stragglers=stragglers, more=total - len(lines))
 
 
-def _compare(logs: list[int], rows: dict[int, dict[str, CostRow]], texts: dict[str, str]) -> list[RankLine]:
-    keys = dict.fromkeys(k for log in logs for k in rows[log])
+def _compare(logs: list[int], rows: dict[int, dict[str, CostRow]], texts: dict[str, str], top: int,
+             ) -> tuple[list[RankLine], int, int]:
+    """The `top` slowest rows across ranks and up to `top` more with a straggler, side by side; how
+    many rows have a straggler; how many rows there are. Linear in the rows of all ranks: a row's
+    figures are gathered from the ranks that have it; only listed rows get a cell per rank."""
+    present: dict[str, list[tuple[int, float]]] = {}
+    for i, log in enumerate(logs):
+        for key, row in rows[log].items():
+            present.setdefault(key, []).append((i, _ms(row.median_ns)))
+    summary = []  # (slowest, key, median, flagged)
+    for key, found in present.items():
+        values = [c for _, c in found]
+        median = statistics.median(values)
+        flagged = len(values) > 1 and median > 0 and max(values) >= STRAGGLER * median
+        summary.append((max(values), key, median, flagged))
+    summary.sort(key=lambda s: (-s[0], s[1]))
+    listed = summary[:top] + [s for s in summary[top:] if s[3]][:top]
     out = []
-    for key in keys:
-        found = [rows[log].get(key) for log in logs]
-        cells = [None if r is None else _ms(r.median_ns) for r in found]
-        present = [c for c in cells if c is not None]
-        median = statistics.median(present)
-        flags = [c is not None and len(present) > 1 and median > 0 and c >= STRAGGLER * median for c in cells]
-        top = max(present) or 1.0
-        label = next(r.label for r in found if r is not None)
+    for slowest, key, median, _ in listed:
+        cells: list[float | None] = [None] * len(logs)
+        for i, c in present[key]:
+            cells[i] = c
+        flags = [c is not None and len(present[key]) > 1 and median > 0 and c >= STRAGGLER * median for c in cells]
+        label = next(rows[logs[i]][key].label for i, _ in present[key])
         out.append(RankLine(key, label, texts.get(key, ""), cells, flags, median,
-                            [0.0 if c is None else 100.0 * c / top for c in cells]))
-    out.sort(key=lambda line: (-max(c for c in line.cells if c is not None), line.key))
-    return out
+                            [0.0 if c is None else 100.0 * c / (slowest or 1.0) for c in cells]))
+    return out, sum(s[3] for s in summary), len(summary)
 
 
 def load_profiles(path: str | os.PathLike[str]) -> list[CompileProfile]:
