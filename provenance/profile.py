@@ -135,8 +135,6 @@ class CompileProfile:
         """The measured calls (their numbers) and the excluded ones: provenance.timing's rule."""
         return measured_calls({name: t.recent for name, t in self.traces.items()}, keep_all)
 
-    def belongs_to(self, compile_stats: Any) -> bool:
-        return self.owner is not None and self.owner() is compile_stats
 
     def add(self, call: ProfiledCall) -> None:
         with self._lock:

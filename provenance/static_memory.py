@@ -146,8 +146,6 @@ class CompileMemory:
     def saved_input_bytes(self) -> int:
         return sum(s.nbytes for s in self.saved if s.input)
 
-    def belongs_to(self, compile_stats: Any) -> bool:
-        return self.owner is not None and self.owner() is compile_stats
 
 
 _kept: Kept[CompileMemory] = Kept(MAX_COMPILES)
