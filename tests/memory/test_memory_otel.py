@@ -15,16 +15,10 @@ _APP = """
 import json, sys, torch, thunder
 sys.path.insert(0, {tests!r})
 import models, provenance
-from opentelemetry import metrics
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry import trace
+from otel_in_memory import data_points, install
 from provenance import static_memory
 
-reader = InMemoryMetricReader()
-trace.set_tracer_provider(TracerProvider())
-metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+_, reader = install()
 torch.set_num_threads(1)
 provenance.enable()
 jm = thunder.jit(models.Net(n=8, depth=2))
@@ -37,7 +31,7 @@ totals = [[m.saved_bytes, m.forward.peak, m.backward.peak] for m in compiles]
 provenance.disable()
 points = [[m.name, m.unit, dict(p.attributes), p.sum, p.count, p.min, p.max]
           for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics
-          if m.name.startswith("thunder.memory.") for p in m.data.data_points]
+          if m.name.startswith("thunder.memory.") for p in m.data.data_points]  # with each metric's name
 print(json.dumps({{"expected": expected, "totals": totals, "points": points}}))
 """
 
@@ -91,19 +85,10 @@ import json, sys, torch, thunder
 sys.path.insert(0, {tests!r})
 import models, provenance
 from cuda_stand_ins import FakeCudaEvent, LiveTensors
-from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from otel_in_memory import data_points, install
 from provenance.thunder import capture
 
-spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
-provider = TracerProvider()
-provider.add_span_processor(SimpleSpanProcessor(spans))
-trace.set_tracer_provider(provider)
-metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+spans, reader = install()
 torch.set_num_threads(1)
 provenance.enable(profile=2)
 model, x = models.OneBigLine(), torch.randn(384, 384)
@@ -117,8 +102,7 @@ for _ in range(4):
 readings = {{name: list(next(c for c in t.recent if c.memory is not None).memory)
             for name, t in profile.traces.items()}}
 provenance.disable()
-counts = [p.count for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics
-          for m in sm.metrics if m.name == "thunder.op.duration" for p in m.data.data_points]
+counts = [p.count for p in data_points(reader, "thunder.op.duration")]
 print(json.dumps({{"readings": readings, "counts": counts,
                   "spans": [dict(s.attributes) for s in spans.get_finished_spans()
                             if s.name.startswith("thunder.profiled")]}}))
