@@ -15,7 +15,7 @@ _APP = """
 import json, sys, torch, thunder
 sys.path.insert(0, {tests!r})
 import models, provenance
-from otel_in_memory import data_points, install
+from otel_in_memory import install
 from provenance import static_memory
 
 _, reader = install()
