@@ -308,6 +308,7 @@ class CompileSummary:
     # A ThunderFX piece's compile: (path, line) -> what its final traces made there (source_view's
     # line_ops), for its Dynamo graph's page; the run takes it off (analyze/fx_graphs.py).
     piece_lines: dict | None = None
+    otlp: bool = False  # rebuilt from an OpenTelemetry export's spans: no traces, provenance or source view
 
     @property
     def recompiled(self) -> bool:
@@ -539,6 +540,7 @@ class LogHeader:
     pid: int | None
     argv: list[str]
     versions: dict[str, str]
+    otlp: dict[str, Any] | None = None  # a log rebuilt from an OTel export's spans: file, service, spans
 
 
 @dataclass(slots=True)
