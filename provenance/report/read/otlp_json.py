@@ -34,7 +34,9 @@ from typing import IO, Any
 
 import orjson
 
+from provenance.attribution import BOOKKEEPING
 from provenance.events import SCHEMA_VERSION
+from provenance.record import Kind
 
 __all__ = ["MAX_LINE_BYTES", "OtlpExport", "OtlpProcess", "is_otlp", "otlp_files"]
 
@@ -45,6 +47,8 @@ MAX_SNIFFED = 10_000  # files of a directory looked at
 MAX_STRING = 1 << 16  # characters kept of an attribute's string
 INSTRUMENTATION = "thunder-provenance"  # the instrumentation scope of our spans (exporters/otel.py)
 _SIGNAL = re.compile(rb'\s*\{\s*"(resource_?[sS]pans|resource_?[mM]etrics|resource_?[lL]ogs)"\s*:')
+_SIGNAL_LINE = re.compile(rb'\n\s*\{\s*"(resource_?[sS]pans|resource_?[mM]etrics|resource_?[lL]ogs)"\s*:')
+SNIFF_BYTES = 256 << 10
 _GZIP = b"\x1f\x8b"
 _PHASE, _COMPILE, _EXECUTOR, _PROFILED = "thunder.phase ", "thunder.compile ", "thunder.executor_compile ", \
     "thunder.profiled "
@@ -66,14 +70,15 @@ def _open(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
 
 
 def is_otlp(path: str | os.PathLike[str]) -> bool:
-    """Whether a file is an OTLP/JSON export (its first bytes, decompressed: `{"resourceSpans": ...`,
-    or the metrics or logs a collector may write to the same file)."""
+    """Whether a file is an OTLP/JSON export: a line in its first SNIFF_BYTES (decompressed) starts
+    `{"resourceSpans":` (or the metrics or logs a collector may write to the same file); one bad
+    first line does not hide an export."""
     try:
         with _open(path) as f:
-            head = f.read(4096)
+            head = f.read(SNIFF_BYTES)
     except (OSError, EOFError, zlib.error):
         return False
-    return bool(_SIGNAL.match(head))
+    return _SIGNAL.match(head) is not None or _SIGNAL_LINE.search(head) is not None
 
 
 def otlp_files(path: str | os.PathLike[str]) -> list[Path]:
@@ -460,7 +465,12 @@ def _profile(compile_id: int, runs: list[dict], next_prov: int) -> tuple[list[di
                     continue
                 file, _, line = key.rpartition(":")
                 prov = None
-                if file and line.isdigit() and len(line) < 10:
+                if key == BOOKKEEPING:  # del, return, unpack: a record of their kind, without a line
+                    prov, next_prov = next_prov, next_prov + 1
+                    provs.append({"type": "prov", "id": prov, "kind": Kind.BOOKKEEPING, "source": [], "module": None,
+                                  "module_type": None, "transforms": [], "role": None, "span": None,
+                                  "derived_from": None, "members": []})
+                elif file and line.isdigit() and len(line) < 10:
                     text = texts[i] if i < len(texts) and isinstance(texts[i], str) else ""
                     function = run.get("code.function.name") if i == 0 else None
                     prov, next_prov = next_prov, next_prov + 1
