@@ -121,9 +121,13 @@ def test_an_export_alone_lists_its_compiles_call_sites_phases_and_recompile_reas
     # the profiled call: its time, as the log has it (the top lines sum to the ops' share)
     profiled, measured = compiles[1]["time"], logged["compiles"][1]["time"]
     assert profiled["wall_ns"] == measured["wall_ns"] and profiled["attributed_ns"] == measured["attributed_ns"]
-    top = {row["key"]: row["median_ns"] for row in profiled["lines"]}
-    for row in measured["lines"][:5]:  # the span's top lines, each with the log's time
-        assert top[row["key"]] == pytest.approx(row["median_ns"], abs=1000), (row, top)
+    top = {row["key"]: row for row in profiled["lines"]}
+    for row in measured["lines"][:5]:  # the span's top lines, each with the log's time, forward and backward
+        found = top[row["key"]]
+        assert found["median_ns"] == pytest.approx(row["median_ns"], abs=1000), (row, found)
+        assert found["forward_ns"] == pytest.approx(row["forward_ns"], abs=1000), (row, found)
+        assert found["backward_ns"] + found["recompute_ns"] == pytest.approx(row["backward_ns"] + row["recompute_ns"],
+                                                                             abs=1000), (row, found)
     assert f"{run['program']}:{_line('hidden')}" in top
     # the pages say what spans lack, and how to get it
     page = (tmp_path / "from_spans" / compiles[1]["pages"]["compile"]).read_text()
@@ -287,3 +291,22 @@ def test_an_overlong_line_and_a_truncated_tail_are_counted_and_the_rest_read(run
     assert len(directory["compiles"]) == 3
     reasons = " ".join(p["reason"] for p in directory["problems"]["entries"])
     assert "longer than" in reasons and "truncated last line" in reasons and "not an OTLP/JSON" in reasons
+
+
+def test_pages_from_spans_show_phases_and_why_and_say_what_spans_lack(run, tmp_path, browser, capsys):
+    """In Chromium: the index says the run was read from an export, a recompile's page shows its
+    phase bar, its reason and its time, and the note that names THUNDER_TRACE; no script error."""
+    out = tmp_path / "report"
+    assert main(["report", str(run["export"]), "-o", str(out), "--no-browser"]) == 0, capsys.readouterr().err
+    index = browser.open(out / "index.html")
+    assert "read from an OTLP/JSON export (export.json)" in index.inner_text(".otlp-note")
+    assert index.locator(".trie .cref").count() == 3
+    index.close()
+    (page_file,) = [p for p in (out / "compiles").glob("*-c2.html")]
+    page = browser.open(page_file)
+    assert "THUNDER_TRACE=DIR" in page.inner_text(".otlp-note") and page.locator(".otlp-note").is_visible()
+    assert "x: shape [4, 8] → [6, 8]" in page.inner_text("#why")
+    assert page.locator("#time").count() == 1 and f"otlp_program.py:{_line('hidden')}" in page.inner_text("#time")
+    browser.shot(page, "otlp-compile")
+    page.close()
+    assert browser.errors == [] and browser.dialogs == []

@@ -449,8 +449,9 @@ def _phase_rows(phases: dict[bytes, tuple], root: bytes) -> list[list]:
 
 def _profile(compile_id: int, runs: list[dict], next_prov: int) -> tuple[list[dict], list[dict], int]:
     """A compile's profiled runs as profile records: per trace, one "op" per top line any of its
-    runs named (with a prov record whose source is that line) and one for the rest of each run's
-    ops. (prov records, profile records, the next prov id)."""
+    runs named (with a prov record whose source is that line: a backward line's is a backward op,
+    its recompute time counted as backward) and one for the rest of each run's ops. (prov records,
+    profile records, the next prov id)."""
     provs: list[dict] = []
     records: list[dict] = []
     for trace in ("forward", "backward"):
@@ -474,7 +475,7 @@ def _profile(compile_id: int, runs: list[dict], next_prov: int) -> tuple[list[di
                     text = texts[i] if i < len(texts) and isinstance(texts[i], str) else ""
                     function = run.get("code.function.name") if i == 0 else None
                     prov, next_prov = next_prov, next_prov + 1
-                    provs.append({"type": "prov", "id": prov, "kind": "op",
+                    provs.append({"type": "prov", "id": prov, "kind": Kind.OP if trace == "forward" else Kind.BACKWARD,
                                   "source": [[file, int(line), function if isinstance(function, str) else "?", text,
                                               True]], "module": None, "module_type": None, "transforms": [],
                                   "role": None, "span": None, "derived_from": None, "members": []})
