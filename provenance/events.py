@@ -292,9 +292,9 @@ class CompileEnd(TypedDict):
     status: Literal["ok"]
     time_ns: int
     seconds: float
-    log_seconds: float
+    log_seconds: float | None  # None: not known (a log rebuilt from spans of a version before 1.7)
     cache: CacheCounts | None
-    final: FinalCounts
+    final: FinalCounts | None  # None: likewise
 
 
 class CompileError(TypedDict):

@@ -159,7 +159,7 @@ class _Spool:
                 skipped: list[tuple[Path, str]]) -> None:
         from provenance.report.read.otlp_json import rebuild
 
-        self.rebuilt = found = rebuild(path, skipped, headers, Path(self._dir.name))
+        self.rebuilt = found = rebuild(path, skipped, headers, Path(self._dir.name), files)
         files += found.files
         headers += found.headers
         skipped[:] = found.skipped

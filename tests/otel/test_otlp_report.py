@@ -310,3 +310,28 @@ def test_pages_from_spans_show_phases_and_why_and_say_what_spans_lack(run, tmp_p
     browser.shot(page, "otlp-compile")
     page.close()
     assert browser.errors == [] and browser.dialogs == []
+
+
+def test_reading_bad_lines_and_repeated_spans_keeps_memory_flat(run, tmp_path):
+    """tracemalloc's peak while reading: 10x the bad lines, or the same spans sent 5 times (an
+    exporter's retries), costs no more memory (the first bad lines and each span once are kept)."""
+    import tracemalloc
+
+    from provenance.report.read.otlp_json import OtlpExport
+
+    good = run["export"].read_bytes()
+
+    def peak(data: bytes) -> int:
+        path = tmp_path / "export.json"
+        path.write_bytes(data)
+        export = OtlpExport()
+        tracemalloc.start()
+        try:
+            export.read(path)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    bad = b'{"resourceSpans": [{"resource": 7}]}\n'
+    assert peak(good + bad * 5_000) < 1.5 * peak(good + bad * 500)
+    assert peak(good * 5) < 1.5 * peak(good)

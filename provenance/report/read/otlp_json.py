@@ -26,7 +26,7 @@ import gzip
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,17 +81,19 @@ def is_otlp(path: str | os.PathLike[str]) -> bool:
     return _SIGNAL.match(head) is not None or _SIGNAL_LINE.search(head) is not None
 
 
-def otlp_files(path: str | os.PathLike[str]) -> list[Path]:
+def otlp_files(path: str | os.PathLike[str], logs: Iterable[Path] = ()) -> list[Path]:
     """The OTLP/JSON exports a file or directory holds: told by content, regular files only (links
-    in a directory are not followed, as in a log directory), at most MAX_SNIFFED looked at."""
+    in a directory are not followed, as in a log directory), at most MAX_SNIFFED looked at;
+    `logs`: files known to be THUNDER_TRACE logs, not looked at again."""
     path = Path(path)
+    known = set(logs)
     if path.is_file():
-        return [path] if is_otlp(path) else []
+        return [path] if path not in known and is_otlp(path) else []
     try:
         entries = sorted(path.iterdir())[:MAX_SNIFFED]
     except OSError:
         return []
-    return [p for p in entries if not p.is_symlink() and p.is_file() and is_otlp(p)]
+    return [p for p in entries if p not in known and not p.is_symlink() and p.is_file() and is_otlp(p)]
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,7 @@ class OtlpExport:
         self.foreign = 0  # spans of other instrumentation (the application's own)
         self.dropped_processes = 0
         self.other_signals = 0  # lines of metrics or logs
+        self.orphans = 0  # phase, executor compile and profiled spans of a compile whose span is missing
 
     # -- reading -----------------------------------------------------------------------------
     def read(self, path: str | os.PathLike[str]) -> None:
@@ -314,6 +317,10 @@ class OtlpExport:
     def logs(self, spool: Path) -> list[tuple[Path, dict]]:
         """One THUNDER_TRACE log per process, written into `spool`: (its path, its header)."""
         out = []
+        for process in self.processes.values():  # spans whose compile's span is not in the export
+            self.orphans += sum(len(p) for c, p in process.phases.items() if c not in process.compiles)
+            self.orphans += sum(e[0] not in process.compiles for e in process.executors.values())
+            self.orphans += sum(r["compile"] not in process.compiles for r in process.profiled.values())
         for n, process in enumerate(sorted(self.processes.values(), key=_order)):
             files = "+".join(sorted(process.files))[:80]
             rank = f"rank{process.rank}" if process.rank is not None else "norank"
@@ -523,12 +530,12 @@ class Rebuilt:
 
 
 def rebuild(path: str | os.PathLike[str], skipped: list[tuple[Path, str]], headers: list[dict | None],
-            spool: Path) -> Rebuilt:
+            spool: Path, logs: Iterable[Path] = ()) -> Rebuilt:
     """The OTLP/JSON exports at `path` (a file, or the files of a directory, told by content) read
     and written into `spool` as one log per process, less the processes whose JSONL log is among
     `headers` (merged: the log holds all their spans do); `skipped`: the files the log reader
-    passed over, of which the exports are taken out."""
-    exports = otlp_files(path)
+    passed over, of which the exports are taken out; `logs`: the logs `headers` are of."""
+    exports = otlp_files(path, logs)
     found = Rebuilt(skipped=[(p, r) for p, r in skipped if p not in exports], exports=exports)
     if not exports:
         return found
@@ -550,6 +557,10 @@ def rebuild(path: str | os.PathLike[str], skipped: list[tuple[Path, str]], heade
         found.problems.append(("bad line", "+".join(p.name for p in exports)[:200], None,
                                f"spans of more than {MAX_PROCESSES} processes: those of the rest not read", "",
                                export.dropped_processes))
+    if export.orphans:
+        found.problems.append(("malformed span", "+".join(p.name for p in exports)[:200], None,
+                               f"{export.orphans} phase, executor compile or profiled span(s) of compiles whose "
+                               "thunder.compile span is not in the export: left out", "", export.orphans))
     if found.covered:
         found.notes.append(f"{len(found.covered)} process(es) of the OTel export merged with their JSONL log "
                            f"(the log holds all their spans do): " + "; ".join(p.label for p in found.covered[:4]))
