@@ -168,6 +168,10 @@ class _Spool:
     def problems(self) -> list:
         return self.rebuilt.problems if self.rebuilt is not None else []
 
+    @property
+    def files(self) -> set[Path]:
+        return set(self.rebuilt.files) if self.rebuilt is not None else set()
+
     def close(self) -> None:
         self._dir.cleanup()
 
@@ -265,8 +269,10 @@ def _report(args: argparse.Namespace, spool: _Spool) -> int:
         progress.close()
     index = out / "index.html"
     workers = f" ({plural(jobs, 'worker process', 'worker processes')})" if jobs > 1 else ""
+    rebuilt = sum(1 for f in files if f in spool.files)
+    spans = f" ({rebuilt} read from OTel spans)" if rebuilt else ""
     _say(f"thunder-trace: {plural(report.compiles, 'compile')} ({report.failed} failed) from "
-         f"{plural(len(files), 'log')} -> {index}{workers}")
+         f"{plural(len(files), 'log')}{spans} -> {index}{workers}")
     _report_problems(report, out)
     if not args.no_browser:
         _open_browser(index)
