@@ -294,7 +294,7 @@ class CompileEnd(TypedDict):
     seconds: float
     log_seconds: float | None  # None: not known (a log rebuilt from spans of a version before 1.7)
     cache: CacheCounts | None
-    final: FinalCounts | None  # None: likewise
+    final: FinalCounts
 
 
 class CompileError(TypedDict):

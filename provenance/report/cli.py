@@ -148,18 +148,23 @@ def _select(path: str, latest: bool, rank: int | None, spool: _Spool | None = No
 
 
 class _Spool:
-    """Where the logs rebuilt from OTLP/JSON exports are written (a temporary directory, removed
-    after the report) and what that found: read/otlp_json.py, imported only when a report runs."""
+    """Where the logs rebuilt from OTLP/JSON exports are written (a temporary directory, made only
+    when there is an export, removed after the report) and what that found: read/otlp_json.py."""
 
     def __init__(self) -> None:
-        self._dir = tempfile.TemporaryDirectory(prefix="thunder-trace-otlp-")
+        self._dir: tempfile.TemporaryDirectory | None = None
         self.rebuilt: Any = None
+
+    def _path(self) -> Path:
+        if self._dir is None:
+            self._dir = tempfile.TemporaryDirectory(prefix="thunder-trace-otlp-")
+        return Path(self._dir.name)
 
     def rebuild(self, path: str, files: list[Path], headers: list[dict | None],
                 skipped: list[tuple[Path, str]]) -> None:
         from provenance.report.read.otlp_json import rebuild
 
-        self.rebuilt = found = rebuild(path, skipped, headers, Path(self._dir.name), files)
+        self.rebuilt = found = rebuild(path, skipped, headers, self._path, files)
         files += found.files
         headers += found.headers
         skipped[:] = found.skipped
@@ -173,7 +178,8 @@ class _Spool:
         return set(self.rebuilt.files) if self.rebuilt is not None else set()
 
     def close(self) -> None:
-        self._dir.cleanup()
+        if self._dir is not None:
+            self._dir.cleanup()
 
 
 class _Progress:

@@ -26,7 +26,7 @@ import gzip
 import os
 import re
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -435,7 +435,7 @@ def _compile(compile_id: int, span: dict, phases: dict[bytes, tuple], runs: list
         log_seconds = a.get("thunder.log_seconds")
         out.append({"type": "compile_end", "compile": compile_id, "status": "ok", "time_ns": end, "seconds": seconds,
                     "log_seconds": log_seconds if type(log_seconds) is float else None, "cache": None,
-                    "final": final if all(type(v) is int for v in final.values()) else None})
+                    "final": {k: v for k, v in final.items() if type(v) is int}})  # a count spans lack: malformed
     provs, profile, next_prov = _profile(compile_id, runs, next_prov)
     return [*provs, *out, *profile], next_prov  # its lines' records before its start, its profile after its end
 
@@ -530,11 +530,12 @@ class Rebuilt:
 
 
 def rebuild(path: str | os.PathLike[str], skipped: list[tuple[Path, str]], headers: list[dict | None],
-            spool: Path, logs: Iterable[Path] = ()) -> Rebuilt:
+            spool: Callable[[], Path], logs: Iterable[Path] = ()) -> Rebuilt:
     """The OTLP/JSON exports at `path` (a file, or the files of a directory, told by content) read
-    and written into `spool` as one log per process, less the processes whose JSONL log is among
-    `headers` (merged: the log holds all their spans do); `skipped`: the files the log reader
-    passed over, of which the exports are taken out; `logs`: the logs `headers` are of."""
+    and written into `spool()` (called only if there are any) as one log per process, less the
+    processes whose JSONL log is among `headers` (merged: the log holds all their spans do);
+    `skipped`: the files the log reader passed over, of which the exports are taken out; `logs`:
+    the logs `headers` are of."""
     exports = otlp_files(path, logs)
     found = Rebuilt(skipped=[(p, r) for p, r in skipped if p not in exports], exports=exports)
     if not exports:
@@ -543,7 +544,7 @@ def rebuild(path: str | os.PathLike[str], skipped: list[tuple[Path, str]], heade
     for file in exports:
         export.read(file)
     found.covered = export.covered_by(headers)
-    for file, header in export.logs(spool):
+    for file, header in export.logs(spool()):
         found.files.append(file)
         found.headers.append(header)
     if not export.processes and not found.covered:
