@@ -198,6 +198,8 @@ def test_two_ranks_through_one_collector_are_reported_per_rank(tmp_path, capsys)
     for rank, compiles in by_rank.items():
         assert all(c["call_site"].startswith("tensor_parallel.py:") for c in compiles), compiles
         assert all(c["phases"] for c in compiles) and all(c["key"].startswith(f"r{rank}-") for c in compiles)
+    distributed = (tmp_path / "report" / "distributed.html").read_text()
+    assert "not compared" in distributed and "in sync" not in distributed  # no traces in spans: no claim
     code, only = _report(export, tmp_path / "rank1", "--rank", "1")
     assert code == 0 and [log["rank"] for log in only["logs"]] == [1]
 

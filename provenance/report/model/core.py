@@ -621,6 +621,7 @@ class RankRow:
     occurrence: int
     differences: list[Desync]
     cells: list[CompileSummary | None]  # per log; None: that rank did not make it
+    compared: bool = True  # False: fewer than two of its ranks have final traces (the others read from spans)
 
 
 @dataclass(slots=True)
@@ -641,6 +642,8 @@ class RankComparison:
     labels: list[str]
     more_rows: int = 0  # compiles matched across ranks but not listed (rows x ranks is capped)
     max_cells: int = 0  # the cap
+    uncompared: int = 0  # compiles of several ranks not compared: read from spans, they have no final traces
+    compared: int = 0  # compiles of several ranks compared by their final traces
 
 
 @dataclass(slots=True)
