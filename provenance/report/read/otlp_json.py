@@ -189,9 +189,18 @@ class OtlpExport:
             if b"pans" not in found.group(1):
                 self.other_signals += 1
                 continue
+            try:  # orjson first: fast, strict UTF-8, bounded nesting (json_format.Parse would json.loads it)
+                data = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                self._problem("bad line", name, number, f"not JSON ({str(exc)[:200]})", raw)
+                continue
+            if not (isinstance(data, dict) and isinstance(data.get("resourceSpans", data.get("resource_spans")), list)):
+                self._problem("bad line", name, number, "not an OTLP/JSON trace request (\"resourceSpans\" is not "
+                              "an array)", raw)
+                continue
             request = ExportTraceServiceRequest()
             try:
-                json_format.Parse(raw.decode("utf-8"), request, ignore_unknown_fields=True, max_recursion_depth=32)
+                json_format.ParseDict(data, request, ignore_unknown_fields=True, max_recursion_depth=32)
             except Exception as exc:  # noqa: BLE001 - untrusted input: whatever the parser raises, the line is bad
                 self._problem("bad line", name, number,
                               f"not an OTLP/JSON trace request ({type(exc).__name__}: {str(exc)[:200]})", raw)
