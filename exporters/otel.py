@@ -349,7 +349,8 @@ class OtelExporter:
             return
         table, sums, lines = found
         compiled = [str(c[0]) for c in event.get("compiled") or ()]
-        if not compiled:  # a run in which an executor compiled is no measured run (provenance.timing)
+        memory = event.get("memory")
+        if not compiled and memory is None:  # no measured run (provenance.timing): compiled, or read the allocator
             for attributes, ns in zip(table.attributes, sums):
                 self._op_seconds.record(ns / 1e9, attributes)
         top = sorted(lines.items(), key=lambda item: -item[1])[:TOP_LINES]
@@ -362,6 +363,9 @@ class OtelExporter:
                       "thunder.top_lines.text": [table.texts.get(key, "") for key, _ in top]}
         if compiled:
             attributes.update({"thunder.profile.excluded": "compile", "thunder.profile.compiled": compiled[:16]})
+        elif memory is not None:  # the CUDA allocator's bytes at the run's start and its peak (docs/memory.md)
+            attributes.update({"thunder.profile.excluded": "memory", "thunder.memory.allocated_start": memory[0],
+                               "thunder.memory.allocated_peak": max(event.get("memory_peak") or 0, *memory)})
         if top and top[0][0] in table.frames:  # the top line, in the semantic conventions for code
             file, line, function = table.frames[top[0][0]]
             attributes.update({"code.file.path": file, "code.line.number": line, "code.function.name": function})

@@ -39,7 +39,7 @@ __all__ = [
     "SpanStart", "SplitReasonJSON", "TYPES", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json", "refs",
 ]
 
-SCHEMA_VERSION = "1.7"
+SCHEMA_VERSION = "1.8"
 # How deep provenance records (derived_from, members) and spans (parent) nest, at most: the writer
 # writes a deeper one with its references dropped (a chain restarts), the reader drops deeper ones'.
 MAX_NESTING = 64  # major.minor: readers refuse another major and read a newer minor
@@ -100,7 +100,7 @@ class Header(TypedDict):
     host: str
     rank: int | None
     world_size: int | None
-    otlp: NotRequired[OtlpSource]  # a log `thunder-trace report` rebuilt from an OTLP/JSON export (schema 1.7)
+    otlp: NotRequired[OtlpSource]  # a log `thunder-trace report` rebuilt from an OTLP/JSON export (schema 1.8)
 
 
 class Prov(TypedDict):
@@ -292,7 +292,7 @@ class CompileEnd(TypedDict):
     status: Literal["ok"]
     time_ns: int
     seconds: float
-    log_seconds: float | None  # None: not known (a log rebuilt from spans of a version before 1.7)
+    log_seconds: float | None  # None: not known (a log rebuilt from spans of a version before 1.8)
     cache: CacheCounts | None
     final: FinalCounts
 
@@ -405,6 +405,8 @@ class ProfileCall(TypedDict):
     host_ns: list[int] | None
     time_ns: int
     compiled: NotRequired[list[tuple[str, str, int]]]  # executor compiles during the run: [fusion, executor, ns] (1.6)
+    memory: NotRequired[list[int]]  # cuda: the allocator's bytes at each op boundary, len(op_ns) + 1 (1.7)
+    memory_peak: NotRequired[int | None]  # with `memory`: the allocator's peak in the run, if it rose (1.7)
 
 
 class Memory(TypedDict):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from provenance.record import Kind
 from provenance.report.analyze.cost import HREFS_KEPT, compile_time, op_times
-from provenance.report.analyze.memory import compile_memory, compile_memory_view, line_memory
+from provenance.report.analyze.memory import compile_memory, compile_memory_view, line_memory, measured_view
 from provenance.report.analyze.phases import phase_view, phases_of
 from provenance.report.analyze.prov_table import ProvTable
 from provenance.report.analyze.recompiles import recompile_view
@@ -51,7 +51,7 @@ from provenance.report.model import (
     site_of,
 )
 from provenance.report.numbers import as_float, as_int
-from provenance.report.read.profile_records import LoggedProfile
+from provenance.report.read.profile_records import LoggedProfile, compile_profile
 
 if TYPE_CHECKING:
     from provenance.report.render.source_files import SourceCache
@@ -313,6 +313,8 @@ class CompileBuilder:
                 return
             page.memory = compile_memory_view(found, summary.finals)
             summary.memory = totals([found])
+            if self.profile is not None and self.profile.has_memory:  # CUDA: the allocator's readings
+                page.memory.measured = measured_view(found, compile_profile(self.profile, self.provs.record, self.fn))
             if source is not None:
                 files = {f.path: f.index for f in source.files}
                 source.marks["m"] = {f"L{files[path]}-{line}": [saved, title]
