@@ -471,7 +471,9 @@ def _profile(compile_id: int, runs: list[dict], next_prov: int) -> tuple[list[di
     provs: list[dict] = []
     records: list[dict] = []
     for trace in ("forward", "backward"):
-        mine = sorted((r for r in runs if r.get("thunder.trace") == trace), key=lambda r: r["start"])[:1024]
+        # a run that read the CUDA allocator is no measured run, and its span has no per-op readings: left out
+        mine = sorted((r for r in runs if r.get("thunder.trace") == trace
+                       and r.get("thunder.profile.excluded") != "memory"), key=lambda r: r["start"])[:1024]
         if not mine:
             continue
         lines: dict[str, tuple[int, int | None]] = {}  # line key -> its op's position, its prov id
