@@ -133,6 +133,8 @@ def test_an_export_alone_lists_its_compiles_call_sites_phases_and_recompile_reas
     page = (tmp_path / "from_spans" / compiles[1]["pages"]["compile"]).read_text()
     assert "from OpenTelemetry spans" in page and "THUNDER_TRACE=DIR" in page and "Why it compiled again" in page
     assert "source" not in compiles[1]["pages"]  # no source view: no trace text in spans
+    for page in ("memory.html", "graphs.html"):  # run pages whose data spans lack say so
+        assert "read from an OTLP/JSON export" in (tmp_path / "from_spans" / page).read_text(), page
     index = (tmp_path / "from_spans" / "index.html").read_text()
     assert "read from an OTLP/JSON export (traces.json.gz)" in index and "otlp-demo" in index
     (log,) = spans["logs"]

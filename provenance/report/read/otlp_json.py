@@ -576,6 +576,9 @@ def rebuild(path: str | os.PathLike[str], skipped: list[tuple[Path, str]], heade
     if found.covered:
         found.notes.append(f"{len(found.covered)} process(es) of the OTel export merged with their JSONL log "
                            f"(the log holds all their spans do): " + "; ".join(p.label for p in found.covered[:4]))
+    fx = sum(p.other for p in export.processes.values())
+    if fx:
+        found.notes.append(f"{fx} ThunderFX graph, piece and phase span(s) not rebuilt (their page needs the log)")
     if export.foreign:
         found.notes.append(f"{export.foreign} span(s) of other instrumentation in the OTel export left out")
     return found
