@@ -82,7 +82,8 @@ def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bo
     waits = WAITS.snapshot if wait_counters else None
     otel = next((e for e in SESSION.exporters if isinstance(e, OtelExporter)), None)
     if otel is None:
-        if (otel := from_environment(rank=process_rank()[0], waits=waits)) is not None:
+        rank, world_size = process_rank()
+        if (otel := from_environment(rank=rank, waits=waits, world_size=world_size)) is not None:
             SESSION.add_exporter(otel)
     elif waits is not None:
         otel.observe_waits(waits)

@@ -156,7 +156,7 @@ class CompileBuilder:
     def __init__(self, *, key: str, log: int, rank: int | None, rank_label: str, start: dict | None,
                  provs: ProvTable, sink: PageSink, sources: SourceCache,
                  pages: CompilePages, malformed: Callable[[str], None], compare: bool = True,
-                 profile: LoggedProfile | None = None) -> None:
+                 profile: LoggedProfile | None = None, otlp: bool = False) -> None:
         start = start or {}
         self.key, self.log, self.rank, self.rank_label = key, log, rank, rank_label
         self.start = start
@@ -180,6 +180,7 @@ class CompileBuilder:
         self.memory: dict[str, dict] = {}  # its `memory` records, by trace (analyze/memory.py)
         self.closing: dict = {}  # the record that closed it (close()), and the status it gave
         self.status = "incomplete"
+        self.otlp = otlp  # its log was rebuilt from spans (read/otlp_json.py): the pages say what spans lack
 
     def close(self, status: str, data: dict) -> None:
         """The record that closed the compile, and the status it gives it (analyze/handlers.py)."""
@@ -271,7 +272,7 @@ class CompileBuilder:
             if self.compare else {},
             finals={v.list: v.anchor for v in final_views},
             recompile_reason=recompile.reason if recompile is not None else None, window=window, phases=phases,
-            executor_compiles=list(self.executor_compiles),
+            executor_compiles=list(self.executor_compiles), otlp=self.otlp,
         )
         self.prov_ids.discard(None)
         provs = self.provs.closure(self.prov_ids | ({compile_error.last_prov} if compile_error and
