@@ -37,7 +37,7 @@ SITE = Path("/tmp/site")
 # What the device image lacks (KINDS.md lists what it has): this project's own needs, pinned as here.
 CARRIED = ("lightning-thunder==0.2.6", "looseversion==1.3.0", "orjson", "opentelemetry-api", "opentelemetry-sdk",
            "opentelemetry-proto", "opentelemetry-exporter-otlp-proto-http", "opentelemetry-exporter-otlp-proto-common",
-           "opentelemetry-semantic-conventions", "importlib-metadata", "playwright")
+           "opentelemetry-semantic-conventions", "importlib-metadata")  # no playwright: no browser step there (52 MB)
 NVFUSER = "nvfuser-cu128-torch29"  # the build for this project's torch; the device's torch may need another
 
 _ENVIRONMENT = r"""
