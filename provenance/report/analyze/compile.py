@@ -311,6 +311,7 @@ class CompileBuilder:
             if found is None:
                 return
             page.memory = compile_memory_view(found, summary.finals)
+            page.static_memory = found
             summary.memory = totals([found])
             if source is not None:
                 files = {f.path: f.index for f in source.files}
