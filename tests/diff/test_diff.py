@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import subprocess
 import sys
 
@@ -16,7 +17,7 @@ from provenance.diff.compare import compare
 from provenance.diff.read import read_side
 from provenance.diff.render import FORMAT
 
-BATCHES = (("base1", "base2", "base3", "relu"), ("wide", "recompile"))  # each made at once: the same load
+NAMES = ("base1", "base2", "base3", "relu", "wide", "recompile")  # made in batches (conftest.py)
 
 
 def _diff(*args: str) -> subprocess.CompletedProcess:
@@ -26,7 +27,7 @@ def _diff(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def sides(diff_logs):
-    return {name: read_side(str(path)) for batch in BATCHES for name, path in zip(batch, diff_logs(*batch))}
+    return {name: read_side(str(path)) for name, path in zip(NAMES, diff_logs(*NAMES))}
 
 
 def _act() -> str:
@@ -144,3 +145,29 @@ def test_the_diff_reads_bad_input_as_the_report_does_and_imports_no_torch(diff_l
     assert "warning: B" in done.stderr and "Traceback" not in done.stderr
     data = json.loads(done.stdout)
     assert data["b"]["problems"] >= 2 and data["changes"][0]["title"].startswith(_act())
+
+
+def test_on_a_terminal_the_summary_is_a_rich_table(diff_logs):
+    import pty
+
+    base, relu = diff_logs("base1", "relu")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the CLI on a terminal (never back into pytest)
+        try:
+            os.execv(sys.executable, [sys.executable, "-m", "provenance.report", "diff", str(base), str(relu)])
+        finally:
+            os._exit(127)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    text = out.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert "┏" in text and "\x1b[" in text and "A → B" in text  # a table, coloured
+    assert text.index(_act()) < text.index("saved for backward")
