@@ -145,9 +145,8 @@ def digest(page: CompilePage, source: SourcePage | None, provs: Any) -> CompileD
         recompile_reason=s.recompile_reason, seconds=s.seconds, phases=_phases(s.phases),
         page=s.pages.compile, source=s.pages.source, kinds=kinds, lines=lines, fusions=fusions, hrefs=hrefs,
         dropped=dropped)
-    profile = page.time.profile if page.time is not None else None
-    if profile is not None:
-        out.time, out.wall = _time(profile)
+    if page.time is not None and page.time.profile is not None:
+        out.time, out.wall = _time(page.time.profile, page.time.rows)
     if page.static_memory is not None:
         out.memory = {r.key: (r.saved_bytes, r.peak_bytes)
                       for r in memory_rollup([page.static_memory], "line")[:MAX_ROWS]}
@@ -183,12 +182,12 @@ def _phases(phases: list) -> dict[str, float]:
     return dict(out)
 
 
-def _time(profile: Any) -> tuple[dict[str, dict[str, TimeFigure]], Spread]:
-    """The compile's time rows by line, module, role and op (provenance.rollup), and its wall
-    time per measured call."""
+def _time(profile: Any, made: dict[str, list]) -> tuple[dict[str, dict[str, TimeFigure]], Spread]:
+    """The compile's time rows by line, module, role and op (provenance.rollup: those the report
+    made for its Time section, `made`, are not made again), and its wall time per measured call."""
     tables = {}
     for by in DIMENSIONS:
-        rows = rollup([profile], by)[:MAX_ROWS]
+        rows = (made[by] if by in made else rollup([profile], by))[:MAX_ROWS]
         tables[by] = {r.key: TimeFigure(r.time, r.label or _short(r.key), r.kind) for r in rows}
     calls, _ = profile.measured()
     index = {c: i for i, c in enumerate(calls)}

@@ -116,6 +116,7 @@ class CompileTime:
     fusions: list[TimeRow] = field(default_factory=list)  # rows of fusions shared by several lines
     legend: list[tuple[int, str]] = field(default_factory=lambda: LEGEND)
     profile: Any = field(default=None, repr=False)  # the provenance.profile.CompileProfile it came from (the diff's)
+    rows: dict[str, list[CostRow]] = field(default_factory=dict, repr=False)  # its roll-ups by `by`, all rows
 
 
 @dataclass
