@@ -16,6 +16,7 @@ from diff_program import line_of
 from provenance.diff.compare import compare
 from provenance.diff.read import read_side
 from provenance.diff.render import FORMAT
+from provenance.report.cli import main
 
 NAMES = ("base1", "base2", "base3", "relu", "wide", "recompile")  # made in batches (conftest.py)
 
@@ -77,24 +78,30 @@ def test_a_recompile_added_is_listed_with_its_reason(sides):
     assert change.links == {"b": added.page, "b_source": added.source}
 
 
-def test_the_gate_exits_0_1_and_2(diff_logs, sides, tmp_path):
+def test_the_gate_exits_0_1_and_2(diff_logs, sides, tmp_path, capsys):
     base, relu, wide, again, recompile = diff_logs("base1", "relu", "wide", "base2", "recompile")
+
+    def gate(*args: object) -> tuple[int, str, str]:  # the CLI in this process (its subprocess: the tests below)
+        code = main(["diff", *map(str, args)])
+        out, err = capsys.readouterr()
+        return code, out, err
+
     strict = ["--fail-on", "compile_time=+10%", "--fail-on", "run_time=+5%", "--fail-on", "memory=+0"]
-    done = _diff(base, again, *strict)
-    assert done.returncode == 0, done.stdout + done.stderr
-    done = _diff(base, wide, *strict)  # wider: more memory
-    assert done.returncode == 1 and "FAIL memory=+0" in done.stdout, done.stdout + done.stderr
-    assert _diff(base, relu, "--fail-on", "memory=+0").returncode == 0  # less memory never fails
-    assert _diff(relu, base, "--fail-on", "memory=+0").returncode == 1
-    assert _diff(relu, base, "--fail-on", "memory=+10M").returncode == 0  # under the limit
-    done = _diff(base, recompile, "--fail-on", "recompiles=+0")
-    assert done.returncode == 1 and "recompile added" in done.stdout
+    code, out, err = gate(base, again, *strict)
+    assert code == 0, out + err
+    code, out, err = gate(base, wide, *strict)  # wider: more memory
+    assert code == 1 and "FAIL memory=+0" in out, out + err
+    assert gate(base, relu, "--fail-on", "memory=+0")[0] == 0  # less memory never fails
+    assert gate(relu, base, "--fail-on", "memory=+0")[0] == 1
+    assert gate(relu, base, "--fail-on", "memory=+10M")[0] == 0  # under the limit
+    code, out, _ = gate(base, recompile, "--fail-on", "recompiles=+0")
+    assert code == 1 and "recompile added" in out
     bad = tmp_path / "not_a_log.jsonl"
     bad.write_text("hello\n")
     for args in ([base, tmp_path / "missing"], [bad, base], [base, again, "--fail-on", "speed=+5%"],
                  [base, again, "--fail-on", "run_time=5 percent"]):
-        done = _diff(*args)
-        assert done.returncode == 2 and "error:" in done.stderr and "Traceback" not in done.stderr, done.stderr
+        code, _, err = gate(*args)
+        assert code == 2 and "error:" in err and "Traceback" not in err, err
 
 
 def test_the_json_has_its_documented_shape(diff_logs):
