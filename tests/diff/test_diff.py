@@ -18,6 +18,8 @@ from provenance.diff.read import read_side
 from provenance.diff.render import FORMAT
 from provenance.report.cli import main
 
+pytestmark = pytest.mark.slow  # real Thunder runs in subprocesses (made once per session)
+
 NAMES = ("base1", "base2", "base3", "relu", "wide", "recompile")  # made in batches (conftest.py)
 
 

@@ -8,7 +8,10 @@ import subprocess
 import sys
 from urllib.parse import unquote, urlparse
 
+import pytest
 from diff_program import line_of
+
+pytestmark = pytest.mark.slow  # real Thunder runs in subprocesses (made once per session)
 
 
 def test_the_diff_page_links_each_change_into_both_reports(diff_logs, browser, tmp_path):

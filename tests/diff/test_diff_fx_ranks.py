@@ -11,6 +11,8 @@ from diff_program import line_of
 from provenance.diff.compare import compare
 from provenance.diff.read import read_side
 
+pytestmark = pytest.mark.slow  # real Thunder runs in subprocesses (made once per session)
+
 
 @pytest.fixture(scope="module")
 def fx(diff_logs):
