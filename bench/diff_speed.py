@@ -81,7 +81,8 @@ def replicate(base: Path, target: Path, size: int) -> int:
                 put(r)
             copy += 1
         for c in calls:
-            put({**c, "compiles": every, "compile_hits": None, "calls": c["calls"] + copy, "cache_misses": copy})
+            rest = {k: v for k, v in c.items() if k != "compile_hits"}  # each copy's own hits: not known
+            put({**rest, "compiles": every, "calls": c["calls"] + copy, "cache_misses": copy})
     return copy
 
 
