@@ -41,15 +41,20 @@ class Report:
 def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None = None,
                  progress: Callable[[int], None] | None = None, jobs: int = 1,
                  skipped: list[tuple[Path, str]] = (),
-                 problems: list[tuple[str, str, int | None, str, str, int]] = ()) -> Report:
+                 problems: list[tuple[str, str, int | None, str, str, int]] = (),
+                 observe: Callable[..., None] | None = None) -> Report:
     """Read `paths` once and write the report into `out` (which must exist and be empty);
     `jobs` > 1: compiles are built by that many worker processes; `skipped`: files of the input
     passed over, and why (listed as problems); `problems`: more the input had (category, file,
-    line, reason, text, count), found before the logs were read (an OTel export's bad lines)."""
+    line, reason, text, count), found before the logs were read (an OTel export's bad lines);
+    `observe(page, source, provs)`: called with each compile's page models as they are written
+    (ReportWriter's; needs `jobs` 1: the diff's)."""
+    if observe is not None and jobs > 1:
+        raise ValueError("observe needs jobs=1: worker processes build their compiles' pages")
     headers = headers if headers is not None else [sniff(p) for p in paths]
     registered = list(pages.PAGES)
     nav = [(page.file, page.title) for page in registered]
-    writer = ReportWriter(out, nav, [page.templates for page in registered if page.templates])
+    writer = ReportWriter(out, nav, [page.templates for page in registered if page.templates], observe=observe)
     writer.write_assets()
     pool = Pool(jobs, out, nav) if jobs > 1 else None
     try:

@@ -68,7 +68,32 @@ def _parser() -> argparse.ArgumentParser:
                              "process) if under 2)")
     report.add_argument("--no-browser", action="store_true",
                         help="do not open index.html in a browser (never opened when not on a terminal or with CI set)")
+    _diff_parser(commands)
     return parser
+
+
+def _diff_parser(commands: argparse._SubParsersAction) -> None:
+    """`diff A B` (provenance/diff/: imported only when the command runs)."""
+    diff = commands.add_parser(
+        "diff", help="what changed between two runs: ops, fusions, recompiles, compile and run time, memory",
+        description="Compare two runs' THUNDER_TRACE logs (each a log file or a directory, every rank): compiles "
+                    "matched by function, call site, recompile index and rank (ThunderFX: Dynamo graph and "
+                    "piece), ops by the user line and module they came from; changes sorted by impact. "
+                    "A run-time change counts only outside both runs' per-call spread (docs/diff.md).",
+        epilog="Exit status: 0 no --fail-on rule broken; 1 one was; 2 bad input (no log, a bad rule, OUT in the "
+               "way). Example: thunder-trace diff baseline/ thunder_trace/ --fail-on run_time=+5%%")
+    diff.add_argument("a", metavar="A", help="the baseline: a log file or a THUNDER_TRACE directory")
+    diff.add_argument("b", metavar="B", help="the run compared with it")
+    diff.add_argument("-o", "--out", metavar="OUT",
+                      help="write the diff page, OUT/index.html, with both runs' reports (OUT/a, OUT/b) it links into")
+    diff.add_argument("--overwrite", action="store_true", help="replace OUT if this tool made it")
+    diff.add_argument("--json", action="store_true", help="print the diff as JSON (docs/diff.md: its shape)")
+    diff.add_argument("--all", action="store_true", help="list the changes within the runs' spread too")
+    diff.add_argument("--top", type=int, default=40, metavar="N", help="changes listed (default: %(default)s)")
+    diff.add_argument("--fail-on", action="append", metavar="METRIC=+LIMIT",
+                      help="exit 1 if a significant change grew past LIMIT: run_time=+5%%, compile_time=+10%%, "
+                           "memory=+0, recompiles=+0 (absolute: ms per call, s, bytes with K/M/G, compiles); "
+                           "repeatable")
 
 
 def printable(text: str) -> str:
@@ -292,6 +317,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "report":
         return report_command(args)
+    if args.command == "diff":
+        from provenance.diff.command import run
+
+        return run(args)
     return 2  # pragma: no cover - argparse requires a command
 
 

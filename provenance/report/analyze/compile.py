@@ -312,6 +312,7 @@ class CompileBuilder:
             if found is None:
                 return
             page.memory = compile_memory_view(found, summary.finals)
+            page.static_memory = found
             summary.memory = totals([found])
             if self.profile is not None and self.profile.has_memory:  # CUDA: the allocator's readings
                 page.memory.measured = measured_view(found, compile_profile(self.profile, self.provs.record, self.fn))

@@ -130,7 +130,8 @@ def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Proven
                       if {r.key for r in by_module_line} != {r.key for r in by_line} else []),
         modules=[_time_row(r, types) for r in modules], roles=[_time_row(r, {}) for r in _shown(by_role)],
         kinds=[_time_row(r, {}) for r in by_kind], icicle=boxes, icicle_depth=depth,
-        profiled=totals["profiled"], excluded=excluded)
+        profiled=totals["profiled"], excluded=excluded, profile=profile,
+        rows={"line": by_line, "module": by_module, "role": by_role})
     lines: dict[tuple[str, int], LineTime] = {}
     keyed = {r.key: r for r in by_line}
     for row in by_line:

@@ -448,6 +448,7 @@ class CompilePage:
     phases: PhaseView | None = None
     time: CompileTime | None = None  # the Time section, for a profiled compile
     memory: Any = None  # the Memory section (model.memory.CompileMemoryView)
+    static_memory: Any = None  # the provenance.static_memory.CompileMemory it was made from (the diff rolls it up)
 
 
 @dataclass(slots=True)

@@ -115,6 +115,8 @@ class CompileTime:
     excluded: list[str] = field(default_factory=list)  # `call 1 (backward): compiled TorchCompile0, 1.20 s, excluded`
     fusions: list[TimeRow] = field(default_factory=list)  # rows of fusions shared by several lines
     legend: list[tuple[int, str]] = field(default_factory=lambda: LEGEND)
+    profile: Any = field(default=None, repr=False)  # the provenance.profile.CompileProfile it came from (the diff's)
+    rows: dict[str, list[CostRow]] = field(default_factory=dict, repr=False)  # its roll-ups by `by`, all rows
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,8 @@ class CompileWriter:
 
     def finish(self, page: CompilePage, source: SourcePage | None) -> None:
         report = self.report
+        if report.observe is not None:  # the diff reads each compile's pages as they are written
+            report.observe(page, source, self.provs)
         # The compile's records, once for both its pages (the source page's are a subset): a script
         # of their own, which the pages load (report.js: window.thunderTraceProvs)
         provs = self.pages.compile.removesuffix(".html") + PROVS_SUFFIX
@@ -85,9 +87,11 @@ class CompileWriter:
 class ReportWriter:
     """The output directory: static assets, pages, JSON."""
 
-    def __init__(self, out: Path, nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -> None:
+    def __init__(self, out: Path, nav: list[tuple[str, str]], template_dirs: Sequence[str] = (),
+                 observe: Callable[[CompilePage, SourcePage | None, ProvTable], None] | None = None) -> None:
         self.out = out
         self.env = environment(nav, template_dirs)
+        self.observe = observe  # called with each compile's page models, in this process (build_report's)
 
     def write_assets(self) -> None:
         """The directories, the marker file and the static files (CSS with pygments' style, JS)."""

@@ -1,0 +1,182 @@
+"""`thunder-trace diff` on real Thunder runs of tests/support/diff_program.py: the same program
+three times (no significant change), one line changed, a layer widened, a recompile added; the
+gate's exit codes; the JSON's shape. The logs are made once per session (conftest.py)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from diff_program import line_of
+
+from provenance.diff.compare import compare
+from provenance.diff.read import read_side
+from provenance.diff.render import FORMAT
+from provenance.report.cli import main
+
+pytestmark = pytest.mark.slow  # real Thunder runs in subprocesses (made once per session)
+
+NAMES = ("base1", "base2", "base3", "relu", "wide", "recompile")  # made in batches (conftest.py)
+
+
+def _diff(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "provenance.report", "diff", *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def sides(diff_logs):
+    return {name: read_side(str(path)) for name, path in zip(NAMES, diff_logs(*NAMES))}
+
+
+def _act() -> str:
+    return f"diff_program.py:{line_of('act')}"
+
+
+def test_the_same_program_three_times_has_no_significant_change(sides):
+    runs = [sides[n] for n in ("base1", "base2", "base3")]
+    assert all(r.compiles and r.compiles[0].wall.calls >= 3 for r in runs)  # profiled calls: a spread
+    for a, b in itertools.permutations(runs, 2):
+        diff = compare(a, b)
+        assert len(diff.matched) == 1 and not diff.added and not diff.removed
+        assert [c.title for c in diff.significant] == []
+        # what it did compare, and found within the spread
+        assert {c.title for c in diff.changes} >= {"run time per call (forward + backward)", "compile time"}
+
+
+def test_one_line_changed_is_named_first_with_its_ops_and_time(sides):
+    diff = compare(sides["base1"], sides["relu"])
+    first = diff.significant[0]
+    assert first.kind == "line" and first.title.startswith(_act()), [c.title for c in diff.significant]
+    assert "computation:erf" in first.ops["removed"] and "computation:where" in first.ops["added"]
+    assert any(d.startswith("time: median") for d in first.details)  # its time, A -> B
+    lines = [c for c in diff.changes if c.kind == "line" and (c.ops["added"] or c.ops["removed"])]
+    assert [c.title.split(": ")[0] for c in lines] == [_act()]  # no other line's ops changed
+    assert first.links["a_source"].endswith(f"-{line_of('act')}") and first.links["b_source"]
+
+
+def test_a_widened_layer_is_a_memory_and_time_regression_of_its_lines(sides):
+    diff = compare(sides["base1"], sides["wide"])
+    regressions = [c for c in diff.significant if c.group == 0]
+    assert regressions and regressions[0].after > regressions[0].before
+    fc1 = [c for c in regressions if c.kind == "line" and c.title.startswith(f"diff_program.py:{line_of('fc1')}")]
+    assert fc1 and fc1[0].metric in ("memory", "run_time")
+    assert not [c for c in diff.changes if c.kind == "line" and (c.ops["added"] or c.ops["removed"])]  # same ops
+    memory = [c for c in regressions if c.kind == "memory" and c.level == "compile"]
+    assert memory and all(c.after > c.before for c in memory)
+
+
+def test_a_recompile_added_is_listed_with_its_reason(sides):
+    diff = compare(sides["base1"], sides["recompile"])
+    (added,) = diff.added
+    assert added.index == 1
+    (change,) = [c for c in diff.changes if c.kind == "recompile"]
+    assert change.title.startswith("recompile added: __main__.MLP")
+    assert any("why:" in d and ("shape" in d or "256" in d) for d in change.details), change.details
+    assert change.links == {"b": added.page, "b_source": added.source}
+
+
+def test_the_gate_exits_0_1_and_2(diff_logs, sides, tmp_path, capsys):
+    base, relu, wide, again, recompile = diff_logs("base1", "relu", "wide", "base2", "recompile")
+
+    def gate(*args: object) -> tuple[int, str, str]:  # the CLI in this process (its subprocess: the tests below)
+        code = main(["diff", *map(str, args)])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    strict = ["--fail-on", "compile_time=+10%", "--fail-on", "run_time=+5%", "--fail-on", "memory=+0"]
+    code, out, err = gate(base, again, *strict)
+    assert code == 0, out + err
+    code, out, err = gate(base, wide, *strict)  # wider: more memory
+    assert code == 1 and "FAIL memory=+0" in out, out + err
+    assert gate(base, relu, "--fail-on", "memory=+0")[0] == 0  # less memory never fails
+    assert gate(relu, base, "--fail-on", "memory=+0")[0] == 1
+    assert gate(relu, base, "--fail-on", "memory=+10M")[0] == 0  # under the limit
+    code, out, _ = gate(base, recompile, "--fail-on", "recompiles=+0")
+    assert code == 1 and "recompile added" in out
+    bad = tmp_path / "not_a_log.jsonl"
+    bad.write_text("hello\n")
+    for args in ([base, tmp_path / "missing"], [bad, base], [base, again, "--fail-on", "speed=+5%"],
+                 [base, again, "--fail-on", "run_time=5 percent"]):
+        code, _, err = gate(*args)
+        assert code == 2 and "error:" in err and "Traceback" not in err, err
+
+
+def test_the_json_has_its_documented_shape(diff_logs):
+    base, relu = diff_logs("base1", "relu")
+    done = _diff(base, relu, "--json", "--fail-on", "run_time=+1000%")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["format"] == FORMAT and set(data) == {"format", "a", "b", "compiles", "significant", "changes",
+                                                      "more", "gate"}
+    assert set(data["a"]) == {"path", "logs", "ranks", "compiles", "problems", "report"}
+    assert data["a"]["report"] is None  # no -o: no reports written
+    assert [m["label"] for m in data["compiles"]["matched"]] == ["__main__.MLP"]
+    change = data["changes"][0]
+    assert set(change) == {"kind", "title", "compile", "details", "metric", "before", "after", "unit", "significant",
+                           "group", "ops", "links", "level", "delta", "ratio"}
+    assert change["title"].startswith(_act()) and change["group"] in ("regression", "improvement", "structure")
+    assert data["significant"] == sum(c["significant"] for c in data["changes"])
+    assert data["gate"] == {"rules": ["run_time=+1000%"], "failed": [], "status": 0}
+
+
+def test_the_terminal_summary_is_plain_text_off_a_terminal(diff_logs):
+    base, relu = diff_logs("base1", "relu")
+    done = _diff(base, relu)
+    assert done.returncode == 0
+    first = done.stdout.splitlines()[2]
+    assert first.startswith("  1. ") and _act() in first and "\x1b[" not in done.stdout
+
+
+_DIFF_ONLY = """
+import sys
+from provenance.report.cli import main
+code = main(["diff", sys.argv[1], sys.argv[2], "--json"])
+loaded = sorted(m for m in ("torch", "thunder", "provenance.session", "provenance.thunder") if m in sys.modules)
+print("RESULT", code, loaded, file=sys.stderr)
+"""
+
+
+def test_the_diff_reads_bad_input_as_the_report_does_and_imports_no_torch(diff_logs, tmp_path):
+    base, relu = diff_logs("base1", "relu")
+    (log,) = relu.glob("*.jsonl")
+    lines = log.read_bytes().splitlines(keepends=True)
+    hostile = tmp_path / "hostile.jsonl"  # bad lines, a record of an odd shape, a cut-off last line
+    hostile.write_bytes(b"".join(lines[:3]) + b"not json\n" + b'{"type": "trace", "compile": [1]}\n'
+                        + b"".join(lines[3:]) + lines[-1][:40])
+    done = subprocess.run([sys.executable, "-c", _DIFF_ONLY, str(base), str(hostile)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and "RESULT 0 []" in done.stderr, done.stderr[-3000:]
+    assert "warning: B" in done.stderr and "Traceback" not in done.stderr
+    data = json.loads(done.stdout)
+    assert data["b"]["problems"] >= 2 and data["changes"][0]["title"].startswith(_act())
+
+
+def test_on_a_terminal_the_summary_is_a_rich_table(diff_logs):
+    import pty
+
+    base, relu = diff_logs("base1", "relu")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the CLI on a terminal (never back into pytest)
+        try:
+            os.execv(sys.executable, [sys.executable, "-m", "provenance.report", "diff", str(base), str(relu)])
+        finally:
+            os._exit(127)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    text = out.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert "┏" in text and "\x1b[" in text and "A → B" in text  # a table, coloured
+    assert text.index(_act()) < text.index("saved for backward")
