@@ -12,7 +12,7 @@
 Each tool runs as a fresh subprocess, the tools alternating; wall time and peak RSS (summed over
 the process tree, so thunder-trace's worker processes count) per run; the medians of --runs runs
 are reported, with the output size. thunder-trace runs twice: by default (one worker process
-per idle CPU for a log this large, see provenance/report/workers.py auto_jobs; each run's count
+per idle CPU for a log this large, see provenance/report/jobs.py auto_jobs; each run's count
 and the load average when it started are printed) and all in one process (-j 1).
 
     python bench/report_throughput.py [--size-mb 100] [--runs 3] [--work DIR] [--keep]
