@@ -585,11 +585,13 @@ class Totals:
 class CallSiteNode:
     """A frame of the call-site trie; the compiles made at exactly this stack."""
 
-    frame: StackFrame | None  # None: compiles without a user stack, or `elided` frames
+    frame: StackFrame | None  # None: compiles without a user stack, `elided` frames, or `folded` ones
     children: list[CallSiteNode]
     compiles: list[CompileSummary]
     count: int  # compiles here and below
     elided: int = 0  # stands for that many outer frames of a deep stack, not shown
+    folded: list[StackFrame] = field(default_factory=list)  # frames shown as one collapsed line: `label`
+    label: str = ""  # what the folded frames are (launchers', or common to every compile)
 
 
 @dataclass(slots=True)
