@@ -309,6 +309,15 @@ class CompileSummary:
     # line_ops), for its Dynamo graph's page; the run takes it off (analyze/fx_graphs.py).
     piece_lines: dict | None = None
 
+    def stacks_shared(self) -> int:
+        """How many outer frames the call stack shares with the jit stack (the page lists them once)."""
+        shared = 0
+        for jit, call in zip(self.jit_stack, self.call_stack):
+            if jit != call:
+                break
+            shared += 1
+        return shared
+
     @property
     def recompiled(self) -> bool:
         return self.index > 0
