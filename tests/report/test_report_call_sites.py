@@ -109,3 +109,21 @@ def test_an_older_logs_runner_frames_fold_into_one_line(tmp_path):
     assert lines == ["4 frames of test runners and launchers (pytest, pluggy, _pytest) 1",
                      "the 4 frames, outermost first", "test_model.py:5 test_model jm(x) 1",
                      "test_model.py:7 test_model jm(y) 1"], lines
+
+
+def test_the_folded_line_opens_on_a_click_in_chromium(tmp_path, browser):
+    """The folded line is one line of the trie; its frames stay collapsed until it is clicked,
+    and the compiles under it are shown at once."""
+    out = tmp_path / "report"
+    assert main(["report", str(_old_log(tmp_path)), "-o", str(out), "--no-browser"]) == 0
+    errors = len(browser.errors)
+    page = browser.open(out / "index.html")
+    fold = page.locator(".trie .fold")
+    assert fold.count() == 1 and fold.inner_text() == "4 frames common to every compile (pytest, pluggy, _pytest)"
+    frames = page.locator(".trie details.folded ol.stack li")
+    assert frames.count() == 4 and not frames.first.is_visible()
+    assert page.locator(".trie .cref").count() == 2 and page.locator(".trie .cref").first.is_visible()
+    page.locator(".trie details.folded > summary").click()
+    assert frames.first.is_visible() and "runner.py:184" in page.locator(".trie details.folded").inner_text()
+    page.close()
+    assert browser.errors[errors:] == []
