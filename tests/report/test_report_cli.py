@@ -187,6 +187,31 @@ def test_desync_between_ranks_is_flagged(tmp_path, capsys):
     assert "desync" in page and "differs" in page and "sub" in page
 
 
+def test_many_ranks_are_grouped_by_behaviour_the_outliers_first(tmp_path, capsys):
+    """Past 16 ranks, the distributed page groups the ranks that made the same compiles with the
+    same status and final ops: one row and one column per group, the smallest groups first."""
+    logs = tmp_path / "logs"
+    for rank in range(20):
+        records = report_logs.records(rank=rank, error={} if rank == 7 else None)
+        if rank in (3, 4):
+            records[8]["ops"][1][2] = "sub"  # ranks 3 and 4 run another op
+        records[0]["world_size"] = 20
+        report_logs.write(logs / f"r{rank}.jsonl", records)
+    out = tmp_path / "out"
+    assert report(capsys, logs, "-o", out)[0] == 0
+    page = (out / "distributed.html").read_text()
+    groups = page[page.index('id="rank-groups"'):page.index("</section>", page.index('id="rank-groups"'))]
+    rows = [re.sub(r"<[^>]+>", " ", r).split() for r in re.findall(r"<tr><td>.*?</tr>", groups)]
+    assert [r[:3] for r in rows] == [["rank", "7", "1"], ["ranks", "3\u20134", "2"],
+                                     ["ranks", "0\u20132,", "5\u20136,"]], rows
+    assert rows[0][3:5] == ["1", "1"] and rows[2][3:7] == ["8\u201319", "17", "1", "0"]  # rank 7's compile failed
+    across = page[page.index("Compiles across rank groups"):]
+    header = re.search(r"<thead>.*?</thead>", across, re.S).group(0)
+    assert header.count('<th class="r">') == 3 and "ranks 0\u20132, 5\u20136, 8\u201319" in header
+    assert "desync" in page and "differs" in page
+    assert "one rank" not in across  # each compile was made by every rank
+
+
 def test_names_from_the_log_never_become_paths(tmp_path, capsys):
     evil = "../../../../tmp/evil"
     records = report_logs.records(compile_id=evil, fn=evil, file="/../../etc/passwd", module=evil)

@@ -22,9 +22,9 @@ __all__ = ["LINE", "LISTS", "MAX_PROBLEMS_LISTED", "N", "OUTS", "PROV", "SYM", "
            "CompileError", "CompilePage", "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem",
            "DisabledCapture", "ErrorSummary", "ExecutorCompile", "Failure", "FrameRef", "Fused", "Fusion", "FusionLine",
            "LogHeader", "LogSummary", "Op", "PassList", "PassSummary", "Phase", "PhaseGroup", "PhaseView", "Problem",
-           "Problems", "ProvInfo", "RankComparison", "RankRow", "RankTime", "Recompile", "Rejection", "RoleCount",
-           "RunModel", "SourceFileView", "SourcePage", "SourcePane", "StackFrame", "Totals", "TraceDiff", "TraceView",
-           "coverage", "site_of"]
+           "Problems", "ProvInfo", "RankComparison", "RankGroup", "RankRow", "RankTime", "Recompile", "Rejection",
+           "RoleCount", "RunModel", "SourceFileView", "SourcePage", "SourcePane", "StackFrame", "Totals", "TraceDiff",
+           "TraceView", "coverage", "site_of"]
 
 
 class FrameRef(NamedTuple):
@@ -642,14 +642,28 @@ class RankTime:
 
 
 @dataclass(slots=True)
+class RankGroup:
+    """Ranks that behaved alike: the same compiles, each with the same status and final traces."""
+
+    label: str  # `ranks 0–511, 513–1023`
+    ranks: int
+    compiles: int
+    failed: int
+    seconds: float  # compile time, the median rank's
+    low: float  # the fastest rank's and the slowest's
+    high: float
+
+
+@dataclass(slots=True)
 class RankComparison:
     multi: bool  # several logs
     ranks: list[RankTime]
     rows: list[RankRow]
     desync: int  # compiles that differ between ranks
-    labels: list[str]
+    labels: list[str]  # the columns of `rows`: a label per rank, or per group when grouped
     more_rows: int = 0  # compiles matched across ranks but not listed (rows x ranks is capped)
     max_cells: int = 0  # the cap
+    groups: list[RankGroup] = field(default_factory=list)  # many ranks: by behaviour, the smallest groups first
 
 
 @dataclass(slots=True)
