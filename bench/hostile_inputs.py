@@ -22,6 +22,10 @@ Issue 22's (analyses that were not linear in the log):
   whose prologue differs in one check;
 - a ThunderFX graph with 5 000 fallback lines and 1 000 split reasons (every reason on every line).
 
+Issue 27's (OTLP/JSON exports): 200 000 lines that look like export requests and are not, next to
+a valid export of the same size; 5 000 processes in one export (spans of the first 4096 read, the
+rest counted), next to the same spans in one process.
+
 Besides time and peak RSS, the size of what the report wrote (OUT): pages proportional to their data.
 
 Each report runs as a fresh subprocess (`-j 1`), with each code tree given as `--code
@@ -70,6 +74,12 @@ CASES = {  # label: (hostile log, the valid log to compare it with)
     "8 000-line prologues reordered": (lambda: hostile_logs.prologue_order(8_000),
                                        lambda: hostile_logs.prologue_order(8_000, shuffled=False)),
     "5 000 fallback lines x 1 000 reasons": (lambda: hostile_logs.fx_split(5_000, 1_000), None),
+    # OTLP/JSON exports (issue 27), next to a valid export of the same size or the same spans in one process
+    "200 000 bad OTLP/JSON lines": (lambda: hostile_logs.otlp_bad_lines(200_000),
+                                    lambda: hostile_logs.otlp_export(hostile_logs.size(
+                                        hostile_logs.otlp_bad_lines(200_000)))),
+    "5 000 processes in one export": (lambda: hostile_logs.otlp_processes(5_000),
+                                      lambda: hostile_logs.otlp_processes(5_000, distinct=False)),
 }
 
 

@@ -146,7 +146,7 @@ class OtelExporter:
         while len(self._profiled.fns) > 4 * MAX_PROFILED:
             self._profiled.fns.popitem(last=False)
         attributes = {**self._common, "thunder.compile_id": event["compile"], "thunder.function": event["fn"],
-                      "thunder.compile_index": event["index"],
+                      "thunder.compile_index": event["index"], "thunder.is_module": bool(event.get("is_module")),
                       **_code_attributes(event.get("call_stack") or event.get("jit_stack") or [])}
         piece = event.get("piece")
         parent = None
@@ -294,8 +294,10 @@ class OtelExporter:
         self._fusions.record(final.get("fusions", 0), labels)
         if span is not None:
             span.set_attributes({"thunder.ops": final.get("ops", 0), "thunder.fusions": final.get("fusions", 0),
+                                 "thunder.coverage.with_provenance": final.get("with_provenance", 0),
                                  "thunder.coverage.compute_with_user_source": final.get("compute_with_user_source", 0),
-                                 "thunder.coverage.compute": final.get("compute", 0)})
+                                 "thunder.coverage.compute": final.get("compute", 0),
+                                 "thunder.log_seconds": float(event.get("log_seconds") or 0.0)})
             span.end(end_time=event["time_ns"])
             self._spans += 1
             self._remember_ended(event["compile"], span)
@@ -313,7 +315,8 @@ class OtelExporter:
     def _on_capture_disabled(self, event: Event) -> None:
         span = self._compiles.pop(event["compile"], None)
         if span is not None:
-            span.set_attributes({"thunder.capture_disabled": event["hook"]})
+            span.set_attributes({"thunder.capture_disabled": event["hook"],
+                                 "thunder.capture_disabled.error": str(event.get("error") or "")[:500]})
             span.end(end_time=event["time_ns"])
             self._spans += 1
 
@@ -346,7 +349,8 @@ class OtelExporter:
             return
         table, sums, lines = found
         compiled = [str(c[0]) for c in event.get("compiled") or ()]
-        if not compiled:  # a run in which an executor compiled is no measured run (provenance.timing)
+        memory = event.get("memory")
+        if not compiled and memory is None:  # no measured run (provenance.timing): compiled, or read the allocator
             for attributes, ns in zip(table.attributes, sums):
                 self._op_seconds.record(ns / 1e9, attributes)
         top = sorted(lines.items(), key=lambda item: -item[1])[:TOP_LINES]
@@ -359,6 +363,9 @@ class OtelExporter:
                       "thunder.top_lines.text": [table.texts.get(key, "") for key, _ in top]}
         if compiled:
             attributes.update({"thunder.profile.excluded": "compile", "thunder.profile.compiled": compiled[:16]})
+        elif memory is not None:  # the CUDA allocator's bytes at the run's start and its peak (docs/memory.md)
+            attributes.update({"thunder.profile.excluded": "memory", "thunder.memory.allocated_start": memory[0],
+                               "thunder.memory.allocated_peak": max(event.get("memory_peak") or 0, *memory)})
         if top and top[0][0] in table.frames:  # the top line, in the semantic conventions for code
             file, line, function = table.frames[top[0][0]]
             attributes.update({"code.file.path": file, "code.line.number": line, "code.function.name": function})
@@ -425,7 +432,9 @@ class OtelExporter:
         return {**self._common, "thunder.role": role or "", "thunder.module": module or ""}
 
     def after_fork(self) -> None:
-        """In a forked child: the parent's open compile and scope spans are the parent's to end."""
+        """In a forked child: the parent's open compile and scope spans are the parent's to end;
+        the child's spans name its pid (the resource, shared with the parent, names the parent's)."""
+        self._common["process.pid"] = os.getpid()
         self._compiles.clear()
         self._scopes.clear()
 
@@ -616,9 +625,11 @@ def service_name() -> str:
     return script.removesuffix(".py") or "python"
 
 
-def from_environment(rank: int | None = None, waits: WaitSnapshot | None = None) -> OtelExporter | None:
+def from_environment(rank: int | None = None, waits: WaitSnapshot | None = None,
+                     world_size: int | None = None) -> OtelExporter | None:
     """The OTel exporter OTel's own configuration asks for, or None (see the module doc);
-    `waits`: also export these wait counters."""
+    `waits`: also export these wait counters. The resource names the process (`process.pid`,
+    `host.name`, `thunder.rank`): `thunder-trace report` groups an export's spans by it."""
     if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return None
     provider = trace.get_tracer_provider()
@@ -635,11 +646,13 @@ def from_environment(rank: int | None = None, waits: WaitSnapshot | None = None)
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    attributes: dict[str, Any] = {"host.name": socket.gethostname()}
+    attributes: dict[str, Any] = {"host.name": socket.gethostname(), "process.pid": os.getpid()}
     if not os.environ.get("OTEL_SERVICE_NAME"):
         attributes["service.name"] = service_name()
     if rank is not None:
         attributes["thunder.rank"] = rank
+    if world_size is not None:
+        attributes["thunder.world_size"] = world_size
     resource = Resource.create(attributes)  # merges OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME
     span_exporter = CountingExporter(OTLPSpanExporter(timeout=EXPORT_TIMEOUT_S))
     tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)

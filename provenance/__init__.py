@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Coverage", "DynamoGraph", "Frame", "GraphBreak", "Kind", "Piece", "Provenance", "Span", "SplitReason",
     "__version__", "add_exporter", "annotate", "cost", "coverage", "current_span", "disable", "enable", "enabled",
-    "fx_graphs", "graph_breaks", "load", "memory", "memory_compiles", "of", "print_cost", "print_memory", "profiles",
-    "remove_exporter", "scope", "stats",
+    "fx_graphs", "graph_breaks", "load", "memory", "memory_checks", "memory_compiles", "of", "print_cost",
+    "print_memory", "profiles", "remove_exporter", "scope", "stats",
     "tracing", "wait_counters",
 ]
 
@@ -109,7 +109,8 @@ def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bo
     waits = WAITS.snapshot if wait_counters else None
     otel = next((e for e in SESSION.exporters if isinstance(e, OtelExporter)), None)
     if otel is None:
-        if (otel := from_environment(rank=process_rank()[0], waits=waits)) is not None:
+        rank, world_size = process_rank()
+        if (otel := from_environment(rank=rank, waits=waits, world_size=world_size)) is not None:
             SESSION.add_exporter(otel)
     elif waits is not None:
         otel.observe_waits(waits)
@@ -373,10 +374,20 @@ def memory_compiles(jfn=None) -> list:  # noqa: ANN001 - list[provenance.static_
     return _of(jfn, static_memory.compiles)
 
 
+def memory_checks(jfn=None) -> list:  # noqa: ANN001 - list[provenance.measured_memory.MemoryCheck]
+    """The CUDA allocator's readings of each profiled compile against its static timeline, per trace
+    (profiling on a CUDA device: the first timed call reads the allocator; docs/memory.md). Empty on
+    the CPU, where the static timeline is the figure."""
+    from provenance.measured_memory import checks
+
+    return checks(memory_compiles(jfn), profiles(jfn))
+
+
 def print_memory(jfn=None, by: str = "line", *, top: int | None = 20, file=None) -> None:  # noqa: ANN001
     """Print `memory(jfn, by)` as a table, with the totals: saved for backward, the peaks, inputs."""
     from rich.console import Console
 
+    from provenance import attribution
     from provenance.static_memory import line_texts, rollup, size, summary, table
 
     kept = memory_compiles(jfn)
@@ -393,6 +404,12 @@ def print_memory(jfn=None, by: str = "line", *, top: int | None = 20, file=None)
     rows = rollup(kept, by)
     console.print(table(rows, by=by, title=title, top=top,
                         texts=line_texts(kept) if by in ("line", "module_line") else None))
+    for check in memory_checks(jfn):  # measured on the device, where it was
+        console.print(f"Measured (CUDA allocator): {check.describe()}", highlight=False, soft_wrap=True)
+        for op in check.differ[:5]:
+            where = attribution.line_key(op.record)
+            console.print(f"  {op.name} at {where}: {size(op.measured)} measured, {size(op.static)} static",
+                          highlight=False, soft_wrap=True)
 
 
 def _untimed(jfn: object) -> list[str]:

@@ -31,7 +31,7 @@ __all__ = [
     "CompileEnd", "CompileError", "CompileStart", "DynamoGraphEvent", "DynamoGuardFailure", "DynamoRecompile",
     "EVENTS", "Event", "EventType", "ExecutorCompile", "FRAME_FIELDS", "FUSED_FIELDS", "FinalCounts", "FrameJSON",
     "FusedJSON", "GraphBreakEvent", "GraphPhases", "Header", "KNOWN_TYPES", "Library", "MAX_PHASES", "OP_FIELDS",
-    "OpJSON",
+    "OpJSON", "OtlpSource",
     "PHASE_FIELDS", "PROFILE_OP_FIELDS", "PhaseJSON", "Phases", "PieceJSON", "PieceRef", "ProfileCall",
     "MAX_NESTING", "MEMORY_BLOCK_FIELDS", "MEMORY_OP_FIELDS", "Memory", "ProfileOpJSON", "ProfileOps", "Prov",
     "Recompile", "Ref", "RejectedEntry", "SCHEMA_VERSION",
@@ -39,7 +39,7 @@ __all__ = [
     "SpanStart", "SplitReasonJSON", "TYPES", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json", "refs",
 ]
 
-SCHEMA_VERSION = "1.6"
+SCHEMA_VERSION = "1.8"
 # How deep provenance records (derived_from, members) and spans (parent) nest, at most: the writer
 # writes a deeper one with its references dropped (a chain restarts), the reader drops deeper ones'.
 MAX_NESTING = 64  # major.minor: readers refuse another major and read a newer minor
@@ -80,6 +80,14 @@ MemorySavedJSON = tuple[str, int, int | None, bool]
 MemoryRematJSON = tuple[str, int, int | None, str]
 
 
+class OtlpSource(TypedDict):
+    """Where a log rebuilt from spans came from (provenance/report/read/otlp_json.py)."""
+
+    file: str  # the OTLP/JSON export file(s), by name
+    service: str | None  # the resource's service.name
+    spans: int  # spans of this process read
+
+
 class Header(TypedDict):
     """The first line of a log: who wrote it."""
 
@@ -88,10 +96,11 @@ class Header(TypedDict):
     time_ns: int
     versions: dict[str, str | None]  # python, then what integrations register (torch, thunder), thunder_provenance
     argv: list[str]
-    pid: int
+    pid: int | None  # None: not known (a log rebuilt from spans whose resource has no process.pid)
     host: str
     rank: int | None
     world_size: int | None
+    otlp: NotRequired[OtlpSource]  # a log `thunder-trace report` rebuilt from an OTLP/JSON export (schema 1.8)
 
 
 class Prov(TypedDict):
@@ -283,7 +292,7 @@ class CompileEnd(TypedDict):
     status: Literal["ok"]
     time_ns: int
     seconds: float
-    log_seconds: float
+    log_seconds: float | None  # None: not known (a log rebuilt from spans of a version before 1.8)
     cache: CacheCounts | None
     final: FinalCounts
 
@@ -396,6 +405,8 @@ class ProfileCall(TypedDict):
     host_ns: list[int] | None
     time_ns: int
     compiled: NotRequired[list[tuple[str, str, int]]]  # executor compiles during the run: [fusion, executor, ns] (1.6)
+    memory: NotRequired[list[int]]  # cuda: the allocator's bytes at each op boundary, len(op_ns) + 1 (1.7)
+    memory_peak: NotRequired[int | None]  # with `memory`: the allocator's peak in the run, if it rose (1.7)
 
 
 class Memory(TypedDict):

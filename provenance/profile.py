@@ -60,6 +60,11 @@ class ProfiledCall:
     host_ns: tuple[int, ...] | None = None  # cuda: the CPU time of each op (launches), else None
     time_ns: int = field(default_factory=time.time_ns)  # when it ended (epoch)
     compiled: tuple[tuple[str, str, int], ...] = ()  # executor compiles during it: (fusion, executor, ns)
+    # cuda, the window's first timed call: the allocator's bytes at each op boundary (len(ops) + 1),
+    # and its peak during the call when that rose above every earlier peak (else None). Such a call
+    # is no measured run: the readings take host time between launches (provenance.timing)
+    memory: tuple[int, ...] | None = None
+    memory_peak: int | None = None
 
     @property
     def between_ns(self) -> int:

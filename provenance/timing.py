@@ -3,8 +3,9 @@ figure (provenance.rollup, the report, the OpenTelemetry exporter). Pure data, n
 thunder import. docs/cost.md, "Distributions".
 
 - A profiled call is **measured** unless it was a one-off: an executor compiled a fusion during it
-  (torch.compile's inductor at a fusion's first call: `ProfiledCall.compiled`), or its time is a
-  stall, far outside the compile's other calls of the same trace (`is_one_off`). A measured call
+  (torch.compile's inductor at a fusion's first call: `ProfiledCall.compiled`), it read the CUDA
+  allocator at every op boundary (`ProfiledCall.memory`: host time between launches), or its time
+  is a stall, far outside the compile's other calls of the same trace (`is_one_off`). A measured call
   is one whose forward and (where any backward ran) backward were both measured.
 - An op's figure is the **median** of its time over the measured calls, with its spread (the
   fastest and slowest call, the quartiles); a time that is a one-off against the op's median (a
@@ -38,15 +39,15 @@ class Excluded:
 
     call: int
     trace: str  # forward | backward
-    reason: str  # "compile" (an executor compiled during it) | "stall" (a one-off time)
+    reason: str  # "compile" (an executor compiled during it) | "memory" (it read the allocator) | "stall"
     wall_ns: int
     compiled: tuple[str, ...] = ()  # the fusions compiled during it
     compile_ns: int = 0  # the time those compiles took
 
     def describe(self) -> str:
         """`call 1 (backward): compiled TorchCompile0, 1.20 s, excluded`."""
-        what = (f"compiled {', '.join(self.compiled)}" if self.reason == "compile"
-                else "a stall, over 3× the other calls")
+        what = {"compile": f"compiled {', '.join(self.compiled)}",
+                "memory": "read the CUDA allocator at every op"}.get(self.reason, "a stall, over 3× the other calls")
         return f"call {self.call} ({self.trace}): {what}, {_duration(self.wall_ns)}, excluded"
 
 
@@ -58,6 +59,7 @@ class _Call:  # what measured_calls reads of a ProfiledCall (or a logged one)
     call: int
     wall_ns: int
     compiled: Sequence
+    memory: Sequence | None
 
 
 def measured_calls(traces: dict[str, Iterable[_Call]], keep_all: bool = False,
@@ -73,13 +75,15 @@ def measured_calls(traces: dict[str, Iterable[_Call]], keep_all: bool = False,
         present[name] = {c.call for c in calls}
         if keep_all:
             continue
-        ran = [c for c in calls if not c.compiled]
+        ran = [c for c in calls if not c.compiled and c.memory is None]
         median = statistics.median(c.wall_ns for c in ran) if ran else 0.0
         for c in calls:
             if c.compiled:
                 compiled = tuple(str(f[0]) for f in c.compiled)
                 excluded.append(Excluded(c.call, name, "compile", c.wall_ns, compiled,
                                          sum(int(f[2]) for f in c.compiled)))
+            elif c.memory is not None:
+                excluded.append(Excluded(c.call, name, "memory", c.wall_ns))
             elif len(ran) > 2 and is_one_off(c.wall_ns, median):
                 excluded.append(Excluded(c.call, name, "stall", c.wall_ns))
     if not present:

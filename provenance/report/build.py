@@ -39,10 +39,12 @@ class Report:
 
 def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None = None,
                  progress: Callable[[int], None] | None = None, jobs: int = 1,
-                 skipped: list[tuple[Path, str]] = ()) -> Report:
+                 skipped: list[tuple[Path, str]] = (),
+                 problems: list[tuple[str, str, int | None, str, str, int]] = ()) -> Report:
     """Read `paths` once and write the report into `out` (which must exist and be empty);
     `jobs` > 1: compiles are built by that many worker processes; `skipped`: files of the input
-    passed over, and why (listed as problems)."""
+    passed over, and why (listed as problems); `problems`: more the input had (category, file,
+    line, reason, text, count), found before the logs were read (an OTel export's bad lines)."""
     headers = headers if headers is not None else [sniff(p) for p in paths]
     registered = list(pages.PAGES)
     nav = [(page.file, page.title) for page in registered]
@@ -61,6 +63,8 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
                              progress=progress, pool=pool)
         for path, reason in skipped:
             builder.problems.add("skipped file", path.name, None, reason)
+        for category, file, line, reason, text, count in problems:
+            builder.problems.add(category, file, line, reason, text, count=count)
         builder.run()
     finally:
         if pool is not None:

@@ -45,7 +45,8 @@ def _report_parser(commands: argparse._SubParsersAction) -> None:
                "in the way). Bad input never stops a report: it is counted, listed on index.html and on stderr.")
     report.add_argument("--version", action="version", version=f"thunder-trace {__version__}")
     report.add_argument("path", metavar="PATH",
-                        help="a log file, or a THUNDER_TRACE directory (every rank's log in it)")
+                        help="a log file, or a THUNDER_TRACE directory (every rank's log in it); an OTLP/JSON "
+                             "export (gzip'd or not) or a directory of them, with the logs or alone")
     report.add_argument("-o", "--out", default="thunder_trace_report", metavar="OUT",
                         help="output directory (default: %(default)s)")
     report.add_argument("--overwrite", action="store_true",

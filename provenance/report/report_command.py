@@ -10,9 +10,11 @@ import argparse
 import gc
 import os
 import sys
+import tempfile
 import threading
 import webbrowser
 from pathlib import Path
+from typing import Any
 
 from provenance.report.build import Report, build_report
 from provenance.report.console import fail, say
@@ -43,9 +45,10 @@ def _torch_trace_directory(path: Path) -> bool:
     return False
 
 
-def _select(path: str, latest: bool, rank: int | None
+def _select(path: str, latest: bool, rank: int | None, spool: _Spool | None = None
             ) -> tuple[list[Path], list[dict | None], list[tuple[Path, str]]]:
-    """The logs to read, their headers, and the files passed over (with why)."""
+    """The logs to read, their headers, and the files passed over (with why); with a `spool`, the
+    OTLP/JSON exports at `path` too, rebuilt there as logs (merged with the JSONL logs given)."""
     candidates, skipped = log_files(path)
     files, headers = [], []
     for candidate in candidates:
@@ -56,6 +59,8 @@ def _select(path: str, latest: bool, rank: int | None
             skipped.append((candidate, str(exc)))
         except OSError as exc:
             skipped.append((candidate, f"cannot be read ({exc.strerror or exc})"))
+    if spool is not None:
+        spool.rebuild(path, files, headers, skipped)
     if not files:
         if not Path(path).is_dir():
             raise NotALog(f"{path}: {skipped[0][1]}")
@@ -63,7 +68,7 @@ def _select(path: str, latest: bool, rank: int | None
             say(f"thunder-trace: {file.name}: {reason}")
         if not skipped and _torch_trace_directory(Path(path)):
             raise NotALog(f"{path}: this looks like a TORCH_TRACE directory; use tlparse")
-        raise FileNotFoundError(f"no THUNDER_TRACE log in {path!r}")
+        raise FileNotFoundError(f"no THUNDER_TRACE log or OTLP/JSON export in {path!r}")
     if rank is not None:
         chosen = [(f, h) for f, h in zip(files, headers) if h is not None and type(h.get("rank")) is int
                   and h["rank"] == rank]
@@ -81,6 +86,41 @@ def _select(path: str, latest: bool, rank: int | None
         newest = max(zip(files, headers), key=when)
         files, headers = [newest[0]], [newest[1]]
     return files, headers, skipped
+
+
+class _Spool:
+    """Where the logs rebuilt from OTLP/JSON exports are written (a temporary directory, made only
+    when there is an export, removed after the report) and what that found: read/otlp_json.py."""
+
+    def __init__(self) -> None:
+        self._dir: tempfile.TemporaryDirectory | None = None
+        self.rebuilt: Any = None
+
+    def _path(self) -> Path:
+        if self._dir is None:
+            self._dir = tempfile.TemporaryDirectory(prefix="thunder-trace-otlp-")
+        return Path(self._dir.name)
+
+    def rebuild(self, path: str, files: list[Path], headers: list[dict | None],
+                skipped: list[tuple[Path, str]]) -> None:
+        from provenance.report.read.otlp_json import rebuild
+
+        self.rebuilt = found = rebuild(path, skipped, headers, self._path, files)
+        files += found.files
+        headers += found.headers
+        skipped[:] = found.skipped
+
+    @property
+    def problems(self) -> list:
+        return self.rebuilt.problems if self.rebuilt is not None else []
+
+    @property
+    def files(self) -> set[Path]:
+        return set(self.rebuilt.files) if self.rebuilt is not None else set()
+
+    def close(self) -> None:
+        if self._dir is not None:
+            self._dir.cleanup()
 
 
 class _Progress:
@@ -139,14 +179,24 @@ def _report_problems(report: Report, out: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """`thunder-trace report`: the logs chosen, the report built, what happened said; the exit status."""
+    spool = _Spool()
     try:
-        files, headers, skipped = _select(args.path, args.latest, args.rank)
+        return _report(args, spool)
+    finally:
+        spool.close()
+
+
+def _report(args: argparse.Namespace, spool: _Spool) -> int:
+    try:
+        files, headers, skipped = _select(args.path, args.latest, args.rank, spool)
     except FileNotFoundError as exc:
         return fail(str(exc.args[0] if exc.args else exc))
     except (SchemaError, NotALog) as exc:
         return fail(str(exc))
     for file, reason in skipped:
         say(f"thunder-trace: {file.name}: {reason}")
+    for note in spool.rebuilt.notes if spool.rebuilt is not None else ():
+        say(f"thunder-trace: {note}")
     out, reason = prepare_out(Path(args.out), args.overwrite, [Path(args.path), *files])
     if reason is not None:
         return fail(reason)
@@ -156,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
     thresholds = quiet_gc()
     try:
         jobs = max(jobs, 1)
-        report = build_report(files, out, headers, progress, jobs=jobs, skipped=skipped)
+        report = build_report(files, out, headers, progress, jobs=jobs, skipped=skipped, problems=spool.problems)
     except OSError as exc:  # OUT's disk full, or taken away: every file the report writes is in OUT
         progress.close()
         say(f"thunder-trace: error: cannot write the report into {out}: {exc.strerror or exc}")
@@ -167,8 +217,10 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
     index = out / "index.html"
     workers = f" ({plural(jobs, 'worker process', 'worker processes')})" if jobs > 1 else ""
+    rebuilt = sum(1 for f in files if f in spool.files)
+    spans = f" ({rebuilt} read from OTel spans)" if rebuilt else ""
     say(f"thunder-trace: {plural(report.compiles, 'compile')} ({report.failed} failed) from "
-         f"{plural(len(files), 'log')} -> {index}{workers}")
+        f"{plural(len(files), 'log')}{spans} -> {index}{workers}")
     _report_problems(report, out)
     if not args.no_browser:
         _open_browser(index)

@@ -43,6 +43,11 @@ class Capture:
         self.profiling_installed = False
         self.force_clock: str | None = None  # tests: "cuda" times with cuda_event_factory's events on any device
         self.cuda_event_factory: Callable[[], Any] | None = None  # default: torch.cuda.Event(enable_timing=True)
+        # the CUDA clock's allocator readings in each window's first timed call (docs/memory.md):
+        # off with THUNDER_TRACE_PROFILE_MEMORY=0; the readers (bytes allocated now, the peak so far)
+        # are torch.cuda.memory_allocated / max_memory_allocated unless tests set stand-ins
+        self.profile_memory = os.environ.get("THUNDER_TRACE_PROFILE_MEMORY", "").strip() != "0"
+        self.cuda_memory: tuple[Callable[[], int], Callable[[], int]] | None = None
         self.profile_windows: weakref.WeakSet = weakref.WeakSet()  # open windows, closed by stop()
         self.profiles_logged: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # profile -> its exporters
         self.warmup = 1  # calls of each compile run untimed before the profiled ones

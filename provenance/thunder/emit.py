@@ -422,6 +422,8 @@ def profile_called(profile: CompileProfile, call: ProfiledCall) -> None:
         }
         if call.compiled:
             event["compiled"] = [list(c) for c in call.compiled]
+        if call.memory is not None:
+            event["memory"], event["memory_peak"] = call.memory, call.memory_peak
         SESSION.emit(event, only=targets)
     except Exception as exc:  # this compile's calls go unlogged; the others' are still written
         running.profiles_logged.pop(profile, None)

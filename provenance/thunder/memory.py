@@ -46,7 +46,17 @@ _TENSORS = (T.TensorProxy, _MC.FutureTensorProxy)
 PrimIDs = T.PrimIDs
 
 
+# Ops PyTorch always runs as views that Thunder's alias list misses: their outputs share their
+# input's storage. The CUDA allocator's readings showed it (a slice kept its base alive past its
+# `del`; provenance.measured_memory). Thunder's contiguous and reshape stay views, as Thunder has
+# them, though they copy a non-contiguous input: a proxy has no strides to tell.
+VIEWS = frozenset({"view", "view_as", "torch_slice_prim_impl", "narrow", "select", "t", "unflatten", "unbind",
+                   "chunk", "tensor_split", "diagonal", "as_strided", "movedim", "expand_as", "unfold"})
+
+
 def _impl(bsym: Any) -> Callable | None:
+    if bsym.sym.id in VIEWS or bsym.sym.name in VIEWS:
+        return _MC.track_alias_op_memory
     return _MC.memory_calculate_impls.get(bsym.sym.id)
 
 

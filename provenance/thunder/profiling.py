@@ -104,6 +104,17 @@ def _stopped(running: Capture) -> None:
 
 
 # -- timed twins --------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What a clock read of one run: the ProfiledCall's figures."""
+
+    wall_ns: int
+    op_ns: tuple[int, ...]
+    host_ns: tuple[int, ...] | None = None
+    memory: tuple[int, ...] | None = None
+    memory_peak: int | None = None
+
+
 class CpuClock:
     name = "cpu"
 
@@ -115,8 +126,11 @@ class CpuClock:
 
     stop = start
 
-    def read(self, begin: int, end: int, stamps: list[int]) -> tuple[int, tuple[int, ...], None]:
-        return end - begin, durations(stamps), None
+    memory = None  # no allocator to read on the CPU: the static timeline is the figure
+    reading = False
+
+    def read(self, begin: int, end: int, stamps: list[int]) -> Reading:
+        return Reading(end - begin, durations(stamps))
 
 
 class CudaClock:
@@ -127,7 +141,8 @@ class CudaClock:
 
     name = "cuda"
 
-    def __init__(self, marks: int, make: Callable[[], Any] | None = None) -> None:
+    def __init__(self, marks: int, make: Callable[[], Any] | None = None,
+                 memory: tuple[Callable[[], int], Callable[[], int]] | None = None) -> None:
         if make is None:
             import torch
 
@@ -137,15 +152,26 @@ class CudaClock:
         self.events = [make() for _ in range(marks)]
         self.bounds = (make(), make())
         self.used = 0
+        # the allocator's readers (bytes allocated, peak so far), read at every mark of a run with
+        # `reading` set: allocation is host-side (the caching allocator books a tensor when its op
+        # is launched, and a `del` frees it then), so the readings need no synchronize
+        self.memory = memory
+        self.allocated = [0] * marks if memory is not None else None
+        self.reading = False
+        self.peak_before = 0
 
     def mark(self) -> int:
         event = self.events[self.used]
+        if self.reading:
+            self.allocated[self.used] = self.memory[0]()
         self.used += 1
         event.record()
         return time.perf_counter_ns()
 
     def start(self) -> int:
         self.used = 0
+        if self.reading:
+            self.peak_before = self.memory[1]()
         self.bounds[0].record()
         return time.perf_counter_ns()
 
@@ -153,7 +179,7 @@ class CudaClock:
         self.bounds[1].record()
         return time.perf_counter_ns()
 
-    def read(self, begin: int, end: int, stamps: list[int]) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    def read(self, begin: int, end: int, stamps: list[int]) -> Reading:
         self.bounds[1].synchronize()
         for event in self.events[: self.used]:  # events of other streams, if an op switched
             event.synchronize()
@@ -165,7 +191,12 @@ class CudaClock:
         if self.used != len(stamps):
             raise ProfilingError(f"{self.used} CUDA events recorded for {len(stamps)} marks")
         op_ns = tuple(ns(events[i], events[i + 1]) for i in range(self.used - 1))
-        return ns(*self.bounds), op_ns, durations(stamps)
+        memory = peak = None
+        if self.reading:
+            memory = tuple(self.allocated)
+            after = self.memory[1]()
+            peak = after if after > self.peak_before else None  # below an earlier peak: not known
+        return Reading(ns(*self.bounds), op_ns, durations(stamps), memory, peak)
 
 
 @dataclass(eq=False)
@@ -185,6 +216,17 @@ def _on_cuda(trace: TraceCtx) -> bool:
     """Whether the trace computes on a GPU: then ops are timed on the device's clock."""
     return any(isinstance(out, TensorProxy) and out.device.devicetype is DeviceType.CUDA
                for bsym in trace.bound_symbols for out in bsym.flat_proxy_outs)
+
+
+def _memory_readers(running: Capture) -> tuple[Callable[[], int], Callable[[], int]] | None:
+    """The CUDA allocator's readers for the CUDA clock (None: memory readings off)."""
+    if not running.profile_memory:
+        return None
+    if running.cuda_memory is not None:
+        return running.cuda_memory
+    import torch
+
+    return torch.cuda.memory_allocated, torch.cuda.max_memory_allocated
 
 
 def _source(fn: Callable) -> str | None:
@@ -219,7 +261,8 @@ def twin(trace: TraceCtx, original: Callable, which: str, running: Capture) -> T
         lines.append(f"{indent}{MARK.format(len(ops)).rstrip('; ')}")
     marks = len(ops) + 1
     on = running.force_clock or ("cuda" if _on_cuda(trace) else "cpu")
-    clock = CudaClock(marks, running.cuda_event_factory) if on == "cuda" else CpuClock(marks)
+    clock = (CudaClock(marks, running.cuda_event_factory, _memory_readers(running)) if on == "cuda"
+             else CpuClock(marks))
     stamps = [0] * marks
     ctx = trace.python_ctx()  # what TraceCtx.python_callable gives the original
     ctx["__function_obj"] = trace.fn
@@ -269,6 +312,11 @@ class Window:
 
     def run(self, timed: Timed, trace: str, call: int, args: tuple) -> Any:
         stamps, clock = timed.stamps, timed.clock
+        # the first timed call reads the allocator too (a CUDA clock with readers): it is no measured
+        # run, so the window takes one more call for it (once: at the forward, which comes first)
+        clock.reading = call == 1 and clock.memory is not None
+        if clock.reading and trace == FORWARD:
+            self.calls += 1
         compiled: list = []
         outer = getattr(self.compiles, "value", None)
         if self.compiles is not None:
@@ -282,12 +330,13 @@ class Window:
                 self.compiles.value = outer
         try:
             check_fault("profile")
-            wall, op_ns, host_ns = clock.read(begin, end, stamps)
+            got = clock.read(begin, end, stamps)
             if compiled and self.extensions > 0:  # not a measured run: time one more call
                 self.extensions -= 1
                 self.calls += 1
-            self.profile.add(ProfiledCall(self.profile.compile_id, call, trace, clock.name, wall, op_ns, host_ns,
-                                          compiled=tuple(compiled)))
+            self.profile.add(ProfiledCall(self.profile.compile_id, call, trace, clock.name, got.wall_ns, got.op_ns,
+                                          got.host_ns, compiled=tuple(compiled), memory=got.memory,
+                                          memory_peak=got.memory_peak))
         except Exception as exc:
             self.fail(exc)
         return result

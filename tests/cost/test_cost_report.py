@@ -283,19 +283,10 @@ _OTEL_APP = """
 import inspect, json, sys, torch, thunder
 sys.path.insert(0, {tests!r})
 import models, provenance
-from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from otel_in_memory import data_points, install
 from provenance.rollup import line_key
 
-spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
-provider = TracerProvider()
-provider.add_span_processor(SimpleSpanProcessor(spans))
-trace.set_tracer_provider(provider)
-metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+spans, reader = install()
 torch.set_num_threads(1)
 provenance.enable(profile=2)
 jm = thunder.jit(models.Net(n=8, depth=2))
@@ -335,8 +326,7 @@ for name, timed in profile.traces.items():
             lines[line_key(op.record)] = lines.get(line_key(op.record), 0) + ns
         runs[f"{{name}} {{call.call}}"] = sorted(lines.items(), key=lambda kv: -kv[1])[:3]
 provenance.disable()
-points = [[dict(p.attributes), p.sum, p.count] for rm in reader.get_metrics_data().resource_metrics
-          for sm in rm.scope_metrics for m in sm.metrics if m.name == "thunder.op.duration" for p in m.data.data_points]
+points = [[dict(p.attributes), p.sum, p.count] for p in data_points(reader, "thunder.op.duration")]
 print(json.dumps({{"attributed_ns": attributed, "measured": measured, "modules": modules, "runs": runs,
                   "points": points,
                   "spans": [{{"name": s.name, "attributes": dict(s.attributes), "start": s.start_time,

@@ -15,16 +15,10 @@ _APP = """
 import json, sys, torch, thunder
 sys.path.insert(0, {tests!r})
 import models, provenance
-from opentelemetry import metrics
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry import trace
+from otel_in_memory import install
 from provenance import static_memory
 
-reader = InMemoryMetricReader()
-trace.set_tracer_provider(TracerProvider())
-metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+_, reader = install()
 torch.set_num_threads(1)
 provenance.enable()
 jm = thunder.jit(models.Net(n=8, depth=2))
@@ -37,7 +31,7 @@ totals = [[m.saved_bytes, m.forward.peak, m.backward.peak] for m in compiles]
 provenance.disable()
 points = [[m.name, m.unit, dict(p.attributes), p.sum, p.count, p.min, p.max]
           for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics
-          if m.name.startswith("thunder.memory.") for p in m.data.data_points]
+          if m.name.startswith("thunder.memory.") for p in m.data.data_points]  # with each metric's name
 print(json.dumps({{"expected": expected, "totals": totals, "points": points}}))
 """
 
@@ -84,3 +78,50 @@ def test_saved_for_backward_and_peak_bytes_by_module_and_role_per_compile():
     # per compile: the smallest and largest values are the two compiles' (batch 4 then 6: 6/4 the bytes)
     fc1 = [p for p in saved if p[2]["thunder.module"] == "blocks.0.mlp.fc1"]
     assert fc1 and all(p[4] == 2 and p[6] * 4 == p[5] * 6 for p in fc1)
+
+
+_MEASURED_APP = """
+import json, sys, torch, thunder
+sys.path.insert(0, {tests!r})
+import models, provenance
+from cuda_stand_ins import FakeCudaEvent, LiveTensors
+from otel_in_memory import data_points, install
+from provenance.thunder import capture
+
+spans, reader = install()
+torch.set_num_threads(1)
+provenance.enable(profile=2)
+model, x = models.OneBigLine(), torch.randn(384, 384)
+allocator = LiveTensors(held=[*model.parameters(), x])
+capture.ACTIVE.force_clock, capture.ACTIVE.cuda_event_factory = "cuda", FakeCudaEvent
+capture.ACTIVE.cuda_memory = (allocator.allocated, allocator.max_allocated)
+jm = thunder.jit(model)
+for _ in range(4):
+    models.forward_backward(jm, x)
+(profile,) = provenance.profiles(jm)
+readings = {{name: list(next(c for c in t.recent if c.memory is not None).memory)
+            for name, t in profile.traces.items()}}
+provenance.disable()
+counts = [p.count for p in data_points(reader, "thunder.op.duration")]
+print(json.dumps({{"readings": readings, "counts": counts,
+                  "spans": [dict(s.attributes) for s in spans.get_finished_spans()
+                            if s.name.startswith("thunder.profiled")]}}))
+"""
+
+
+@pytest.mark.slow
+def test_a_run_that_read_the_allocator_says_so_and_stays_out_of_the_op_histogram():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "THUNDER_TRACE"))}
+    done = subprocess.run([sys.executable, "-c", _MEASURED_APP.format(tests=str(SUPPORT))], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    flagged = {(s["thunder.trace"], s["thunder.call"]): s for s in result["spans"]
+               if s.get("thunder.profile.excluded") == "memory"}
+    assert sorted(flagged) == [("backward", 1), ("forward", 1)]
+    for (name, _), span in flagged.items():
+        readings = result["readings"][name]
+        assert span["thunder.memory.allocated_start"] == readings[0]
+        assert span["thunder.memory.allocated_peak"] == max(readings)  # the stand-in's peak is its readings'
+    assert len(result["spans"]) == 6  # calls 1-3, forward and backward
+    assert result["counts"] and set(result["counts"]) == {2}  # calls 2 and 3: the measured runs

@@ -232,3 +232,66 @@ def write(directory: Path, log: Log) -> Path:
     for name, items in log.items():
         report_logs.write(directory / name, items)
     return directory / next(iter(log)) if len(log) == 1 else directory
+
+
+# -- OTLP/JSON exports (provenance/report/read/otlp_json.py): one export request per line --------
+
+def _kv(key: str, value: object) -> dict:
+    kind = "stringValue" if isinstance(value, str) else "intValue" if isinstance(value, int) else "doubleValue"
+    return {"key": key, "value": {kind: str(value) if kind == "intValue" else value}}
+
+
+def _otlp_request(spans: list[dict], pid: int = 4242, rank: int | None = 0) -> dict:
+    resource = [_kv("service.name", "bench"), _kv("host.name", "h"), _kv("process.pid", pid)]
+    if rank is not None:
+        resource.append(_kv("thunder.rank", rank))
+    return {"resourceSpans": [{"resource": {"attributes": resource},
+                               "scopeSpans": [{"scope": {"name": "thunder-provenance", "version": "0.1.0"},
+                                               "spans": spans}]}]}
+
+
+def _otlp_compile(compile_id: int, phases: int = 10) -> list[dict]:
+    """A compile span (base64 ids, as json_format writes them) and its phase spans."""
+    import base64
+
+    t = 1_796_000_000_000_000_000 + compile_id * 10_000_000
+    span_id = base64.b64encode(compile_id.to_bytes(8, "big")).decode()
+    trace_id = base64.b64encode(compile_id.to_bytes(16, "big")).decode()
+    out = [{"traceId": trace_id, "spanId": span_id, "name": "thunder.compile f", "startTimeUnixNano": str(t),
+            "endTimeUnixNano": str(t + 9_000_000),
+            "attributes": [_kv("thunder.compile_id", compile_id), _kv("thunder.function", "m.f"),
+                           _kv("thunder.compile_index", 0), _kv("code.file.path", "/m.py"),
+                           _kv("code.line.number", 3), _kv("code.function.name", "main"), _kv("thunder.ops", 10),
+                           _kv("thunder.fusions", 0), _kv("thunder.coverage.with_provenance", 10),
+                           _kv("thunder.coverage.compute", 5), _kv("thunder.coverage.compute_with_user_source", 5),
+                           _kv("thunder.log_seconds", 0.001)]}]
+    for i in range(phases):
+        phase_id = base64.b64encode((compile_id << 16 | i + 1).to_bytes(8, "big")).decode()
+        out.append({"traceId": trace_id, "spanId": phase_id,
+                    "parentSpanId": span_id, "name": f"thunder.phase p{i}", "startTimeUnixNano": str(t + i * 800_000),
+                    "endTimeUnixNano": str(t + i * 800_000 + 700_000),
+                    "attributes": [_kv("thunder.compile_id", compile_id), _kv("thunder.phase", f"p{i}")]})
+    return out
+
+
+def otlp_export(target: int, per_line: int = 32) -> Log:
+    """A valid export of about `target` bytes: compiles of one process, `per_line` per request."""
+    items: list[dict] = []
+    compile_id, total = 1, 0
+    while total < target:
+        request = _otlp_request([s for c in range(compile_id, compile_id + per_line) for s in _otlp_compile(c)])
+        compile_id += per_line
+        items.append(request)
+        total += len(orjson.dumps(request)) + 1
+    return {"export.json": items}
+
+
+def otlp_bad_lines(n: int) -> Log:
+    """A valid request, then `n` lines that look like requests and are not (json_format refuses each)."""
+    return {"bad.json": [_otlp_request(_otlp_compile(1)), *[b'{"resourceSpans": 7}\n'] * n]}
+
+
+def otlp_processes(n: int, distinct: bool = True) -> Log:
+    """One compile in each of `n` processes (resources) of one export, or all in one process."""
+    return {"procs.json": [_otlp_request(_otlp_compile(i + 1, phases=2), pid=i + 1 if distinct else 1, rank=None)
+                           for i in range(n)]}

@@ -1,5 +1,7 @@
 """A real OpenTelemetry collector for the tests: rotel (from PyPI) receives OTLP/HTTP and forwards
-everything to a small sink that decodes the OTLP protobuf requests (opentelemetry-proto)."""
+everything to a small sink that decodes the OTLP protobuf requests (opentelemetry-proto) and, like
+the OpenTelemetry Collector's file exporter (rotel has none), can write each trace request it
+receives as one line of OTLP/JSON (protobuf's JSON mapping, google.protobuf.json_format)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from google.protobuf import json_format
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -40,6 +43,7 @@ class Sink:
 
     def __init__(self) -> None:
         self.spans: list[dict] = []
+        self.export: Path | None = None  # where trace requests are appended as OTLP/JSON lines
         self.metrics: list[dict] = []
         self._lock = threading.Lock()
         sink = self
@@ -70,6 +74,9 @@ class Sink:
     def _traces(self, body: bytes) -> None:
         request = ExportTraceServiceRequest.FromString(body)
         with self._lock:
+            if self.export is not None:
+                with open(self.export, "a") as f:
+                    f.write(json_format.MessageToJson(request, indent=None) + "\n")
             for rs in request.resource_spans:
                 resource = {a.key: _value(a.value) for a in rs.resource.attributes}
                 for ss in rs.scope_spans:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from provenance.record import Kind
 from provenance.report.analyze.cost import HREFS_KEPT, compile_time, op_times
-from provenance.report.analyze.memory import compile_memory, compile_memory_view, line_memory
+from provenance.report.analyze.memory import compile_memory, compile_memory_view, line_memory, measured_view
 from provenance.report.analyze.phases import phase_view, phases_of
 from provenance.report.analyze.prov_table import ProvTable
 from provenance.report.analyze.recompiles import recompile_view
@@ -51,7 +51,7 @@ from provenance.report.model import (
     site_of,
 )
 from provenance.report.numbers import as_float, as_int
-from provenance.report.read.profile_records import LoggedProfile
+from provenance.report.read.profile_records import LoggedProfile, compile_profile
 
 if TYPE_CHECKING:
     from provenance.report.render.source_files import SourceCache
@@ -156,7 +156,7 @@ class CompileBuilder:
     def __init__(self, *, key: str, log: int, rank: int | None, rank_label: str, start: dict | None,
                  provs: ProvTable, sink: PageSink, sources: SourceCache,
                  pages: CompilePages, malformed: Callable[[str], None], compare: bool = True,
-                 profile: LoggedProfile | None = None) -> None:
+                 profile: LoggedProfile | None = None, otlp: bool = False) -> None:
         start = start or {}
         self.key, self.log, self.rank, self.rank_label = key, log, rank, rank_label
         self.start = start
@@ -180,6 +180,7 @@ class CompileBuilder:
         self.memory: dict[str, dict] = {}  # its `memory` records, by trace (analyze/memory.py)
         self.closing: dict = {}  # the record that closed it (close()), and the status it gave
         self.status = "incomplete"
+        self.otlp = otlp  # its log was rebuilt from spans (read/otlp_json.py): the pages say what spans lack
 
     def close(self, status: str, data: dict) -> None:
         """The record that closed the compile, and the status it gives it (analyze/handlers.py)."""
@@ -271,7 +272,7 @@ class CompileBuilder:
             if self.compare else {},
             finals={v.list: v.anchor for v in final_views},
             recompile_reason=recompile.reason if recompile is not None else None, window=window, phases=phases,
-            executor_compiles=list(self.executor_compiles),
+            executor_compiles=list(self.executor_compiles), otlp=self.otlp,
         )
         self.prov_ids.discard(None)
         provs = self.provs.closure(self.prov_ids | ({compile_error.last_prov} if compile_error and
@@ -312,6 +313,8 @@ class CompileBuilder:
                 return
             page.memory = compile_memory_view(found, summary.finals)
             summary.memory = totals([found])
+            if self.profile is not None and self.profile.has_memory:  # CUDA: the allocator's readings
+                page.memory.measured = measured_view(found, compile_profile(self.profile, self.provs.record, self.fn))
             if source is not None:
                 files = {f.path: f.index for f in source.files}
                 source.marks["m"] = {f"L{files[path]}-{line}": [saved, title]

@@ -15,9 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 from provenance import attribution
+from provenance.measured_memory import checks
+from provenance.profile import CompileProfile
 from provenance.record import Provenance
 from provenance.report.model import (
     CompileMemoryView,
+    MeasuredOp,
+    MeasuredTrace,
     MemoryBar,
     MemoryRowView,
     MemoryTimeline,
@@ -41,7 +45,7 @@ from provenance.static_memory import (
     summary,
 )
 
-__all__ = ["compile_memory", "compile_memory_view", "line_memory", "run_memory"]
+__all__ = ["compile_memory", "compile_memory_view", "line_memory", "measured_view", "run_memory"]
 
 TOP = 15
 MAX_BARS = 600  # a timeline of more ops is drawn in this many bars (each the largest of its ops)
@@ -149,6 +153,14 @@ def compile_memory_view(memory: CompileMemory, anchors: dict[str, str]) -> Compi
         remat=[_row(r, total, texts) for r in by_line if r.remat_removed_bytes or r.remat_added_bytes][:TOP],
         saved_bytes=total, forward_peak_bytes=totals["forward_peak_bytes"],
         backward_peak_bytes=totals["backward_peak_bytes"])
+
+
+def measured_view(memory: CompileMemory, profile: CompileProfile) -> list[MeasuredTrace]:
+    """The CUDA allocator's readings of the compile's profiled traces against its timeline."""
+    return [MeasuredTrace(c.describe(), c.agree, c.ops,
+                          [MeasuredOp(_where(d.record), attribution.line_key(d.record), d.name, size(d.static),
+                                      size(d.measured)) for d in c.differ[:TOP]])
+            for c in checks([memory], [profile])]
 
 
 def line_memory(memory: CompileMemory) -> dict[tuple[str, int], tuple[str, str]]:

@@ -41,17 +41,22 @@ def compare_ranks(logs: list[RunLog], summaries: list[CompileSummary]) -> RankCo
     differing: list[tuple[int, RankRow]] = []
     others: list[tuple[int, RankRow]] = []
     desync = 0
+    uncompared = compared_groups = 0
     for n, ((fn, index, occurrence), by_log) in enumerate(groups.items()):
-        differences = _compare(by_log, position, rank_labels) if len(by_log) > 1 else []
+        traced = {log: c for log, c in by_log.items() if not c.otlp}  # read from spans: no final traces
+        differences = _compare(traced, position, rank_labels) if len(traced) > 1 else []
+        compared = len(traced) > 1 or len(by_log) == 1
+        uncompared += not compared
+        compared_groups += len(traced) > 1
         desync += bool(differences)
         kept = differing if differences else others
         if len(kept) < most:
             cells = [by_log.get(log.index) for log in columns]
-            kept.append((n, RankRow(fn, index, occurrence, differences[:MAX_DESYNC_DETAILS], cells)))
+            kept.append((n, RankRow(fn, index, occurrence, differences[:MAX_DESYNC_DETAILS], cells, compared)))
     listed = sorted(differing + others[:max(0, most - len(differing))], key=lambda item: item[0])
     return RankComparison(len(logs) > 1, per_rank, [row for _, row in listed], desync, labels,
-                          more_rows=len(groups) - len(listed), max_cells=MAX_CELLS,
-                          groups=[group for _, group in alike])
+                          more_rows=len(groups) - len(listed), max_cells=MAX_CELLS, uncompared=uncompared,
+                          compared=compared_groups, groups=[group for _, group in alike])
 
 
 def _per_rank(logs: list[RunLog], summaries: list[CompileSummary]) -> list[RankTime]:

@@ -269,7 +269,8 @@ class RunBuilder:
             self._compile_pages[(log.index, cid)] = f"{key}.html"  # linked from the compiles/ directory
         self.fx.piece_compile(log, key, start)
         args = {"key": key, "log": log.index, "rank": log.rank, "rank_label": log.page_label, "pages": pages,
-                "compare": len(self.logs) > 1, "profile": file.profiles.pop(hashable(cid), None)}
+                "compare": len(self.logs) > 1, "profile": file.profiles.pop(hashable(cid), None),
+                "otlp": isinstance((log.header or {}).get("otlp"), dict)}
 
         def deliver(result: CompileResult) -> None:
             self._finished(log, result)

@@ -308,6 +308,7 @@ class CompileSummary:
     # A ThunderFX piece's compile: (path, line) -> what its final traces made there (source_view's
     # line_ops), for its Dynamo graph's page; the run takes it off (analyze/fx_graphs.py).
     piece_lines: dict | None = None
+    otlp: bool = False  # rebuilt from an OpenTelemetry export's spans: no traces, provenance or source view
 
     def stacks_shared(self) -> int:
         """How many outer frames the call stack shares with the jit stack (the page lists them once)."""
@@ -548,6 +549,7 @@ class LogHeader:
     pid: int | None
     argv: list[str]
     versions: dict[str, str]
+    otlp: dict[str, Any] | None = None  # a log rebuilt from an OTel export's spans: file, service, spans
 
 
 @dataclass(slots=True)
@@ -630,6 +632,7 @@ class RankRow:
     occurrence: int
     differences: list[Desync]
     cells: list[CompileSummary | None]  # per log; None: that rank did not make it
+    compared: bool = True  # False: fewer than two of its ranks have final traces (the others read from spans)
 
 
 @dataclass(slots=True)
@@ -664,6 +667,8 @@ class RankComparison:
     more_rows: int = 0  # compiles matched across ranks but not listed (rows x ranks is capped)
     max_cells: int = 0  # the cap
     groups: list[RankGroup] = field(default_factory=list)  # many ranks: by behaviour, the smallest groups first
+    uncompared: int = 0  # compiles of several ranks not compared: read from spans, they have no final traces
+    compared: int = 0  # compiles of several ranks compared by their final traces
 
 
 @dataclass(slots=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["CompileMemoryView", "MemoryBar", "MemoryRowView", "MemoryTimeline", "RunMemory", "RunMemoryCell",
-           "RunMemoryRow"]
+__all__ = ["CompileMemoryView", "MeasuredOp", "MeasuredTrace", "MemoryBar", "MemoryRowView", "MemoryTimeline",
+           "RunMemory", "RunMemoryCell", "RunMemoryRow"]
 
 
 @dataclass(slots=True)
@@ -50,6 +50,27 @@ class MemoryRowView:
 
 
 @dataclass(slots=True)
+class MeasuredOp:
+    """An op whose change the CUDA allocator measured differently from the static timeline."""
+
+    where: str  # `model.py:12`
+    key: str  # its line key
+    op: str
+    static: str
+    measured: str
+
+
+@dataclass(slots=True)
+class MeasuredTrace:
+    """A trace's allocator readings against its static timeline (provenance.measured_memory)."""
+
+    text: str  # MemoryCheck.describe()
+    agree: int
+    ops: int
+    differ: list[MeasuredOp]
+
+
+@dataclass(slots=True)
 class CompileMemoryView:
     saved: str
     saved_inputs: str
@@ -61,6 +82,7 @@ class CompileMemoryView:
     by_peak: list[MemoryRowView]
     modules: list[MemoryRowView]
     remat: list[MemoryRowView] = field(default_factory=list)
+    measured: list[MeasuredTrace] = field(default_factory=list)  # CUDA: the allocator's readings, per trace
     saved_bytes: int = 0
     forward_peak_bytes: int = 0
     backward_peak_bytes: int = 0

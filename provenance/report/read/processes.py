@@ -58,8 +58,11 @@ def header_view(header: dict | None) -> LogHeader | None:
         return None
     versions = header.get("versions")
     argv = header.get("argv")
+    otlp = header.get("otlp")
     return LogHeader(schema=str(header.get("schema", "")), time_ns=as_int(header.get("time_ns")),
                      rank=as_int(header.get("rank")), world_size=as_int(header.get("world_size")),
                      host=str(header.get("host", "")), pid=as_int(header.get("pid")),
                      argv=[str(a) for a in argv] if isinstance(argv, list) else [],
-                     versions={str(k): str(v) for k, v in versions.items()} if isinstance(versions, dict) else {})
+                     versions={str(k): str(v) for k, v in versions.items()} if isinstance(versions, dict) else {},
+                     otlp={"file": str(otlp.get("file", "?")), "service": str(otlp.get("service") or "?"),
+                           "spans": as_int(otlp.get("spans"))} if isinstance(otlp, dict) else None)

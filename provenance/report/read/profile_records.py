@@ -76,6 +76,11 @@ class LoggedProfile:
     def wall_ns(self) -> int:
         return sum(t.wall_ns for t in self.traces.values())
 
+    @property
+    def has_memory(self) -> bool:
+        """Whether a kept call read the CUDA allocator (provenance.measured_memory)."""
+        return any(c.memory is not None for t in self.traces.values() for c in t.recent)
+
     def measured(self) -> set[int]:
         """The measured calls' numbers (provenance.timing)."""
         return set(measured_calls({name: t.recent for name, t in self.traces.items()})[0])
@@ -141,12 +146,17 @@ class ProfileCollector:
                 and as_count(c[2]) is not None for c in compiled)):
             return (f"profile_call of compile {compile_id!r} ({trace}): `compiled` is not a list of "
                     f"[fusion, executor, ns]")
+        memory, peak = data.get("memory"), data.get("memory_peak")
+        if not (memory is None or _ints(memory, n + 1)) or not (peak is None or as_count(peak) is not None):
+            return (f"profile_call of compile {compile_id!r} ({trace}): `memory` is not one byte count per op "
+                    f"boundary ({n + 1}), or `memory_peak` not a count")
         if any(c.call == number for c in table.recent):
             return f"a second profile_call for call {number} of compile {compile_id!r} ({trace}); the first is kept"
         table.recent.append(ProfiledCall(compile_id if _int(compile_id) else -1, number, trace, table.clock, wall_ns,
                                          tuple(op_ns), None if host_ns is None else tuple(host_ns),
                                          data.get("time_ns") if _int(data.get("time_ns")) else 0,
-                                         tuple((c[0][:200], c[1][:200], c[2]) for c in compiled)))
+                                         tuple((c[0][:200], c[1][:200], c[2]) for c in compiled),
+                                         None if memory is None else tuple(memory), None if memory is None else peak))
         table.op_ns = [clamp(a + b) for a, b in zip(table.op_ns, op_ns)]  # sums saturate (provenance/report/numbers.py)
         if host_ns is not None:
             table.host_ns = [clamp(a + b) for a, b in zip(table.host_ns or [0] * n, host_ns)]
