@@ -18,16 +18,19 @@ import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
 
 from provenance._version import __version__
-from provenance.coverage_stats import Coverage
-from provenance.graphs import DynamoGraph, GraphBreak, Piece, SplitReason
-from provenance.record import Frame, Kind, Provenance, Span, of
-from provenance.scope import current_span, scope
+from provenance.scope import current_span, scope  # eager: the submodule would shadow the function
+
+TYPE_CHECKING = False  # typing is not imported: `import provenance` (every submodule's first step) stays light
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from exporters.base import Exporter
+    from provenance.coverage_stats import Coverage
+    from provenance.graphs import DynamoGraph, GraphBreak, Piece, SplitReason
+    from provenance.record import Frame, Kind, Provenance, Span, of
     from provenance.report.read.log_file import Log
 
 __all__ = [
@@ -37,6 +40,30 @@ __all__ = [
     "print_memory", "profiles", "remove_exporter", "scope", "stats",
     "tracing", "wait_counters",
 ]
+
+# The public classes are imported on first use (PEP 562): importing the package, which every
+# submodule and `thunder-trace --version` does, loads no rollup, no graph types. (scope() cannot
+# be: the first import of the submodule provenance.scope would bind the package's `scope` to it.)
+_LAZY = {"Coverage": "provenance.coverage_stats", "DynamoGraph": "provenance.graphs", "GraphBreak": "provenance.graphs",
+         "Piece": "provenance.graphs", "SplitReason": "provenance.graphs", "Frame": "provenance.record",
+         "Kind": "provenance.record", "Provenance": "provenance.record", "Span": "provenance.record",
+         "of": "provenance.record"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'provenance' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later look-ups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 PROFILE_ENV = "THUNDER_TRACE_PROFILE"
 WARMUP_ENV = "THUNDER_TRACE_PROFILE_WARMUP"

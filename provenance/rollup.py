@@ -39,7 +39,8 @@ from provenance.record import Frame, Kind, Provenance
 from provenance.timing import Excluded, Spread, spread
 
 # BOOKKEEPING, NO_LINE, ROOT, line_key: attribution's, re-exported as the cost tables' keys
-__all__ = ["BOOKKEEPING", "BY", "NO_LINE", "ROOT", "CostRow", "line_key", "merge", "rollup", "summary", "table"]
+__all__ = ["BOOKKEEPING", "BY", "NO_LINE", "ROOT", "CostRow", "line_key", "merge", "rollup", "rollups", "summary",
+           "table"]
 
 BY = ("line", "module_line", "module", "role", "kind", "op")
 BETWEEN = "(between ops)"
@@ -166,24 +167,35 @@ def rollup(profiles: Iterable[CompileProfile], by: str = "line", *, keep_all: bo
     time per measured call. 'module_line' charges an op to the line of its innermost user module's
     own code (the `attention_interface(...)` call in LlamaAttention.forward, not the helper's
     line). `keep_all`: every profiled call counts, one-offs included (provenance.timing)."""
-    if by not in BY:
-        raise ValueError(f"cost by {by!r}: choose one of {', '.join(BY)}")
-    rows: dict[str, CostRow] = {}
+    return rollups(profiles, (by,), keep_all=keep_all)[by]
+
+
+def rollups(profiles: Iterable[CompileProfile], bys: Iterable[str], *, keep_all: bool = False,
+            ) -> dict[str, list[CostRow]]:
+    """`rollup` by each of `bys` at once: each op's spread over the calls is worked out once, and
+    charged to the rows of every grouping (a report's Time section shows five)."""
+    bys = tuple(dict.fromkeys(bys))
+    for by in bys:
+        if by not in BY:
+            raise ValueError(f"cost by {by!r}: choose one of {', '.join(BY)}")
+    rows: dict[str, dict[str, CostRow]] = {by: {} for by in bys}
     wall = 0.0
     for profile in profiles:
         calls, _ = profile.measured(keep_all)
         if not calls:
             continue
-        table, walls = _compile_rows(profile, by, calls)
+        tables, walls = _compile_rows(profile, bys, calls)
         wall += spread(list(zip(calls, walls))).median_ns
-        _add_rows(rows, table, calls, profile.compile_id)
-    return _finish(rows, wall, by)
+        for by in bys:
+            _add_rows(rows[by], tables[by], calls, profile.compile_id)
+    return {by: _finish(rows[by], wall, by) for by in bys}
 
 
-def _compile_rows(profile: CompileProfile, by: str, calls: list[int]) -> tuple[_Compile, list[int]]:
-    """One compile's rows over its measured calls, and its wall time in each of them."""
+def _compile_rows(profile: CompileProfile, bys: tuple[str, ...], calls: list[int],
+                  ) -> tuple[dict[str, _Compile], list[int]]:
+    """One compile's rows by each grouping over its measured calls, and its wall time in each of them."""
     index = {k: i for i, k in enumerate(calls)}
-    table = _Compile()
+    tables = {by: _Compile() for by in bys}
     walls = [0] * len(calls)
     for trace in profile.traces.values():
         ran = [c for c in trace.recent if c.call in index]
@@ -195,15 +207,18 @@ def _compile_rows(profile: CompileProfile, by: str, calls: list[int]) -> tuple[_
         per_op = zip(*(c.op_ns for c in ran))  # each op's times over the measured calls
         for op, times in zip(trace.ops, per_op):
             figures, total = spread(list(zip(numbers, times))), sum(times)
-            for key, col, counted, init in _charges(by, profile, trace.name, op):
-                acc = table.acc(key, **init)
-                acc.add(col, figures, total)
-                if counted:
-                    acc.ops.add((profile.compile_id, trace.name, op.position))
+            for by, table in tables.items():
+                for key, col, counted, init in _charges(by, profile, trace.name, op):
+                    acc = table.acc(key, **init)
+                    acc.add(col, figures, total)
+                    if counted:
+                        acc.ops.add((profile.compile_id, trace.name, op.position))
         gaps = [c.wall_ns - sum(c.op_ns) for c in ran]
-        table.acc(BETWEEN, kind="between", label=BETWEEN).add(
-            "backward" if trace.name == BACKWARD else "forward", spread(list(zip(numbers, gaps))), sum(gaps))
-    return table, walls
+        between = spread(list(zip(numbers, gaps)))
+        for table in tables.values():
+            table.acc(BETWEEN, kind="between", label=BETWEEN).add(
+                "backward" if trace.name == BACKWARD else "forward", between, sum(gaps))
+    return tables, walls
 
 
 def _charges(by: str, profile: CompileProfile, trace: str, op: Op) -> list[Charge]:

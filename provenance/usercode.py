@@ -2,9 +2,12 @@
 `_src/source_info_util.py`: one small module, one rule, `register_exclusion`).
 
 A frame is the user's unless it is library code: torch, thunder (its bundled test models,
-`thunder.tests`, excepted), this package (`provenance`, `exporters`), the standard library, or
-a package or path given to `register_exclusion`. Third-party model code (transformers, litgpt)
-counts as the user's: it is the model the user runs. Code generated at run time (FX's
+`thunder.tests`, excepted), this package (`provenance`, `exporters`), the standard library, the
+test runners and launchers that run the user's code (pytest, pluggy, IPython's kernel, and their
+console scripts such as `bin/pytest` or `bin/torchrun`: a compile under pytest would otherwise
+have some thirty of its frames above the test), or a package or path given to
+`register_exclusion`. Third-party model code (transformers, litgpt) counts as the user's: it is
+the model the user runs. Code generated at run time (FX's
 `<eval_with_key>.N`, `<string>`) and every other pseudo-file (`<frozen ...>`, `<stdin>`) never does.
 
 Two readings of the rule:
@@ -27,11 +30,16 @@ import os
 import re
 from collections.abc import Callable
 
-__all__ = ["GENERATED", "LIBRARY_PACKAGES", "STDLIB_DIR", "USER_SUBPACKAGES", "is_excluded_path",
-           "is_generated", "is_library_module", "is_library_path", "is_pseudo_file", "is_stdlib_file",
-           "library_packages", "on_change", "register_exclusion", "remove_exclusion"]
+__all__ = ["GENERATED", "LAUNCHER_PACKAGES", "LAUNCHER_SCRIPTS", "LIBRARY_PACKAGES", "STDLIB_DIR", "USER_SUBPACKAGES",
+           "is_excluded_path", "is_generated", "is_launcher_script", "is_library_module", "is_library_path",
+           "is_pseudo_file", "is_stdlib_file", "library_packages", "on_change", "package_of",
+           "register_exclusion", "remove_exclusion"]
 
 LIBRARY_PACKAGES = ("torch", "thunder", "provenance", "exporters")
+# Test runners and launchers (runpy, unittest, importlib and torch.distributed.elastic are already
+# library code: the standard library, torch): they run the user's code, they are not it.
+LAUNCHER_PACKAGES = ("pytest", "_pytest", "pluggy", "xdist", "execnet", "IPython", "ipykernel")
+LAUNCHER_SCRIPTS = ("pytest", "py.test", "torchrun", "thunder-trace", "ipython")  # console scripts, in a bin/ folder
 USER_SUBPACKAGES = ("thunder.tests",)  # inside a library package, yet the user's: Thunder's test models
 GENERATED = ("<eval_with_key>", "<string>")  # pseudo-files of code generated at run time
 # This interpreter's stdlib (os.py's folder); in a venv "platstdlib" would also cover site-packages.
@@ -43,6 +51,8 @@ _listeners: list[Callable[[], None]] = []
 _SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
 _TEXT_STDLIB = re.compile(r"[/\\]lib[/\\]python\d+\.\d+[/\\]")  # POSIX layouts (not Windows' `Lib`)
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_SCRIPTS = "|".join(map(re.escape, LAUNCHER_SCRIPTS))
+_SCRIPT = re.compile(rf"[/\\](?:bin|Scripts)[/\\](?:{_SCRIPTS})(?:-script\.py|\.exe)?$")
 
 
 def _package_pattern(name: str) -> str:
@@ -54,13 +64,13 @@ def _compile(names: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:^|[/\\\\])({_package_pattern(n)})" for n in names) or "(?!)")
 
 
-_library_text = _compile(LIBRARY_PACKAGES)
+_library_text = _compile(LIBRARY_PACKAGES + LAUNCHER_PACKAGES)
 _user_text = _compile(USER_SUBPACKAGES)
 
 
 def library_packages() -> tuple[str, ...]:
-    """The library packages: the built-in ones, then the registered ones."""
-    return LIBRARY_PACKAGES + tuple(_packages)
+    """The library packages: the built-in ones, the launchers, then the registered ones."""
+    return LIBRARY_PACKAGES + LAUNCHER_PACKAGES + tuple(_packages)
 
 
 def _is_path(what: str) -> bool:
@@ -114,7 +124,9 @@ def is_library_module(module_name: str) -> bool:
     if any(module_name == s or module_name.startswith(s + ".") for s in USER_SUBPACKAGES):
         return False
     top = module_name.partition(".")[0]
-    return top in LIBRARY_PACKAGES or any(module_name == p or module_name.startswith(p + ".") for p in _packages)
+    if top in LIBRARY_PACKAGES or top in LAUNCHER_PACKAGES:
+        return True
+    return any(module_name == p or module_name.startswith(p + ".") for p in _packages)
 
 
 def is_pseudo_file(path: str) -> bool:
@@ -132,6 +144,21 @@ def is_stdlib_file(path: str) -> bool:
     return path.startswith(STDLIB_DIR) and "-packages" + os.sep not in path
 
 
+def is_launcher_script(path: str) -> bool:
+    """Whether a path is a launcher's console script (`.../bin/pytest`, `.../bin/torchrun`): run
+    as `__main__`, outside any package, yet no more the user's code than the package it calls."""
+    return _SCRIPT.search(path) is not None
+
+
+def package_of(path: str) -> str:
+    """What a path is part of, for a label: the folder after `site-packages/` (the installed
+    package), a launcher script's name, else the file's name."""
+    sites = list(_SITE.finditer(path))
+    if sites:
+        return re.split(r"[/\\]", path[sites[-1].end():], maxsplit=1)[0].removesuffix(".py")
+    return re.split(r"[/\\]", path)[-1]
+
+
 def is_excluded_path(path: str) -> bool:
     """Whether a path lies under a registered path prefix."""
     return any(path.startswith(prefix) for prefix in _prefixes)
@@ -140,7 +167,7 @@ def is_excluded_path(path: str) -> bool:
 def is_library_path(path: str) -> bool:
     """The rule on a path alone, as text (a traceback of another machine): library code, a
     pseudo-file or an excluded path. Not the user's code exactly when this is False."""
-    if is_pseudo_file(path) or is_excluded_path(path):
+    if is_pseudo_file(path) or is_excluded_path(path) or is_launcher_script(path):
         return True
     sites = list(_SITE.finditer(path))
     if sites:  # an installed package: named by the folder right after site-packages

@@ -107,3 +107,32 @@ def test_importing_every_module_registers_nothing_and_enable_disable_undo_what_t
     assert off == {"atexit": 0, "forks": on["forks"], "listeners": 0, "capture": False}, result
     assert on_again == on and off_again == off, result  # a second enable() registers no second fork handler
     assert on["forks"] == len(result["fork_modules"]) == 2, result  # the session's, the capture's
+
+
+_PACKAGE = r"""
+import json, sys
+import provenance
+light = sorted(m for m in ("dataclasses", "provenance.record", "provenance.graphs", "provenance.rollup")
+               if m in sys.modules)
+import provenance.scope  # the submodule, imported again: the package's `scope` stays the function
+names = {name: getattr(provenance, name).__module__ for name in ("Frame", "Provenance", "Coverage", "DynamoGraph",
+                                                                "of", "scope", "current_span")}
+print("RESULT " + json.dumps({"light": light, "names": names, "dir": "Frame" in dir(provenance)}))
+"""
+
+
+def test_importing_the_package_loads_its_classes_only_when_asked():
+    """`import provenance` (the first step of every submodule's import, `thunder-trace --version`'s
+    included) loads no dataclass machinery; the public names resolve on first use."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("THUNDER_TRACE", "OTEL_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-c", _PACKAGE], env=env, capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.split("RESULT ", 1)[1])
+    assert result["light"] == [], result
+    assert result["names"] == {"Frame": "provenance.record", "Provenance": "provenance.record",
+                               "Coverage": "provenance.coverage_stats", "DynamoGraph": "provenance.graphs",
+                               "of": "provenance.record", "scope": "provenance.scope",
+                               "current_span": "provenance.scope"}, result
+    assert result["dir"]

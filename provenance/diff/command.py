@@ -12,14 +12,14 @@ from provenance.diff.compare import compare
 from provenance.diff.gate import check, parse_rule
 from provenance.diff.read import BadInput, read_side
 from provenance.diff.render import REPORTS, html, json_bytes, terminal, view
+from provenance.report.console import printable
 from provenance.report.render.output import MARKER_FILE, prepare_out
 
 __all__ = ["run"]
 
 
 def _fail(message: str) -> int:
-    text = message if message.isprintable() else repr(message)[1:-1]
-    print(f"thunder-trace diff: error: {text}", file=sys.stderr)
+    print(f"thunder-trace diff: error: {printable(message)}", file=sys.stderr)
     return 2
 
 

@@ -10,5 +10,6 @@ pipeline (docs/report.md lists every module):
 - render/: pages, HTML, trace data for the pages' script, Perfetto, compile_directory.json,
   templates.
 
-cli.py is the command, build.py the pipeline (build_report), workers.py its worker processes.
+cli.py is the command's options (the work of each imported when it runs: report_command.py), build.py
+the pipeline (build_report), jobs.py how many worker processes, workers.py the pool.
 """

@@ -21,7 +21,6 @@ from provenance.report.render.directory import DIRECTORY_FILE, DirectoryWriter
 from provenance.report.render.output import ReportWriter
 from provenance.report.render.perfetto import PERFETTO_FILE, PerfettoWriter
 from provenance.report.render.source_files import SourceCache
-from provenance.report.workers import Pool
 
 __all__ = ["Report", "build_report"]
 
@@ -56,7 +55,11 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
     nav = [(page.file, page.title) for page in registered]
     writer = ReportWriter(out, nav, [page.templates for page in registered if page.templates], observe=observe)
     writer.write_assets()
-    pool = Pool(jobs, out, nav) if jobs > 1 else None
+    pool = None
+    if jobs > 1:  # multiprocessing and the pool are imported only then
+        from provenance.report.workers import Pool
+
+        pool = Pool(jobs, out, nav)
     try:
         logs = label_logs(paths, headers)
         times = [log.header.get("time_ns") for log in logs if log.header and isinstance(log.header.get("time_ns"), int)]

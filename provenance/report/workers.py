@@ -6,7 +6,7 @@ and write that compile's pages exactly as the main process does in-process (the 
 CompileBuilder and CompileWriter) and send back its small summary. At most two compiles per
 worker are in flight, so memory stays bounded; when the workers have that many still to build,
 the main process builds the next one itself. Results are taken in submission order, so the
-report does not depend on which process was faster. `auto_jobs` is the default worker count.
+report does not depend on which process was faster. jobs.py's `auto_jobs` is the default worker count.
 
 A worker that dies (the OOM killer's SIGKILL), hangs (no compile delivered for HUNG_S seconds
 while the main process waits) or fails costs its compiles a rebuild in the main process, from the
@@ -17,9 +17,7 @@ the rest of the run is built here. One warning line says so; the report is the o
 
 from __future__ import annotations
 
-import gc
 import multiprocessing
-import os
 import sys
 import time
 from collections import deque
@@ -32,39 +30,15 @@ from provenance.report.analyze.compile import CompileBuilder
 from provenance.report.analyze.handlers import HANDLERS, Route
 from provenance.report.analyze.pending import INCOMPLETE, RECOVERABLE, CompileResult, Job, result_of
 from provenance.report.analyze.prov_table import ProvTable
+from provenance.report.jobs import quiet_gc
 from provenance.report.read.log_file import LogFile
 from provenance.report.render.output import ReportWriter
 from provenance.report.render.source_files import ASSET_DIR, SourceCache
 
-__all__ = ["Pool", "auto_jobs", "build", "quiet_gc"]
+__all__ = ["Pool", "build"]
 
-PARALLEL_MIN_BYTES = 32 << 20  # below, starting workers costs more than they save
-BYTES_PER_WORKER = 16 << 20  # a worker starts in ~0.5 s (imports, templates): it needs this much to pay off
-MAX_AUTO_JOBS = 3  # each worker is a Python process of ~40 MB; the main process's reading caps the gain
 HUNG_S = 600.0  # seconds without any worker delivering a compile, while the main process waits: hung
 
-
-def auto_jobs(size: int, cpus: int | None = None, load: float | None = None) -> int:
-    """The default worker count for `size` bytes of logs: one per CPU this process may run on
-    (its affinity, not the machine's count) that the rest of the machine leaves idle (the
-    1-minute load average), at most MAX_AUTO_JOBS and one per BYTES_PER_WORKER; 1 (everything in
-    this process) when that is under 2: workers on busy CPUs only add the cost of shipping each
-    compile to them. `cpus` and `load`: given in tests, else the machine's."""
-    if size < PARALLEL_MIN_BYTES:
-        return 1
-    if cpus is None:
-        try:
-            cpus = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):  # not on Linux
-            cpus = os.cpu_count() or 1
-    if load is None:
-        try:
-            load = os.getloadavg()[0]
-        except (AttributeError, OSError):
-            load = 0.0
-    idle = int(cpus - max(load, 0.0) + 0.5)  # CPUs the other runnable processes leave, rounded
-    jobs = min(idle, MAX_AUTO_JOBS, size // BYTES_PER_WORKER)
-    return jobs if jobs >= 2 else 1
 
 # -- the worker side -----------------------------------------------------------------------------
 Resources = tuple[ReportWriter, SourceCache]
@@ -73,17 +47,6 @@ _worker: Resources | None = None
 
 def _resources(out: str, nav: list[tuple[str, str]]) -> Resources:
     return ReportWriter(Path(out), nav), SourceCache(Path(out))
-
-
-def quiet_gc() -> tuple[int, int, int]:
-    """Fewer cyclic garbage collections while a report is built (returns the thresholds to put
-    back): building pages allocates millions of short-lived tuples that reference counting
-    frees, and the default thresholds scan the young objects every 700 allocations (~5 % of a
-    report's time)."""
-    before = gc.get_threshold()
-    gc.set_threshold(50_000, 20, 20)
-    gc.freeze()  # what the imports made (~10^5 objects, kept to the end) is not traversed by them
-    return before
 
 
 def _start(out: str, nav: list[tuple[str, str]]) -> None:

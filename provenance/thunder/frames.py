@@ -25,7 +25,10 @@ def is_user_code(module_name: str, path: str) -> bool:
     """provenance.usercode's rule for a live frame, known by its module and file: not a library
     module, not excluded, and a file on disk outside the standard library. Third-party model
     code (say, transformers) counts as user code; generated code (`<eval_with_key>.N`,
-    `<string>`) and other pseudo-files (`<frozen ...>`, `<stdin>`) never do."""
+    `<string>`) and other pseudo-files (`<frozen ...>`, `<stdin>`) never do. A `__main__` module
+    is decided by its file: `python -m pytest` or `-m torch.distributed.run` runs a library's."""
+    if module_name == "__main__":
+        return is_user_path(path)
     return not usercode.is_library_module(module_name) and _user_path(path)
 
 
@@ -87,7 +90,7 @@ def _user_path(path: str) -> bool:
     if usercode.is_pseudo_file(path) or not os.path.isfile(path):
         return False
     path = os.path.abspath(path)
-    return not (usercode.is_stdlib_file(path) or usercode.is_excluded_path(path))
+    return not (usercode.is_stdlib_file(path) or usercode.is_excluded_path(path) or usercode.is_launcher_script(path))
 
 
 @CACHES.lru("frames.frame_of")

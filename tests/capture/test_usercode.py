@@ -12,7 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import _pytest.runner
 import models
+import pluggy
 import pytest
 import torch
 
@@ -33,6 +35,9 @@ def _layout(tmp_path: Path) -> dict[str, bool]:
     third_party.write_text("x = 1\n")
     script = tmp_path / "train.py"
     script.write_text("x = 1\n")
+    console = tmp_path / "venv" / "bin" / "pytest"  # pip's console script: run as __main__
+    console.parent.mkdir(parents=True)
+    console.write_text("import sys\nfrom pytest import console_main\nsys.exit(console_main())\n")
     return {
         os.path.join(TORCH, "nn", "modules", "linear.py"): False,
         os.path.join(THUNDER, "core", "symbol.py"): False,
@@ -45,6 +50,9 @@ def _layout(tmp_path: Path) -> dict[str, bool]:
         models.__file__: True,
         str(script): True,
         str(third_party): True,  # third-party model code is the model the user runs
+        _pytest.runner.__file__: False,  # test runners and launchers run the user's code, they are not it
+        pluggy.__file__: False,
+        str(console): False,
         "<eval_with_key>.3": False,
         "<string>": False,
         "<frozen importlib._bootstrap>": False,
@@ -63,11 +71,15 @@ def test_the_text_rule_on_other_machines_paths():
                "/usr/lib/python3/dist-packages/torch/_tensor.py",
                "/home/u/src/lightning-thunder/thunder/executors/torchex.py",  # a source checkout
                "/home/u/thunder-provenance/provenance/thunder/emit.py",
-               "/usr/lib/python3.11/json/decoder.py", "<frozen runpy>", "<eval_with_key>.12"]
+               "/usr/lib/python3.11/json/decoder.py", "<frozen runpy>", "<eval_with_key>.12",
+               "/opt/venv/lib/python3.11/site-packages/_pytest/runner.py",
+               "/opt/venv/lib/python3.11/site-packages/pluggy/_hooks.py",
+               "/opt/venv/bin/pytest", "/usr/local/bin/torchrun", "C:\\venv\\Scripts\\pytest.exe"]
     user = ["/opt/venv/lib/python3.11/site-packages/transformers/models/llama/modeling_llama.py",
             "/opt/venv/lib/python3.11/site-packages/litgpt/model.py",
             "/opt/venv/lib/python3.11/site-packages/thunder/tests/llama2_model.py",
-            "/home/u/project/train.py", "/home/u/torchvision_stuff/model.py", "relative/model.py"]
+            "/home/u/project/train.py", "/home/u/torchvision_stuff/model.py", "relative/model.py",
+            "/home/u/bin/train.py", "/home/u/project/tests/test_model.py"]
     assert [p for p in library if not usercode.is_library_path(p)] == []
     assert [p for p in user if usercode.is_library_path(p)] == []
 
@@ -77,6 +89,8 @@ def test_a_module_name_decides_a_live_frame():
     assert frames.is_user_code("models", path) and frames.is_user_code("thunder.tests.nanogpt_model", path)
     assert not frames.is_user_code("torch.nn.modules.linear", path)
     assert not frames.is_user_code("provenance.rollup", path) and not frames.is_user_code("__main__", "<stdin>")
+    assert not frames.is_user_code("_pytest.runner", _pytest.runner.__file__)
+    assert not frames.is_user_code("pluggy._callers", pluggy.__file__)
 
 
 @pytest.fixture

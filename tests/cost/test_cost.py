@@ -25,7 +25,7 @@ from cuda_stand_ins import FakeCudaEvent
 from paths import SUPPORT
 
 import provenance
-from provenance import Kind
+from provenance import Kind, rollup
 from provenance.profile import BACKWARD, FORWARD, MAX_CALLS
 from provenance.rollup import BETWEEN
 from provenance.thunder import capture, profiling
@@ -216,6 +216,29 @@ def test_modules_roll_up_hierarchically(profiled):
     assert rows["blocks.0"].sum_ns > rows["blocks.0.mlp"].sum_ns > rows["blocks.0.mlp.fc1"].sum_ns
     assert rows["<root>"].sum_ns == sum(ns for r, ns in per_op if module_of(r) is not None)
     assert rows["<root>"].sum_ns >= rows["blocks"].sum_ns + rows["head"].sum_ns
+
+
+@pytest.mark.parametrize("profiled", [3], indirect=True)
+def test_rollups_by_several_groupings_work_out_each_ops_spread_once(profiled, monkeypatch):
+    """The report's Time section shows five groupings of a compile: `rollups` gives each the
+    rows `rollup` gives it alone, from one spread per op (and per trace's time between ops)."""
+    jm = thunder.jit(models.Net(n=8, depth=2))
+    x = torch.randn(4, 8)
+    for _ in range(4):
+        models.forward_backward(jm, x)
+    kept = provenance.profiles(jm)
+    bys = ("line", "module_line", "module", "role", "kind")
+    alone = {by: rollup.rollup(kept, by) for by in bys}
+    counted = []
+    real = rollup.spread
+    monkeypatch.setattr(rollup, "spread", lambda samples: counted.append(1) or real(samples))
+    together = rollup.rollups(kept, bys)
+    ops = sum(len(t.ops) + 1 for p in kept for t in p.traces.values() if t.recent)  # + the time between ops
+    assert len(counted) == ops + len(kept)  # and each compile's wall time
+    for by in bys:
+        assert [(r.key, r.time, r.sum_ns, r.kind, r.members, r.share) for r in together[by]] == [
+            (r.key, r.time, r.sum_ns, r.kind, r.members, r.share) for r in alone[by]], by
+    assert together["line"] and together["module"]
 
 
 class _Scoped(torch.nn.Module):

@@ -187,6 +187,31 @@ def test_desync_between_ranks_is_flagged(tmp_path, capsys):
     assert "desync" in page and "differs" in page and "sub" in page
 
 
+def test_many_ranks_are_grouped_by_behaviour_the_outliers_first(tmp_path, capsys):
+    """Past 16 ranks, the distributed page groups the ranks that made the same compiles with the
+    same status and final ops: one row and one column per group, the smallest groups first."""
+    logs = tmp_path / "logs"
+    for rank in range(20):
+        records = report_logs.records(rank=rank, error={} if rank == 7 else None)
+        if rank in (3, 4):
+            records[8]["ops"][1][2] = "sub"  # ranks 3 and 4 run another op
+        records[0]["world_size"] = 20
+        report_logs.write(logs / f"r{rank}.jsonl", records)
+    out = tmp_path / "out"
+    assert report(capsys, logs, "-o", out)[0] == 0
+    page = (out / "distributed.html").read_text()
+    groups = page[page.index('id="rank-groups"'):page.index("</section>", page.index('id="rank-groups"'))]
+    rows = [re.sub(r"<[^>]+>", " ", r).split() for r in re.findall(r"<tr><td>.*?</tr>", groups)]
+    assert [r[:3] for r in rows] == [["rank", "7", "1"], ["ranks", "3\u20134", "2"],
+                                     ["ranks", "0\u20132,", "5\u20136,"]], rows
+    assert rows[0][3:5] == ["1", "1"] and rows[2][3:7] == ["8\u201319", "17", "1", "0"]  # rank 7's compile failed
+    across = page[page.index("Compiles across rank groups"):]
+    header = re.search(r"<thead>.*?</thead>", across, re.S).group(0)
+    assert header.count('<th class="r">') == 3 and "ranks 0\u20132, 5\u20136, 8\u201319" in header
+    assert "desync" in page and "differs" in page
+    assert "one rank" not in across  # each compile was made by every rank
+
+
 def test_names_from_the_log_never_become_paths(tmp_path, capsys):
     evil = "../../../../tmp/evil"
     records = report_logs.records(compile_id=evil, fn=evil, file="/../../etc/passwd", module=evil)
@@ -279,3 +304,47 @@ def test_fuzzed_records_never_crash_the_report(tmp_path, capsys):
         code, err = report(capsys, log, "-o", out)
         assert code in (0, 2) and "Traceback" not in err, (attempt, err)
         assert (out / "index.html").is_file() or "schema" in err or "not a THUNDER_TRACE log" in err
+
+
+_IMPORTED = r"""
+import contextlib, io, json, sys
+from provenance.report.cli import main
+for argv in json.loads(sys.argv[1]):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # --version and --help exit
+            code = exc.code
+    assert code == 0, (argv, code)
+print("RESULT " + json.dumps(sorted(sys.modules)))
+"""
+_HEAVY = ("jinja2", "pygments", "rich", "markupsafe", "orjson", "torch", "thunder", "multiprocessing",
+          "concurrent.futures", "dataclasses", "provenance.report.build", "provenance.report.report_command")
+
+
+def _imported(*argvs: list[str]) -> set[str]:
+    """The modules a fresh interpreter has loaded after `thunder-trace` ran with each of `argvs`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("THUNDER_TRACE")}
+    done = subprocess.run([sys.executable, "-c", _IMPORTED, orjson.dumps(argvs).decode()], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return set(orjson.loads(done.stdout.split("RESULT ", 1)[1]))
+
+
+def test_version_and_help_import_nothing_of_the_report():
+    """`thunder-trace --version`, `--help` and `report --help` load the options only: the report's
+    implementation (jinja2, pygments, rich, the pool, the pipeline) is imported when it runs."""
+    loaded = _imported(["--version"], ["--help"], ["report", "--help"], ["report", "--version"])
+    assert not {m for m in loaded if m.split(".")[0] in _HEAVY or m in _HEAVY}, sorted(loaded)
+    assert "provenance.report.cli" in loaded
+
+
+def test_a_one_process_report_starts_no_pool(tmp_path):
+    """-j 1 (and the default for a small log) imports neither multiprocessing's pool nor the
+    workers module; -j 2 does, and says so."""
+    log = report_logs.write(tmp_path / "a.jsonl", report_logs.records())
+    loaded = _imported(["report", str(log), "-o", str(tmp_path / "one"), "--no-browser"])
+    assert "provenance.report.build" in loaded and "jinja2" in loaded  # it did run
+    assert not {"provenance.report.workers", "concurrent.futures.process"} & loaded
+    loaded = _imported(["report", str(log), "-o", str(tmp_path / "two"), "--no-browser", "-j", "2"])
+    assert {"provenance.report.workers", "concurrent.futures.process"} <= loaded

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import report_logs
 
-from provenance.report import workers
+from provenance.report import jobs, workers
 from provenance.report.cli import main
 
 
@@ -24,29 +24,29 @@ def report(capsys, *args) -> tuple[int, str]:
 MB = 1 << 20
 
 
-@pytest.mark.parametrize(("size", "cpus", "load", "jobs"), [
+@pytest.mark.parametrize(("size", "cpus", "load", "count"), [
     (10 * MB, 8, 0.0, 1),  # small input: one process
     (100 * MB, 1, 0.0, 1),  # one CPU
     (100 * MB, 2, 0.0, 2),  # an idle 2-CPU machine
     (100 * MB, 2, 0.8, 1),  # another process busy: a worker would share a CPU with it
     (100 * MB, 2, 5.3, 1),  # an overloaded machine
-    (100 * MB, 16, 0.0, workers.MAX_AUTO_JOBS),
+    (100 * MB, 16, 0.0, jobs.MAX_AUTO_JOBS),
     (100 * MB, 16, 13.4, 3),  # 2.6 CPUs idle
     (40 * MB, 16, 0.0, 2),  # one worker per 16 MB
 ])
-def test_default_worker_count(size, cpus, load, jobs):
-    assert workers.auto_jobs(size, cpus, load) == jobs
+def test_default_worker_count(size, cpus, load, count):
+    assert jobs.auto_jobs(size, cpus, load) == count
 
 
 def test_default_worker_count_reads_the_affinity_and_the_load(monkeypatch):
-    monkeypatch.setattr(workers.os, "cpu_count", lambda: 64)
-    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    monkeypatch.setattr(workers.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
-    assert workers.auto_jobs(100 * MB) == 1  # pinned to one CPU of 64
-    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
-    assert workers.auto_jobs(100 * MB) == 3
-    monkeypatch.setattr(workers.os, "getloadavg", lambda: (7.2, 7.0, 7.0))
-    assert workers.auto_jobs(100 * MB) == 1  # 8 CPUs, 7 busy
+    monkeypatch.setattr(jobs.os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(jobs.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(jobs.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert jobs.auto_jobs(100 * MB) == 1  # pinned to one CPU of 64
+    monkeypatch.setattr(jobs.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert jobs.auto_jobs(100 * MB) == 3
+    monkeypatch.setattr(jobs.os, "getloadavg", lambda: (7.2, 7.0, 7.0))
+    assert jobs.auto_jobs(100 * MB) == 1  # 8 CPUs, 7 busy
 
 
 def _log(tmp_path: Path, n: int = 5) -> Path:

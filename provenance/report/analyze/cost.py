@@ -43,7 +43,7 @@ from provenance.report.read.profile_records import (
     compile_profile,
     safe_lookup,
 )
-from provenance.rollup import BETWEEN, NO_MODULE, ROOT, CostRow, line_texts, merge, rollup, summary
+from provenance.rollup import BETWEEN, NO_MODULE, ROOT, CostRow, line_texts, merge, rollups, summary
 from provenance.timing import spread
 
 __all__ = ["HREFS_KEPT", "compile_time", "heat", "icicle", "load_profiles", "op_times", "run_time"]
@@ -110,11 +110,9 @@ def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Proven
     totals = summary([profile])
     wall, calls = totals["wall_ns"], totals["calls"]
     texts = line_texts([profile])
-    by_line = rollup([profile], "line")
-    by_module_line = rollup([profile], "module_line")
-    by_module = rollup([profile], "module")
-    by_role = rollup([profile], "role")
-    by_kind = rollup([profile], "kind")
+    grouped = rollups([profile], ("line", "module_line", "module", "role", "kind"))  # each op's spread once
+    by_line, by_module_line, by_module = grouped["line"], grouped["module_line"], grouped["module"]
+    by_role, by_kind = grouped["role"], grouped["kind"]
     types = _module_types(profile)
     modules = [r for r in _shown(by_module) if r.key != ROOT][:TOP_MODULES]
     clock = "/".join(sorted({t.clock for t in profile.traces.values()})) or "cpu"

@@ -4,10 +4,11 @@ others' and compared by their final traces' op sequences (a difference is a desy
 from __future__ import annotations
 
 import difflib
+import statistics
 import zlib
 from collections import Counter
 
-from provenance.report.model import CompileSummary, Desync, RankComparison, RankRow, RankTime
+from provenance.report.model import CompileSummary, Desync, RankComparison, RankGroup, RankRow, RankTime
 from provenance.report.read.processes import RunLog
 
 __all__ = ["compare_ranks"]
@@ -15,6 +16,7 @@ __all__ = ["compare_ranks"]
 MAX_DESYNC_DETAILS = 50
 MAX_ROWS = 2000
 MAX_CELLS = 20_000  # rows x ranks of the table of compiles across ranks: past it, fewer rows (desyncs first)
+GROUP_OVER = 16  # ranks: past it, ranks that behaved alike are one column, one row (RankGroup)
 MAX_DIFF_WORK = 4_000_000  # pairs of ops difflib may compare to count the differing stretches
 
 
@@ -27,25 +29,37 @@ def compare_ranks(logs: list[RunLog], summaries: list[CompileSummary]) -> RankCo
     for s in summaries:
         seen[(s.log, s.fn, s.index)] += 1
         groups.setdefault((s.fn, s.index, seen[(s.log, s.fn, s.index)]), {})[s.log] = s
+    per_rank = _per_rank(logs, summaries)
+    alike = _alike(logs, groups, per_rank) if len(logs) > GROUP_OVER else []
+    columns = [members[0] for members, _ in alike] or logs  # a group's first rank stands for it
+    if alike:
+        labels = [group.label for _, group in alike]
     # A row has a cell per rank: rows x ranks is capped (MAX_CELLS), the rows that differ listed first
-    most = max(1, min(MAX_ROWS, MAX_CELLS // max(1, len(logs))))
+    most = max(1, min(MAX_ROWS, MAX_CELLS // max(1, len(columns))))
     position = {log.index: i for i, log in enumerate(logs)}
+    rank_labels = [log.label for log in logs]
     differing: list[tuple[int, RankRow]] = []
     others: list[tuple[int, RankRow]] = []
     desync = 0
     uncompared = compared_groups = 0
     for n, ((fn, index, occurrence), by_log) in enumerate(groups.items()):
         traced = {log: c for log, c in by_log.items() if not c.otlp}  # read from spans: no final traces
-        differences = _compare(traced, position, labels) if len(traced) > 1 else []
+        differences = _compare(traced, position, rank_labels) if len(traced) > 1 else []
         compared = len(traced) > 1 or len(by_log) == 1
         uncompared += not compared
         compared_groups += len(traced) > 1
         desync += bool(differences)
         kept = differing if differences else others
         if len(kept) < most:
-            cells = [by_log.get(log.index) for log in logs]
+            cells = [by_log.get(log.index) for log in columns]
             kept.append((n, RankRow(fn, index, occurrence, differences[:MAX_DESYNC_DETAILS], cells, compared)))
     listed = sorted(differing + others[:max(0, most - len(differing))], key=lambda item: item[0])
+    return RankComparison(len(logs) > 1, per_rank, [row for _, row in listed], desync, labels,
+                          more_rows=len(groups) - len(listed), max_cells=MAX_CELLS, uncompared=uncompared,
+                          compared=compared_groups, groups=[group for _, group in alike])
+
+
+def _per_rank(logs: list[RunLog], summaries: list[CompileSummary]) -> list[RankTime]:
     per_log: dict[int, list[CompileSummary]] = {}
     for s in summaries:
         per_log.setdefault(s.log, []).append(s)
@@ -57,9 +71,45 @@ def compare_ranks(logs: list[RunLog], summaries: list[CompileSummary]) -> RankCo
     slowest = max((r.seconds for r in per_rank), default=0) or 1.0
     for r in per_rank:
         r.pct = 100.0 * r.seconds / slowest
-    return RankComparison(len(logs) > 1, per_rank, [row for _, row in listed], desync, labels,
-                          more_rows=len(groups) - len(listed), max_cells=MAX_CELLS, uncompared=uncompared,
-                          compared=compared_groups)
+    return per_rank
+
+
+def _alike(logs: list[RunLog], groups: dict[tuple, dict[int, CompileSummary]], per_rank: list[RankTime],
+           ) -> list[tuple[list[RunLog], RankGroup]]:
+    """The ranks by behaviour (the same compiles, each with the same status and final traces'
+    ops), the smallest groups first (the outliers), then by their first rank: linear in the
+    compiles of all ranks."""
+    behaviour: dict[int, list] = {log.index: [] for log in logs}
+    for key, by_log in groups.items():
+        for log, c in by_log.items():
+            behaviour[log].append((key, c.status, tuple(sorted(c.signature.items()))))
+    alike: dict[tuple, list[int]] = {}
+    for i, log in enumerate(logs):
+        alike.setdefault(tuple(behaviour[log.index]), []).append(i)
+    out = []
+    for members in sorted(alike.values(), key=lambda m: (len(m), m[0])):
+        times = sorted(per_rank[i].seconds for i in members)
+        out.append(([logs[i] for i in members], RankGroup(
+            _ranks_label([logs[i] for i in members]), len(members), per_rank[members[0]].compiles,
+            per_rank[members[0]].failed, statistics.median(times), times[0], times[-1])))
+    return out
+
+
+def _ranks_label(logs: list[RunLog]) -> str:
+    """`ranks 0–511, 513–1023`, or the logs' labels (a few, then how many more)."""
+    ranks = [log.rank for log in logs]
+    if any(r is None for r in ranks) or len(set(ranks)) != len(ranks):
+        shown = ", ".join(log.label for log in logs[:3])
+        return shown + (f" and {len(logs) - 3} more" if len(logs) > 3 else "")
+    runs: list[list[int]] = []
+    for r in sorted(ranks):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    parts = [f"{a}\u2013{b}" if b > a else str(a) for a, b in runs]
+    shown = ", ".join(parts[:6]) + (f" and {len(parts) - 6} more runs" if len(parts) > 6 else "")
+    return f"rank{'s' if len(ranks) > 1 else ''} {shown}"
 
 
 def _compare(by_log: dict[int, CompileSummary], position: dict[int, int], labels: list[str]) -> list[Desync]:

@@ -65,6 +65,7 @@ __all__ = [
     "Problems",
     "ProvInfo",
     "RankComparison",
+    "RankGroup",
     "RankLine",
     "RankRow",
     "RankTable",

@@ -22,9 +22,9 @@ __all__ = ["LINE", "LISTS", "MAX_PROBLEMS_LISTED", "N", "OUTS", "PROV", "SYM", "
            "CompileError", "CompilePage", "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem",
            "DisabledCapture", "ErrorSummary", "ExecutorCompile", "Failure", "FrameRef", "Fused", "Fusion", "FusionLine",
            "LogHeader", "LogSummary", "Op", "PassList", "PassSummary", "Phase", "PhaseGroup", "PhaseView", "Problem",
-           "Problems", "ProvInfo", "RankComparison", "RankRow", "RankTime", "Recompile", "Rejection", "RoleCount",
-           "RunModel", "SourceFileView", "SourcePage", "SourcePane", "StackFrame", "Totals", "TraceDiff", "TraceView",
-           "coverage", "site_of"]
+           "Problems", "ProvInfo", "RankComparison", "RankGroup", "RankRow", "RankTime", "Recompile", "Rejection",
+           "RoleCount", "RunModel", "SourceFileView", "SourcePage", "SourcePane", "StackFrame", "Totals", "TraceDiff",
+           "TraceView", "coverage", "site_of"]
 
 
 class FrameRef(NamedTuple):
@@ -310,6 +310,15 @@ class CompileSummary:
     piece_lines: dict | None = None
     otlp: bool = False  # rebuilt from an OpenTelemetry export's spans: no traces, provenance or source view
 
+    def stacks_shared(self) -> int:
+        """How many outer frames the call stack shares with the jit stack (the page lists them once)."""
+        shared = 0
+        for jit, call in zip(self.jit_stack, self.call_stack):
+            if jit != call:
+                break
+            shared += 1
+        return shared
+
     @property
     def recompiled(self) -> bool:
         return self.index > 0
@@ -588,11 +597,13 @@ class Totals:
 class CallSiteNode:
     """A frame of the call-site trie; the compiles made at exactly this stack."""
 
-    frame: StackFrame | None  # None: compiles without a user stack, or `elided` frames
+    frame: StackFrame | None  # None: compiles without a user stack, `elided` frames, or `folded` ones
     children: list[CallSiteNode]
     compiles: list[CompileSummary]
     count: int  # compiles here and below
     elided: int = 0  # stands for that many outer frames of a deep stack, not shown
+    folded: list[StackFrame] = field(default_factory=list)  # frames shown as one collapsed line: `label`
+    label: str = ""  # what the folded frames are (launchers', or common to every compile)
 
 
 @dataclass(slots=True)
@@ -635,14 +646,28 @@ class RankTime:
 
 
 @dataclass(slots=True)
+class RankGroup:
+    """Ranks that behaved alike: the same compiles, each with the same status and final traces."""
+
+    label: str  # `ranks 0–511, 513–1023`
+    ranks: int
+    compiles: int
+    failed: int
+    seconds: float  # compile time, the median rank's
+    low: float  # the fastest rank's and the slowest's
+    high: float
+
+
+@dataclass(slots=True)
 class RankComparison:
     multi: bool  # several logs
     ranks: list[RankTime]
     rows: list[RankRow]
     desync: int  # compiles that differ between ranks
-    labels: list[str]
+    labels: list[str]  # the columns of `rows`: a label per rank, or per group when grouped
     more_rows: int = 0  # compiles matched across ranks but not listed (rows x ranks is capped)
     max_cells: int = 0  # the cap
+    groups: list[RankGroup] = field(default_factory=list)  # many ranks: by behaviour, the smallest groups first
     uncompared: int = 0  # compiles of several ranks not compared: read from spans, they have no final traces
     compared: int = 0  # compiles of several ranks compared by their final traces
 

@@ -9,17 +9,25 @@ from __future__ import annotations
 
 import html
 import re
+from functools import cache
+from typing import Any
 
 from markupsafe import escape
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import PythonLexer
 
 __all__ = ["MAX_LINE", "python_lines", "python_tokens", "style_css"]
 
 MAX_LINE = 20_000  # characters: longer lines are shown as plain text (report.js: MAX_LINE)
-_FORMATTER = HtmlFormatter(nowrap=True)
-_PYTHON_LEXER = PythonLexer(stripnl=False, ensurenl=True)
+
+
+@cache
+def _pygments() -> tuple[Any, Any, Any]:
+    """pygments' highlight, its HTML formatter and Python lexer: imported when a first file is
+    highlighted, not by every process that imports the report (pygments' lexer tables are large)."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+
+    return highlight, HtmlFormatter(nowrap=True), PythonLexer(stripnl=False, ensurenl=True)
 
 
 def python_lines(lines: list[str]) -> list[str]:
@@ -35,7 +43,8 @@ def python_lines(lines: list[str]) -> list[str]:
         lexed = list(lines)
         for i in long:
             lexed[i] = ""
-    out = highlight("\n".join(lexed), _PYTHON_LEXER, _FORMATTER).split("\n")
+    highlight, formatter, lexer = _pygments()
+    out = highlight("\n".join(lexed), lexer, formatter).split("\n")
     if out and out[-1] == "":
         out.pop()
     if len(out) != len(lines):
@@ -58,6 +67,7 @@ def python_tokens(lines: list[str]) -> dict[str, list]:
     punctuation: most tokens) or of whitespace is plain text: it looks the same, and the data
     is about the size of the file."""
     classes: dict[str, int] = {}
+    styled = _styled()
     out: list = []
     for line in python_lines(lines):
         text: list[str] = []
@@ -68,7 +78,7 @@ def python_tokens(lines: list[str]) -> dict[str, list]:
             part = html.unescape(part)
             text.append(part)
             size = len(part.encode("utf-16-le")) // 2 if not part.isascii() else len(part)
-            if cls in _STYLED:
+            if cls in styled:
                 runs += (plain, classes.setdefault(cls, len(classes)), size)
                 plain = 0
             else:
@@ -77,9 +87,14 @@ def python_tokens(lines: list[str]) -> dict[str, list]:
     return {"c": list(classes), "l": out}
 
 
+@cache
 def style_css(selector: str = ".code") -> str:
+    from pygments.formatters import HtmlFormatter
+
     return HtmlFormatter(style="default").get_style_defs(selector)
 
 
-# the token classes the style colours (a rule with a declaration), whitespace's colour aside
-_STYLED = frozenset(re.findall(r"^\.x \.(\S+) \{ *[^ }]", style_css(".x"), re.M)) - {"w"}
+@cache
+def _styled() -> frozenset[str]:
+    """The token classes the style colours (a rule with a declaration), whitespace's colour aside."""
+    return frozenset(re.findall(r"^\.x \.(\S+) \{ *[^ }]", style_css(".x"), re.M)) - {"w"}

@@ -107,12 +107,11 @@ def _text(text: str) -> str:
 
 def diff_items(diff: TraceDiff) -> Markup:
     """The ops a pass added, removed and rewrote, as list items (one trace can list hundreds)."""
-    out = []
-    for sign, cls, entries in (("+", "d-add", diff.added_items), ("&minus;", "d-rem", diff.removed_items)):
-        out.extend(f'<li class="{cls}"><span class="sign">{sign}</span><code>{_text(it.text)}</code></li>'
-                   for it in entries)
-    out.extend(f'<li class="d-rw"><span class="sign">~</span><code class="old">{_text(it.old)}</code><br>'
-               f'<span class="sign"></span><code>{_text(it.text)}</code></li>' for it in diff.rewritten_items)
+    out = []  # the signs (+, −, ~) and the code font are the stylesheet's (ul.difflist): bytes on every page
+    for cls, entries in (("d-add", diff.added_items), ("d-rem", diff.removed_items)):
+        out.extend(f'<li class="{cls}">{_text(it.text)}</li>' for it in entries)
+    out.extend(f'<li class="d-rw"><code class="old">{_text(it.old)}</code><br>{_text(it.text)}</li>'
+               for it in diff.rewritten_items)
     hidden = (diff.added + diff.removed + diff.rewritten
               - len(diff.added_items) - len(diff.removed_items) - len(diff.rewritten_items))
     if hidden > 0:

@@ -80,10 +80,13 @@ class PerfettoWriter:
                    start, max(dur, 0))
         if c.phases:
             for phase in c.phases:
-                self._emit({"ph": "X", "name": phase.label, "cat": f"phase.{phase.group}", "pid": pid,
-                            "tid": COMPILES, "args": {"phase": phase.name, "detail": phase.detail,
-                                                      "depth": phase.depth}},
-                           phase.start_ns, phase.end_ns - phase.start_ns)
+                event = {"ph": "X", "name": phase.label, "cat": f"phase.{phase.group}", "pid": pid, "tid": COMPILES}
+                # only what the name does not say: thousands of phases per report
+                args = {k: v for k, v in (("phase", phase.name if phase.name != phase.label else None),
+                                          ("detail", phase.detail), ("depth", phase.depth or None)) if v is not None}
+                if args:
+                    event["args"] = args
+                self._emit(event, phase.start_ns, phase.end_ns - phase.start_ns)
         else:
             cursor = start
             for list_name, index, pass_name, ms, _ops, _counts in c.passes:
