@@ -30,7 +30,7 @@ import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from report_throughput import measure  # noqa: E402
+from report_throughput import LogWriter, measure  # noqa: E402
 
 PROGRAM = ROOT / "tests" / "support" / "diff_program.py"
 ONCE = ("prov", "span", "span_end", "library")
@@ -55,19 +55,15 @@ def replicate(base: Path, target: Path, size: int) -> int:
     ids = sorted({r["compile"] for r in compiled if isinstance(r.get("compile"), int)})
     times = [r[k] for r in compiled for k in ("time_ns", "start_ns", "end_ns") if isinstance(r.get(k), int)]
     span = max(times) - min(times) + 1_000_000
-    written = copy = 0
+    copy = 0
     every: list[int] = []
     with open(target, "wb") as f:
-        def put(record: dict) -> None:
-            nonlocal written
-            line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
-            f.write(line)
-            written += len(line)
-
+        log = LogWriter(f)
+        put = log.put
         put(header)
         for r in once:
             put(r)
-        while written < size:
+        while log.written < size:
             for record in compiled:
                 r = dict(record)
                 if isinstance(r.get("compile"), int):

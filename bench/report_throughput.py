@@ -81,6 +81,18 @@ def thunder_base(work: Path, layers: int) -> Path:
     return next(logs.glob("*.jsonl"))
 
 
+class LogWriter:
+    """JSON lines written to a log file, counting the bytes (the replicated logs' writer)."""
+
+    def __init__(self, file) -> None:
+        self.file, self.written = file, 0
+
+    def put(self, record: dict) -> None:
+        line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+        self.file.write(line)
+        self.written += len(line)
+
+
 def replicate_thunder(base: Path, target: Path, size: int) -> int:
     records = [orjson.loads(line) for line in base.read_bytes().splitlines() if line.strip()]
     header = next(r for r in records if r["type"] == "header")
@@ -90,17 +102,14 @@ def replicate_thunder(base: Path, target: Path, size: int) -> int:
     ids = sorted({r["compile"] for r in compile_records})
     starts = [r["time_ns"] for r in compile_records if "time_ns" in r]
     span_ns = max(starts) - min(starts) + 1_000_000
-    written, copy = 0, 0
+    copy = 0
     all_ids: list[int] = []
     with open(target, "wb") as f:
-        def put(record: dict) -> None:
-            nonlocal written
-            line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
-            f.write(line)
-            written += len(line)
+        log = LogWriter(f)
+        put = log.put
         put(header)
         first = True
-        while written < size:
+        while log.written < size:
             for record in compile_records:
                 if first and record["type"] == "compile_start":  # provenance records precede their use
                     for r in once:
@@ -256,15 +265,12 @@ def replicate_compiles(base: Path, target: Path, size: int) -> int:
     records = [orjson.loads(line) for line in base.read_bytes().splitlines() if line.strip()]
     header, rest = records[0], records[1:]
     width = max((r["compile"] for r in rest if type(r.get("compile")) is int), default=0) + 1
-    written, copy = 0, 0
+    copy = 0
     with open(target, "wb") as f:
-        def put(record: dict) -> None:
-            nonlocal written
-            line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
-            f.write(line)
-            written += len(line)
+        log = LogWriter(f)
+        put = log.put
         put(header)
-        while written < size:
+        while log.written < size:
             for record in rest:
                 if record["type"] in ("prov", "span", "span_end", "library"):
                     if not copy:
