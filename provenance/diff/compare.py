@@ -4,8 +4,9 @@ gate.py judges it). docs/diff.md says what is compared and the significance rule
 - **run time** (per measured call, provenance.timing's Spread of each row): a change is
   significant only when it lies outside both runs' spread: the ranges of measured calls (fastest
   to slowest, one-offs apart) do not overlap, both sides have at least MIN_CALLS measured calls,
-  and the medians differ by at least MIN_TIME_NS and MIN_TIME_RATIO; otherwise it is noise and
-  listed only with --all;
+  and the medians differ by at least MIN_TIME_NS and MIN_TIME_RATIO (a row of the call — a line,
+  module, role or op — by MIN_ROW_RATIO: two processes of one program differ per op by more than
+  any one run's spread shows); otherwise it is noise and listed only with --all;
 - **compile time** is one sample per compile (no spread): significant when it changed by at least
   COMPILE_RATIO and COMPILE_MIN_S;
 - **memory** (the static timeline, provenance.static_memory) and **structure** (ops, fusions,
@@ -27,12 +28,19 @@ from provenance.diff.summarize import DIMENSIONS, CompileDigest, TimeFigure
 from provenance.static_memory import size
 from provenance.timing import Spread
 
-__all__ = ["COMPILE_MIN_S", "COMPILE_RATIO", "MIN_CALLS", "MIN_TIME_NS", "MIN_TIME_RATIO", "Change", "Diff", "compare",
-           "significant"]
+__all__ = [
+    "COMPILE_MIN_S", "COMPILE_RATIO", "MIN_CALLS", "MIN_ROW_RATIO", "MIN_TIME_NS", "MIN_TIME_RATIO", "Change",
+    "Diff", "compare", "significant"
+]
 
 MIN_CALLS = 2
 MIN_TIME_NS = 10_000  # 10 µs per call: below a CPU clock's resolution of a row
 MIN_TIME_RATIO = 0.05
+# A row's floor: on CPU, the same program run three times one after the other, each alone, gave
+# erf and exp medians 20-40% apart between runs, every call of one run beyond every call of the
+# other (tests/diff: process-level differences, not noise within a run); the whole call's ranges
+# overlapped. A row is named only past this.
+MIN_ROW_RATIO = 0.5
 COMPILE_RATIO = 0.25
 COMPILE_MIN_S = 0.1
 MAX_CHANGES = 5000  # listed; the rest are counted (a diff of two unrelated runs stays bounded)
@@ -108,14 +116,14 @@ class Diff:
         return [c for c in self.changes if c.significant]
 
 
-def significant(a: Spread, b: Spread) -> bool:
+def significant(a: Spread, b: Spread, ratio: float = MIN_TIME_RATIO) -> bool:
     """The run-time rule: the two sides' ranges of measured calls do not overlap (every call of
     one side slower than every call of the other), each side has MIN_CALLS measured calls, and
-    the medians differ by MIN_TIME_NS and MIN_TIME_RATIO of the faster one."""
+    the medians differ by MIN_TIME_NS and `ratio` of the faster one (MIN_ROW_RATIO for a row)."""
     if a.calls < MIN_CALLS or b.calls < MIN_CALLS:
         return False
     change = abs(b.median_ns - a.median_ns)
-    if change < MIN_TIME_NS or change < MIN_TIME_RATIO * min(a.median_ns, b.median_ns):
+    if change < MIN_TIME_NS or change < ratio * min(a.median_ns, b.median_ns):
         return False
     return b.low_ns > a.high_ns or b.high_ns < a.low_ns
 
@@ -298,7 +306,7 @@ def _lines(a: CompileDigest, b: CompileDigest, name: str) -> list[Change]:
                                + (f" in {names}" if names else ""))
         structural = bool(ops["added"] or ops["removed"]) or fused_a != fused_b
         fa, fb = ta.get(key), tb.get(key)
-        timed = fa is not None and fb is not None and significant(fa.time, fb.time)
+        timed = fa is not None and fb is not None and significant(fa.time, fb.time, MIN_ROW_RATIO)
         if fa is not None and fb is not None:
             details.append(f"time: {_range(fa.time)} → {_range(fb.time)}" + ("" if timed else " (within the spread)"))
         mem_a, mem_b = ma.get(key), mb.get(key)
@@ -354,7 +362,7 @@ def _time_rows(a: CompileDigest, b: CompileDigest, name: str) -> list[Change]:
         ta, tb = a.time[by], b.time[by]
         for key in ta.keys() & tb.keys():
             fa, fb = ta[key], tb[key]
-            if significant(fa.time, fb.time):
+            if significant(fa.time, fb.time, MIN_ROW_RATIO):
                 out.append(_time_change(by, key, fa, fb, name, a, b))
     return out
 

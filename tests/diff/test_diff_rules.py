@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from provenance.diff.compare import MIN_TIME_NS, significant
+from provenance.diff.compare import MIN_ROW_RATIO, MIN_TIME_NS, significant
 from provenance.diff.gate import parse_rule
 from provenance.timing import spread
 
@@ -24,6 +24,9 @@ def test_a_change_is_significant_only_outside_both_runs_spread():
     tiny = _runs(0.010, 0.011, 0.010)  # 10 µs: below the floor, whatever the spread
     assert not significant(tiny, _runs(0.012, 0.013, 0.012)) and MIN_TIME_NS == 10_000
     assert not significant(_runs(100.0, 100.1), _runs(101.0, 101.1))  # 1%: under the 5% floor
+    # a row of the call (a line, an op) needs 50%: the same program's runs differ per op by 20-40%
+    assert significant(a, _runs(1.5, 1.6, 1.55)) and not significant(a, _runs(1.5, 1.6, 1.55), MIN_ROW_RATIO)
+    assert significant(a, _runs(1.8, 1.9, 1.85), MIN_ROW_RATIO) and MIN_ROW_RATIO == 0.5
 
 
 @pytest.mark.parametrize(("text", "metric", "limit", "relative"), [

@@ -203,7 +203,8 @@ def test_compile_failure_is_logged_and_reaches_the_user_unchanged(tmp_path):
 
 def test_reader_tolerates_bad_lines_and_refuses_another_major(tmp_path):
     path = tmp_path / "x.jsonl"
-    header = {"type": "header", "schema": "1.7"}
+    major, minor = map(int, SCHEMA_VERSION.split("."))
+    header = {"type": "header", "schema": f"{major}.{minor + 1}"}  # a newer minor than this reader's
     path.write_text("\n".join([json.dumps(header), "garbage", "[1, 2]", json.dumps({"type": "future_thing"}),
                                json.dumps({"type": "calls", "fn": "f", "calls": 1})]) + "\n")
     log = Log(path)

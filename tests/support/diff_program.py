@@ -59,7 +59,7 @@ def main() -> None:
             executors = [torch_compile_ex, *thunder.get_default_executors()]
         jm = thunder.jit(model, executors=executors) if executors else thunder.jit(model)
     x = torch.randn(512, 64, requires_grad=True)
-    for _ in range(int(os.environ.get("DIFF_CALLS", "8"))):
+    for _ in range(int(os.environ.get("DIFF_CALLS", "25"))):
         jm(x).sum().backward()
     if os.environ.get("DIFF_RECOMPILE") == "1":
         jm(torch.randn(256, 64, requires_grad=True)).sum().backward()
