@@ -315,7 +315,9 @@ class CompileBuilder:
             page.static_memory = found
             summary.memory = totals([found])
             if self.profile is not None and self.profile.has_memory:  # CUDA: the allocator's readings
-                page.memory.measured = measured_view(found, compile_profile(self.profile, self.provs.record, self.fn))
+                profile = page.time.profile if page.time is not None else None  # the Time section's, rebuilt once
+                page.memory.measured = measured_view(
+                    found, profile or compile_profile(self.profile, self.provs.record, self.fn))
             if source is not None:
                 files = {f.path: f.index for f in source.files}
                 source.marks["m"] = {f"L{files[path]}-{line}": [saved, title]
