@@ -212,6 +212,40 @@ def test_many_ranks_are_grouped_by_behaviour_the_outliers_first(tmp_path, capsys
     assert "one rank" not in across  # each compile was made by every rank
 
 
+def test_many_ranks_make_an_index_of_groups_with_every_compile_a_click_away(tmp_path, capsys):
+    """Past 16 logs the index's run table has a row per group of logs that ran alike (the odd
+    one first), the lead names the ranks as runs, and the compiles table lists each rank group's
+    first rank, the other ranks' compiles folded under it: none is lost."""
+    logs = tmp_path / "logs"
+    for rank in range(20):
+        records = report_logs.records(rank=rank, error={} if rank == 7 else None)
+        records[0]["world_size"], records[0]["host"] = 20, f"node{rank // 8}"
+        if rank == 11:
+            records[0]["argv"] = ["train.py", "--odd"]  # one process started differently
+        report_logs.write(logs / f"r{rank}.jsonl", records)
+    out = tmp_path / "out"
+    assert report(capsys, logs, "-o", out)[0] == 0
+    page = (out / "index.html").read_text()
+    assert "20 logs (ranks 0\u201319)" in page
+    run = page[page.index("<h2>Run</h2>"):page.index('<details class="every-log"')]
+    rows = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", r)).strip() for r in re.findall(r"<tr><td>.*?</tr>", run, re.S)]
+    assert len(rows) == 2, rows
+    assert rows[0].startswith("rank 11 1 log") and "--odd" in rows[0]
+    assert rows[1].startswith("ranks 0\u201310, 12\u201319 19 logs alike") and "node0, node1, node2" in rows[1]
+    assert "19 processes" in rows[1] and "--odd" not in rows[1]
+    every = page[page.index('<details class="every-log"'):page.index("</details>", page.index('"every-log"'))]
+    assert every.count("<tr>") == 20 and "r19.jsonl" in every
+    compiles = page[page.index("<h2>Compiles</h2>"):]
+    listed = compiles[:compiles.index('<details class="other-ranks"')]
+    folded = compiles[compiles.index('<details class="other-ranks"'):]
+    # the distributed page's groups: rank 7 (its compile failed), then the 19 others; each listed by its first rank
+    assert re.findall(r'href="(compiles/[^"]+)">passes', listed) == ["compiles/r7-c1.html", "compiles/r0-c1.html"]
+    assert "for ranks 0\u20136, 8\u201319" in listed
+    pages = re.findall(r'href="(compiles/[^"]+\.html)">passes', folded)
+    assert len(pages) == 18 and "compiles/r19-c1.html" in pages and "compiles/r0-c1.html" not in pages
+    assert all((out / p).is_file() for p in pages)
+
+
 def test_names_from_the_log_never_become_paths(tmp_path, capsys):
     evil = "../../../../tmp/evil"
     records = report_logs.records(compile_id=evil, fn=evil, file="/../../etc/passwd", module=evil)

@@ -7,16 +7,27 @@ import difflib
 import statistics
 import zlib
 from collections import Counter
+from collections.abc import Sequence
 
-from provenance.report.model import CompileSummary, Desync, RankComparison, RankGroup, RankRow, RankTime
+from provenance.report.model import (
+    CompileSummary,
+    Desync,
+    LogGroup,
+    LogSummary,
+    RankComparison,
+    RankGroup,
+    RankRow,
+    RankTime,
+)
 from provenance.report.read.processes import RunLog
 
-__all__ = ["compare_ranks"]
+__all__ = ["GROUP_OVER", "compare_ranks", "group_logs", "ranks_label"]
 
 MAX_DESYNC_DETAILS = 50
 MAX_ROWS = 2000
 MAX_CELLS = 20_000  # rows x ranks of the table of compiles across ranks: past it, fewer rows (desyncs first)
 GROUP_OVER = 16  # ranks: past it, ranks that behaved alike are one column, one row (RankGroup)
+MAX_HOSTS = 8  # a log group's hosts listed by name
 MAX_DIFF_WORK = 4_000_000  # pairs of ops difflib may compare to count the differing stretches
 
 
@@ -59,6 +70,25 @@ def compare_ranks(logs: list[RunLog], summaries: list[CompileSummary]) -> RankCo
                           compared=compared_groups, groups=[group for _, group in alike])
 
 
+def group_logs(logs: list[LogSummary]) -> list[LogGroup]:
+    """Past GROUP_OVER logs, those that ran alike (the same command, versions, schema, world size
+    and model code; a truncated log, or one of a newer schema, only with its like) as one group
+    each, the smallest groups first (the outliers), then by their first log; else none."""
+    if len(logs) <= GROUP_OVER:
+        return []
+    alike: dict[tuple, list[LogSummary]] = {}
+    for log in logs:
+        h = log.header
+        started = None if h is None else (tuple(h.argv), tuple(h.versions.items()), h.schema, h.world_size, h.otlp)
+        key = (repr(started), tuple(log.libraries.items()), log.truncated, log.newer_minor)
+        alike.setdefault(key, []).append(log)
+    out = []
+    for members in sorted(alike.values(), key=lambda m: (len(m), m[0].index)):
+        hosts = sorted({log.header.host for log in members if log.header is not None})
+        out.append(LogGroup(ranks_label(members), members, hosts[:MAX_HOSTS], max(0, len(hosts) - MAX_HOSTS)))
+    return out
+
+
 def _per_rank(logs: list[RunLog], summaries: list[CompileSummary]) -> list[RankTime]:
     per_log: dict[int, list[CompileSummary]] = {}
     for s in summaries:
@@ -90,12 +120,13 @@ def _alike(logs: list[RunLog], groups: dict[tuple, dict[int, CompileSummary]], p
     for members in sorted(alike.values(), key=lambda m: (len(m), m[0])):
         times = sorted(per_rank[i].seconds for i in members)
         out.append(([logs[i] for i in members], RankGroup(
-            _ranks_label([logs[i] for i in members]), len(members), per_rank[members[0]].compiles,
-            per_rank[members[0]].failed, statistics.median(times), times[0], times[-1])))
+            ranks_label([logs[i] for i in members]), len(members), per_rank[members[0]].compiles,
+            per_rank[members[0]].failed, statistics.median(times), times[0], times[-1],
+            [logs[i].index for i in members])))
     return out
 
 
-def _ranks_label(logs: list[RunLog]) -> str:
+def ranks_label(logs: Sequence[RunLog | LogSummary]) -> str:
     """`ranks 0–511, 513–1023`, or the logs' labels (a few, then how many more)."""
     ranks = [log.rank for log in logs]
     if any(r is None for r in ranks) or len(set(ranks)) != len(ranks):

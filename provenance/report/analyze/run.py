@@ -26,7 +26,7 @@ from provenance.report.analyze.handlers import HANDLERS, READ_AHEAD, read_ahead
 from provenance.report.analyze.memory import run_memory
 from provenance.report.analyze.pending import RECOVERABLE, CompileResult, LocalCompile, RemoteCompile
 from provenance.report.analyze.prov_table import ProvTable
-from provenance.report.analyze.ranks import compare_ranks
+from provenance.report.analyze.ranks import GROUP_OVER, compare_ranks, group_logs, ranks_label
 from provenance.report.model import (
     CompilePages,
     CompileSummary,
@@ -336,8 +336,10 @@ class RunBuilder:
         """The run's model, once every log is read; `files`: the report's files by name."""
         self._attach_calls()
         fx = self.fx.finish(self.source_cache)
+        logs = [self.log_summaries[log.index] for log in self.logs]
         return RunModel(
-            logs=[self.log_summaries[log.index] for log in self.logs],
+            logs=logs, log_groups=group_logs(logs),
+            ranks_label=ranks_label(self.logs) if len(self.logs) > GROUP_OVER else "",
             ranks=sorted({log.page_label for log in self.logs} - {""}), totals=self._totals(fx),
             compiles=self.summaries,
             call_sites=self.call_sites.model(), failures=self.failures,

@@ -47,6 +47,7 @@ __all__ = [
     "LINE",
     "LISTS",
     "LineTime",
+    "LogGroup",
     "LogHeader",
     "LogSummary",
     "MAX_PROBLEMS_LISTED",

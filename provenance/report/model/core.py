@@ -21,10 +21,10 @@ if TYPE_CHECKING:
 __all__ = ["LINE", "LISTS", "MAX_PROBLEMS_LISTED", "N", "OUTS", "PROV", "SYM", "CacheCounts", "CallSiteNode",
            "CompileError", "CompilePage", "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem",
            "DisabledCapture", "ErrorSummary", "ExecutorCompile", "Failure", "FrameRef", "Fused", "Fusion", "FusionLine",
-           "LogHeader", "LogSummary", "Op", "PassList", "PassSummary", "Phase", "PhaseGroup", "PhaseView", "Problem",
-           "Problems", "ProvInfo", "RankComparison", "RankGroup", "RankRow", "RankTime", "Recompile", "Rejection",
-           "RoleCount", "RunModel", "SourceFileView", "SourcePage", "SourcePane", "StackFrame", "Totals", "TraceDiff",
-           "TraceView", "coverage", "site_of"]
+           "LogGroup", "LogHeader", "LogSummary", "Op", "PassList", "PassSummary", "Phase", "PhaseGroup", "PhaseView",
+           "Problem", "Problems", "ProvInfo", "RankComparison", "RankGroup", "RankRow", "RankTime", "Recompile",
+           "Rejection", "RoleCount", "RunModel", "SourceFileView", "SourcePage", "SourcePane", "StackFrame", "Totals",
+           "TraceDiff", "TraceView", "coverage", "site_of"]
 
 
 class FrameRef(NamedTuple):
@@ -570,6 +570,17 @@ class LogSummary:
 
 
 @dataclass(slots=True)
+class LogGroup:
+    """Logs of a run of many processes that ran alike (the same command, versions, schema and
+    model code, none cut short), for the index's run table: one row, not one per rank."""
+
+    label: str  # `ranks 0–511, 513–1023`
+    logs: list[LogSummary]
+    hosts: list[str]  # the first few, sorted
+    more_hosts: int  # hosts not listed
+
+
+@dataclass(slots=True)
 class Totals:
     """The run's figures: compiles, time, calls, and the final traces' coverage, summed."""
 
@@ -656,6 +667,7 @@ class RankGroup:
     seconds: float  # compile time, the median rank's
     low: float  # the fastest rank's and the slowest's
     high: float
+    members: list[int] = field(default_factory=list)  # its logs' indices, the first standing for the group
 
 
 @dataclass(slots=True)
@@ -689,6 +701,18 @@ class RunModel:
     time: RunTime | None = None  # when some compile was profiled
     memory: RunMemory | None = None  # when some compile has its memory records (memory.html)
     fx: FxRun | None = None  # ThunderFX's Dynamo graphs, pieces and breaks, if the logs have any
+    log_groups: list[LogGroup] = field(default_factory=list)  # many logs: those alike, outliers first
+    ranks_label: str = ""  # many ranks: `ranks 0–1023`, for the lead line
+
+    def compiles_by_group(self) -> tuple[list[tuple[RankGroup, list[CompileSummary]]], list[CompileSummary]]:
+        """Many ranks: per group of ranks that behaved alike, its first rank's compiles; and the
+        other ranks' compiles (the index lists the first, and folds the rest). Else nothing."""
+        of_log: dict[int, list[CompileSummary]] = {}
+        for c in self.compiles:
+            of_log.setdefault(c.log, []).append(c)
+        groups = [g for g in self.distributed.groups if g.members]
+        others = [c for g in groups for log in g.members[1:] for c in of_log.get(log, [])]
+        return [(g, of_log.get(g.members[0], [])) for g in groups], others
 
     def directory_head(self) -> dict[str, Any]:
         """compile_directory.json but its compiles (they are streamed, directory.py)."""

@@ -17,13 +17,13 @@ from collections.abc import Sequence
 import jinja2
 from markupsafe import Markup, escape
 
-from provenance.report.model import LISTS, PhaseView, ProvInfo, SourceFileView, TraceDiff, TraceView
+from provenance.report.model import LISTS, PhaseView, ProvInfo, SourceFileView, StackFrame, TraceDiff, TraceView
 from provenance.report.plural import plural
 from provenance.report.render.jsonsafe import json_bytes, json_script
 from provenance.report.render.source_files import ASSET_DIR
 from provenance.report.render.templating import load_compiled, make_environment
 
-__all__ = ["diff_items", "environment", "phase_bar", "provs_script", "source_rows", "trace_frame"]
+__all__ = ["diff_items", "environment", "frame", "phase_bar", "provs_script", "source_rows", "stack", "trace_frame"]
 
 _LISTS = frozenset(LISTS)
 
@@ -50,7 +50,7 @@ def environment(nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -
         loader = jinja2.ChoiceLoader([loader, jinja2.FileSystemLoader(list(template_dirs))])
     env = make_environment(loader, {"ms": _ms, "seconds": _seconds, "json_script": json_script, "plural": plural})
     env.bytecode_cache = load_compiled(env)
-    env.globals.update(nav=nav, phase_bar=phase_bar)
+    env.globals.update(nav=nav, phase_bar=phase_bar, frame=frame, stack=stack)
     return env
 
 
@@ -168,3 +168,21 @@ def phase_bar(ph: PhaseView, what: str) -> Markup:
                    f"<td>{100 * ms / window if window else 0:.1f}%</td></tr>\n")
     out.append("</tbody>\n</table>\n</details>\n")
     return Markup("".join(out))
+
+
+def _frame(f: StackFrame) -> str:
+    return (f'<span class="frame{"" if f.user else " lib"}"><span class="where" title="{_text(str(f.file))}">'
+            f"{_text(str(f.name))}:{_text(str(f.line))}</span> <span class=\"fn\">{_text(str(f.fn))}</span> "
+            f"<code>{_text(str(f.text))}</code></span>")
+
+
+def frame(f: StackFrame) -> Markup:
+    """A frame: where (its file in the title), its function, its line's text; a library frame dimmed."""
+    return Markup(_frame(f))
+
+
+def stack(frames: Sequence[StackFrame], start: int = 1) -> Markup:
+    """Frames as a numbered list, outermost first, from `start` (a compile page has two stacks
+    of a dozen frames each: a macro call per frame was a tenth of its page's time)."""
+    first = f' start="{start}"' if start != 1 else ""
+    return Markup(f'<ol class="stack"{first}>' + "".join(f"<li>{_frame(f)}</li>" for f in frames) + "</ol>")
