@@ -305,15 +305,17 @@ class CompileBuilder:
 
     def _memory(self, page: CompilePage, summary: CompileSummary, source: SourcePage | None) -> None:
         """The Memory section, the run's figures and the source view's memory gutter."""
-        from provenance.static_memory import summary as totals
+        from provenance.static_memory import rollup
+        from provenance.static_memory import summary as totals_of
 
         try:
             found = compile_memory(self.memory, self.provs.record, self.compile or 0, self.fn)
             if found is None:
                 return
-            page.memory = compile_memory_view(found, summary.finals)
+            totals, by_line = totals_of([found]), rollup([found], "line")
+            page.memory = compile_memory_view(found, summary.finals, totals, by_line)
             page.static_memory = found
-            summary.memory = totals([found])
+            summary.memory = totals
             if self.profile is not None and self.profile.has_memory:  # CUDA: the allocator's readings
                 profile = page.time.profile if page.time is not None else None  # the Time section's, rebuilt once
                 page.memory.measured = measured_view(
@@ -321,7 +323,7 @@ class CompileBuilder:
             if source is not None:
                 files = {f.path: f.index for f in source.files}
                 source.marks["m"] = {f"L{files[path]}-{line}": [saved, title]
-                                     for (path, line), (saved, title) in line_memory(found).items() if path in files}
+                                     for (path, line), (saved, title) in line_memory(by_line).items() if path in files}
         except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as exc:
             self.malformed(f"memory records of compile {self.compile!r} unusable: {type(exc).__name__}: {exc}")
 

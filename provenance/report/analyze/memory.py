@@ -42,7 +42,6 @@ from provenance.static_memory import (
     line_texts,
     rollup,
     size,
-    summary,
 )
 
 __all__ = ["compile_memory", "compile_memory_view", "line_memory", "measured_view", "run_memory"]
@@ -134,10 +133,11 @@ def _short(key: str) -> str:
     return f"{os.path.basename(path)}:{line}" if sep and line.isdigit() else key
 
 
-def compile_memory_view(memory: CompileMemory, anchors: dict[str, str]) -> CompileMemoryView:
-    totals = summary([memory])
+def compile_memory_view(memory: CompileMemory, anchors: dict[str, str], totals: dict,
+                        by_line: list[MemoryRow]) -> CompileMemoryView:
+    """The compile page's Memory section; `totals` and `by_line`: its summary and line rows
+    (static_memory.summary, rollup by line), made once for the section, the run and the source view."""
     texts = line_texts([memory])
-    by_line = rollup([memory], "line")
     total = totals["saved_bytes"]
     by_peak = sorted(by_line, key=lambda r: (-r.peak_bytes, r.key))
     modules = [r for r in rollup([memory], "module")]
@@ -163,10 +163,11 @@ def measured_view(memory: CompileMemory, profile: CompileProfile) -> list[Measur
             for c in checks([memory], [profile])]
 
 
-def line_memory(memory: CompileMemory) -> dict[tuple[str, int], tuple[str, str]]:
-    """(path, line) -> (the line's saved bytes, its title), for the source view's gutter."""
+def line_memory(by_line: list[MemoryRow]) -> dict[tuple[str, int], tuple[str, str]]:
+    """(path, line) -> (the line's saved bytes, its title), for the source view's gutter, from a
+    compile's rows by line (static_memory.rollup)."""
     out: dict[tuple[str, int], tuple[str, str]] = {}
-    for row in rollup([memory], "line"):
+    for row in by_line:
         path, sep, line = row.key.rpartition(":")
         if sep and line.isdigit() and (row.saved_bytes or row.peak_bytes):
             out[(path, int(line))] = (size(row.saved_bytes), f"saved for backward {size(row.saved_bytes)}; live at "
