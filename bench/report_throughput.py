@@ -25,6 +25,7 @@ count and the load average when it started are printed) and all in one process (
 
     python bench/report_throughput.py [--sizes 3,30,300] [--runs 5] [--conditions quiet,loaded]
         [--many-base LOG --many-mb 30] [--ranks 64,256,1024] [--work DIR] [--keep] [--json FILE]
+        [--before CHECKOUT]  (an earlier commit's report in the same rounds: `git worktree add DIR REV`)
 """
 
 from __future__ import annotations
@@ -336,6 +337,20 @@ def rounds(tools: dict[str, tuple[Path, Callable[[Path], list[str]]]], runs: int
     return results
 
 
+class BeforeTool:
+    """`ours -j 1 (before)`: the report of an earlier checkout (its package first on PYTHONPATH),
+    measured in the same rounds as this one's; nothing without --before."""
+
+    NAME = "ours -j 1 (before)"
+
+    def __init__(self, checkout: Path | None) -> None:
+        self.checkout = checkout
+        self.envs = {self.NAME: _env(PYTHONPATH=str(checkout))} if checkout else {}
+
+    def __call__(self, log: Path) -> dict[str, tuple[Path, Callable[[Path], list[str]]]]:
+        return {self.NAME: (log, lambda out: ours(log, out, 1))} if self.checkout else {}
+
+
 def _tools(thunder_log: Path, torch_log: Path, tlparse: str) -> dict[str, tuple[Path, Callable[[Path], list[str]]]]:
     return {
         "parse-only (Thunder log)": (thunder_log, lambda out: [sys.executable, "-c", PARSE_ONLY, str(thunder_log),
@@ -363,6 +378,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="work directory (default: a temporary one, removed)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--before", type=Path, help="a checkout of an earlier commit (git worktree): its report "
+                        "runs too, as `ours -j 1 (before)`, in the same rounds")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="report_bench."))
     work.mkdir(parents=True, exist_ok=True)
@@ -370,6 +387,9 @@ def main() -> None:
     # else every run of ours would compile the package's modules first (~0.1 s).
     compileall.compile_dir(str(ROOT / "provenance"), quiet=1)
     compileall.compile_dir(str(ROOT / "exporters"), quiet=1)
+    if args.before:
+        compileall.compile_dir(str(args.before / "provenance"), quiet=1)
+    before = BeforeTool(args.before.resolve() if args.before else None)
     cpus = len(os.sched_getaffinity(0))
     results: dict[str, dict] = {"machine": {"cpus": cpus, "load_at_start": os.getloadavg()}}
     table: list[str] = []
@@ -386,17 +406,17 @@ def main() -> None:
             if not torch_log.exists():
                 torch_log.parent.mkdir(parents=True, exist_ok=True)
                 replicate_torch(torch_base_log(work, 6 if size_mb >= 20 else 1), torch_log, size)
-            tools = _tools(thunder_log, torch_log, args.tlparse)
+            tools = _tools(thunder_log, torch_log, args.tlparse) | before(thunder_log)
             for condition in [c for c in args.conditions.split(",") if c]:
                 load = burners(cpus) if condition == "loaded" else []
                 try:
-                    got = rounds(tools, args.runs, work, f"{size_mb:g} MB {condition}")
+                    got = rounds(tools, args.runs, work, f"{size_mb:g} MB {condition}", before.envs)
                 finally:
                     stop(load)
                 results[f"{size_mb:g} MB {condition}"] = got
                 table.extend(_rows(size_mb, condition, got))
         if args.many_base:
-            table.extend(_many(args, work, results))
+            table.extend(_many(args, work, results, before))
         if args.ranks:
             table.extend(_ranks(args, work, results, thunder_base_path))
         print("| log | condition | tool | input | median time | MB/s | of the ceiling | vs tlparse (per round) "
@@ -434,7 +454,7 @@ def _rows(size_mb: float, condition: str, got: dict) -> list[str]:
     return rows
 
 
-def _many(args: argparse.Namespace, work: Path, results: dict) -> list[str]:
+def _many(args: argparse.Namespace, work: Path, results: dict, before: BeforeTool) -> list[str]:
     log = work / "many" / "thunder_trace.many.pid1.norank.jsonl"
     if not log.exists():
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -443,8 +463,8 @@ def _many(args: argparse.Namespace, work: Path, results: dict) -> list[str]:
     compiles = sum(1 for line in log.open("rb") if b'"type":"compile_start"' in line)
     tools = {"parse-only (Thunder log)": (log, lambda out: [sys.executable, "-c", PARSE_ONLY, str(log), "jsonl"]),
              "ours -j 1": (log, lambda out: ours(log, out, 1)),
-             "ours (default)": (log, lambda out: ours(log, out, None))}
-    got = rounds(tools, max(3, args.runs // 2 + 1), work, "many compiles")
+             "ours (default)": (log, lambda out: ours(log, out, None))} | before(log)
+    got = rounds(tools, max(3, args.runs // 2 + 1), work, "many compiles", before.envs)
     results["many compiles"] = {"compiles": compiles, **got}
     name = f"many compiles ({compiles} compiles)"
     return [_row(name, f"quiet (load {statistics.median(r['load']):.1f})", tool, r,
