@@ -27,7 +27,6 @@ Rules (docs/cost.md):
 from __future__ import annotations
 
 import os
-import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -325,6 +324,8 @@ def summary(profiles: Iterable[CompileProfile], *, keep_all: bool = False) -> di
     """Totals over profiles, per measured call: the median wall time (summed over compiles), the
     attributed and between-ops time, coverage; the measured and profiled calls, the compiles;
     and `excluded`: (function, compile id, provenance.timing.Excluded) of each call left out."""
+    import statistics  # here, not at import: provenance.timing says why
+
     wall = attributed = 0.0
     calls = profiled = compiles = 0
     wall_sum = attributed_sum = 0

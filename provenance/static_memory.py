@@ -91,6 +91,8 @@ class RematChange:
 
 @dataclass(frozen=True)
 class TraceMemory:
+    """A trace's static memory timeline: its ops and the storages they allocate and free."""
+
     name: str  # FORWARD | BACKWARD
     ops: tuple[MemOp, ...]
     blocks: tuple[Block, ...]

@@ -18,12 +18,13 @@ thunder import. docs/cost.md, "Distributions".
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = ["MIN_EXCESS_NS", "RATIO", "Excluded", "Spread", "is_one_off", "measured_calls", "spread"]
 
+# statistics (fractions and decimal with it, ~2 ms) is imported where a median is taken: not by a
+# report of a log without profiles.
 RATIO = 3.0  # a time over RATIO × the median ...
 MIN_EXCESS_NS = 1_000_000  # ... and over the median by more than 1 ms is a one-off
 
@@ -66,6 +67,8 @@ def measured_calls(traces: dict[str, Iterable[_Call]], keep_all: bool = False,
                    ) -> tuple[list[int], list[Excluded]]:
     """{trace: its profiled calls} -> the measured call numbers (ascending) and the excluded calls.
     `keep_all`: every call counts (warm-up and one-offs included)."""
+    import statistics
+
     excluded: list[Excluded] = []
     present: dict[str, set[int]] = {}
     for name, calls in traces.items():
@@ -138,6 +141,8 @@ def spread(samples: Sequence[tuple[int, float]]) -> Spread:
     is an outlier (needs three samples or more), left out of the median and the range."""
     if not samples:
         return Spread()
+    import statistics
+
     values = [ns for _, ns in samples]
     median = statistics.median(values)
     outliers = tuple((c, int(ns)) for c, ns in samples if len(samples) > 2 and is_one_off(ns, median))

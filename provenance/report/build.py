@@ -25,7 +25,7 @@ from provenance.report.render.source_files import SourceCache
 __all__ = ["Report", "build_report"]
 
 
-@dataclass
+@dataclass(repr=False, eq=False)
 class Report:
     """What a build returns: the render model and the figures the CLI prints."""
 

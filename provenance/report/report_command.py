@@ -11,8 +11,6 @@ import gc
 import os
 import sys
 import tempfile
-import threading
-import webbrowser
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from provenance.report.build import Report, build_report
 from provenance.report.console import fail, say
 from provenance.report.jobs import auto_jobs, quiet_gc
 from provenance.report.plural import plural
+from provenance.report.read.exports import otlp_files
 from provenance.report.read.log_file import NotALog, SchemaError, log_files, sniff
 from provenance.report.render.output import prepare_out
 
@@ -103,9 +102,12 @@ class _Spool:
 
     def rebuild(self, path: str, files: list[Path], headers: list[dict | None],
                 skipped: list[tuple[Path, str]]) -> None:
+        exports = otlp_files(path, files)
+        if not exports:  # JSONL logs only: the exports' reader is not even imported
+            return
         from provenance.report.read.otlp_json import rebuild
 
-        self.rebuilt = found = rebuild(path, skipped, headers, self._path, files)
+        self.rebuilt = found = rebuild(path, skipped, headers, self._path, files, exports)
         files += found.files
         headers += found.headers
         skipped[:] = found.skipped
@@ -152,6 +154,8 @@ def _open_browser(index: Path) -> None:
         return
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         return  # a console browser would take over the terminal
+    import threading
+    import webbrowser  # (and subprocess, shlex): imported only to open one
 
     def run() -> None:
         try:

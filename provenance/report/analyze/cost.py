@@ -12,7 +12,6 @@ say which share of the profiled time an op or a line took: `HEAT` are the thresh
 from __future__ import annotations
 
 import os
-import statistics
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -149,6 +148,8 @@ def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Proven
 
 def _trace_walls(profile: CompileProfile) -> list[tuple[str, float, int]]:
     """(trace, median wall ms per measured call, measured calls) of each profiled trace."""
+    import statistics  # where a median is taken (provenance.timing says why)
+
     measured = set(profile.measured()[0])
     out = []
     for name, trace in profile.traces.items():
@@ -229,6 +230,8 @@ def op_times(view: TraceView, trace: LoggedTrace, measured: set[int] | None = No
     calls = [c for c in trace.recent if measured is None or c.call in measured]
     if not calls:
         return out
+    import statistics
+
     wall = statistics.median(c.wall_ns for c in calls)
     if not wall:
         return out
@@ -285,6 +288,8 @@ def _compare(logs: list[int], rows: dict[int, dict[str, CostRow]], texts: dict[s
     """The `top` slowest rows across ranks and up to `top` more with a straggler, side by side; how
     many rows have a straggler; how many rows there are. Linear in the rows of all ranks: a row's
     figures are gathered from the ranks that have it; only listed rows get a cell per rank."""
+    import statistics
+
     present: dict[str, list[tuple[int, float]]] = {}
     for i, log in enumerate(logs):
         for key, row in rows[log].items():

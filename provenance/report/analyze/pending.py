@@ -23,8 +23,10 @@ INCOMPLETE = "(incomplete)"  # what closes, for a worker, a compile the log ende
 RECOVERABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)  # a record the report cannot use
 
 
-@dataclass
+@dataclass(repr=False, eq=False)
 class CompileResult:
+    """A compile built (here or by a worker), as the run takes it."""
+
     summary: CompileSummary | None  # None if the compile's records could not be used at all
     roles: list[RoleCount] = field(default_factory=list)
     error: CompileError | None = None
@@ -54,7 +56,7 @@ class LocalCompile:
         self.deliver(result_of(self.builder, self.builder.finish(), self.malformed))
 
 
-@dataclass
+@dataclass(repr=False, eq=False)
 class Job:
     """What a worker needs to build one compile: its records and the records they reference."""
 

@@ -3,8 +3,6 @@ others' and compared by their final traces' op sequences (a difference is a desy
 
 from __future__ import annotations
 
-import difflib
-import statistics
 import zlib
 from collections import Counter
 from collections.abc import Sequence
@@ -109,6 +107,8 @@ def _alike(logs: list[RunLog], groups: dict[tuple, dict[int, CompileSummary]], p
     """The ranks by behaviour (the same compiles, each with the same status and final traces'
     ops), the smallest groups first (the outliers), then by their first rank: linear in the
     compiles of all ranks."""
+    import statistics  # (with fractions and decimal) only for a run of several ranks
+
     behaviour: dict[int, list] = {log.index: [] for log in logs}
     for key, by_log in groups.items():
         for log, c in by_log.items():
@@ -175,6 +175,8 @@ def first_difference(seq_a: list[str], seq_b: list[str]) -> Desync:
     mid_a, mid_b = seq_a[head:len(seq_a) - tail], seq_b[head:len(seq_b) - tail]
     changes, first = None, (head, head + min(len(mid_a), 5), head, head + min(len(mid_b), 5))
     if len(mid_a) * len(mid_b) <= MAX_DIFF_WORK:
+        import difflib  # only when ranks differ
+
         opcodes = [op for op in difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False).get_opcodes()
                    if op[0] != "equal"]
         changes = len(opcodes) or 1

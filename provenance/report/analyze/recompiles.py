@@ -6,7 +6,6 @@ Every field comes from an untrusted log: anything of the wrong type is skipped, 
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Any
 
@@ -85,6 +84,8 @@ def _diff(old: list[str], new: list[str]) -> list[tuple[str, str]]:
     cut = max(len(a) - tail - head, len(b) - tail - head) > MAX_DIFF_INPUT
     stop_a = min(len(a), (head + MAX_DIFF_INPUT) if cut else len(a) - tail + 1)
     stop_b = min(len(b), (head + MAX_DIFF_INPUT) if cut else len(b) - tail + 1)
+    import difflib  # only for a recompile's prologue
+
     out: list[tuple[str, str]] = []
     for line in difflib.unified_diff(a[start:stop_a], b[start:stop_b], "cached", "this call", lineterm="", n=1):
         if line.startswith(("---", "+++")):

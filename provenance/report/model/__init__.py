@@ -1,10 +1,14 @@
 # ruff: noqa: F403, F405 -- the package re-exports its three modules
 """The render model: plain dataclasses that the analysis builds and the templates, the pages'
 script and compile_directory.json read. It imports nothing of the report (tests/test_layering.py).
+They have no generated `__repr__` or `__eq__` (`repr=False, eq=False`; StackFrame keeps `__eq__`:
+a compile's two stacks are compared): nothing prints or compares them, and Python 3.11 compiles
+each generated method when the module is imported, most of what importing the model cost.
 
 - core.py: the run, its logs, compiles, traces, diffs, provenance records, problems, ranks;
 - cost.py: where the time went (Time sections, time.html);
-- fx.py: ThunderFX's Dynamo graphs, pieces, split reasons and graph breaks.
+- fx.py: ThunderFX's Dynamo graphs, pieces, split reasons and graph breaks;
+- memory.py: static memory (a compile's Memory section, memory.html).
 """
 
 from provenance.report.model.core import *  # noqa: F403

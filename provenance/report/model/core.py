@@ -38,7 +38,7 @@ class FrameRef(NamedTuple):
     user: bool  # False for library frames (torch, thunder, ...)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class StackFrame:
     """A frame as the pages show it."""
 
@@ -55,7 +55,7 @@ def site_of(stack: list[StackFrame]) -> str | None:
     return f"{stack[-1].name}:{stack[-1].line}" if stack else None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class ProvInfo:
     """A provenance record as the pages show it."""
 
@@ -103,13 +103,15 @@ LINE, N, SYM, OUTS, PROV = range(5)  # its fields
 Fused = tuple[int, str, int | None]  # an op inside a fusion: the fusion's index in the trace's ops, its text, prov id
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class DiffItem:
+    """An op a pass added, removed or rewrote, as its trace's diff lists it."""
+
     text: str  # an op's code, at most 300 characters
     old: str | None = None  # a rewritten op: its code before the pass
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class TraceDiff:
     """What a pass did to the previous trace of its list. The counts are complete, the items capped."""
 
@@ -127,7 +129,7 @@ class TraceDiff:
         return {"added": self.added, "removed": self.removed, "rewritten": self.rewritten}
 
 
-@dataclass
+@dataclass(repr=False, eq=False)
 class TraceView:
     """One trace after one pass, ready to render. Its text is dropped once a later pass of its
     list arrives: the pass list keeps only names and figures."""
@@ -154,7 +156,7 @@ class TraceView:
 
 
 # -- a compile ------------------------------------------------------------------------------------
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class Coverage:
     """How many ops of a compile's final traces have a provenance record, and a user line
     (from compile_end.final)."""
@@ -187,7 +189,7 @@ def coverage(final: dict | None) -> Coverage | None:
                     user_pct=100.0 * user / compute if compute else 100.0)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class CacheCounts:
     """The jitted function's cache figures when the compile ended."""
 
@@ -240,13 +242,15 @@ class ExecutorCompile(NamedTuple):
         return (self.end_ns - self.start_ns) / 1e6
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class ErrorSummary:
+    """A failed compile's exception, in short (its summary's `error`)."""
+
     type: str
     message: str  # the first 500 characters
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class DisabledCapture:
     """Capture stopped by an internal error in one of this package's hooks (capture_disabled)."""
 
@@ -254,7 +258,7 @@ class DisabledCapture:
     error: str  # the first 500 characters
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class CompilePages:
     """A compile's pages, relative to the report's directory."""
 
@@ -265,7 +269,7 @@ class CompilePages:
         return {"compile": self.compile} if self.source is None else {"compile": self.compile, "source": self.source}
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class CompileSummary:
     """A compile, for every page that lists it (index, call sites, failures, the rank
     comparison), the Perfetto trace and compile_directory.json. The run keeps one per compile:
@@ -350,8 +354,11 @@ class CompileSummary:
 
 
 # -- a compile's pages ----------------------------------------------------------------------------
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class CompileError:
+    """A failed compile's error on its page and failures.html: the exception, its traceback, the op
+    being processed when it raised."""
+
     type: str
     message: str
     traceback: str
@@ -361,28 +368,36 @@ class CompileError:
     user_frame: StackFrame | None = None  # the innermost user frame of the traceback: the headline
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class PassList:
+    """A trace list's traces, one after each pass, on the compile page."""
+
     name: str  # computation, backward, ...
     passes: list[TraceView]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class RoleCount:
+    """A distributed role, its palette colour and how many ops have it."""
+
     role: str
     color: int | None
     count: int  # ops
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class FusionLine:
+    """A user line behind some of a fusion's members."""
+
     where: str  # file:line
     text: str
     kinds: list[str]  # of the member records made there
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class Fusion:
+    """A fusion of a final trace: the records of the ops it fused and their user lines."""
+
     sym: str
     outs: list[str]
     trace: str  # its list
@@ -392,7 +407,7 @@ class Fusion:
     lines: list[FusionLine]  # the user lines of its members
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class Rejection:
     """Why one cached entry rejected the call that compiled (a recompile record's entry)."""
 
@@ -407,7 +422,7 @@ class Rejection:
     inputs: list[tuple[str, list[tuple[str, str, str]]]] = field(default_factory=list)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class Recompile:
     """compile.html's "Why it compiled again"."""
 
@@ -419,14 +434,16 @@ class Recompile:
     prologue_diff: list[tuple[str, str]] | None  # (kind: add | rem | ctx | hunk, line); None: a prologue missing
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class PhaseGroup:
+    """The time of a compile's phases of one group (compile.html's phase table)."""
+
     group: str
     ms: float
     pct: float  # of the compile's wall time
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class PhaseView:
     """compile.html's pipeline bar and phase table, from the phases record."""
 
@@ -439,7 +456,7 @@ class PhaseView:
     executor_compiles: list[ExecutorCompile]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class CompilePage:
     """compile.html: the pass pipeline, the traces (rendered as they came), fusions, roles."""
 
@@ -460,7 +477,7 @@ class CompilePage:
     static_memory: Any = None  # the provenance.static_memory.CompileMemory it was made from (the diff rolls it up)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class SourceFileView:
     """A user file on a source view (a compile's or a Dynamo graph's): which of its lines the
     page shows; the lines themselves are one data file per report (`asset`, from disk) or the
@@ -475,13 +492,15 @@ class SourceFileView:
     data: dict[str, Any] | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class SourcePane:
+    """A final trace shown beside the user's files on source.html."""
+
     name: str  # forward | backward
     view: TraceView  # the final trace
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class SourcePage:
     """source.html: the user files behind a compile's final traces, and those traces."""
 
@@ -497,7 +516,7 @@ class SourcePage:
 
 
 # -- the run --------------------------------------------------------------------------------------
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class Failure:
     """A failed compile, for failures.html."""
 
@@ -509,8 +528,10 @@ class Failure:
 MAX_PROBLEMS_LISTED = 200
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class Problem:
+    """One piece of bad input: where it is, what is wrong, how it starts."""
+
     category: str  # bad line | unknown record type | malformed record
     file: str
     line: int | None
@@ -518,7 +539,7 @@ class Problem:
     text: str  # the start of the line
 
 
-@dataclass
+@dataclass(repr=False, eq=False)
 class Problems:
     """Bad input, counted by category; the first MAX_PROBLEMS_LISTED listed."""
 
@@ -538,7 +559,7 @@ class Problems:
         return {"counts": dict(self.counts), "entries": self.entries, "total": self.total}
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class LogHeader:
     """A log's header, every field of the type the pages expect."""
 
@@ -553,7 +574,7 @@ class LogHeader:
     otlp: dict[str, Any] | None = None  # a log rebuilt from an OTel export's spans: file, service, spans
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class LogSummary:
     """A log file of the run, for the index's run table."""
 
@@ -569,7 +590,7 @@ class LogSummary:
     libraries: dict[str, str] = field(default_factory=dict)  # the model code's distributions: name -> version
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class LogGroup:
     """Logs of a run of many processes that ran alike (the same command, versions, schema and
     model code, none cut short), for the index's run table: one row, not one per rank."""
@@ -580,7 +601,7 @@ class LogGroup:
     more_hosts: int  # hosts not listed
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class Totals:
     """The run's figures: compiles, time, calls, and the final traces' coverage, summed."""
 
@@ -604,7 +625,7 @@ class Totals:
     logs: int
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class CallSiteNode:
     """A frame of the call-site trie; the compiles made at exactly this stack."""
 
@@ -617,7 +638,7 @@ class CallSiteNode:
     label: str = ""  # what the folded frames are (launchers', or common to every compile)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class Desync:
     """Where a rank's final trace first differs from the reference rank's."""
 
@@ -635,7 +656,7 @@ class Desync:
     links: list[tuple[str, str]] = field(default_factory=list)  # (rank, its page#op) for both ranks (desync.py)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class RankRow:
     """A compile matched across ranks: same function, recompile index and occurrence."""
 
@@ -647,8 +668,10 @@ class RankRow:
     compared: bool = True  # False: fewer than two of its ranks have final traces (the others read from spans)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class RankTime:
+    """A rank's compiles and their time, for distributed.html."""
+
     label: str
     compiles: int
     seconds: float
@@ -656,7 +679,7 @@ class RankTime:
     pct: float = 0.0  # of the slowest rank's
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class RankGroup:
     """Ranks that behaved alike: the same compiles, each with the same status and final traces."""
 
@@ -670,8 +693,10 @@ class RankGroup:
     members: list[int] = field(default_factory=list)  # its logs' indices, the first standing for the group
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class RankComparison:
+    """distributed.html: each rank's compile time, the compiles matched across ranks, the desyncs."""
+
     multi: bool  # several logs
     ranks: list[RankTime]
     rows: list[RankRow]
@@ -684,7 +709,7 @@ class RankComparison:
     compared: int = 0  # compiles of several ranks compared by their final traces
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class RunModel:
     """The run, for index.html, failures.html, distributed.html and compile_directory.json."""
 

@@ -16,7 +16,7 @@ LEGEND = [(5 - i, f"{100 * limit:g}%") for i, limit in enumerate(HEAT)]  # for t
 STRAGGLER = 1.5  # a rank whose time on a line is >= this times the ranks' median is flagged
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class TimeRow:
     """A row of a time table, per measured call (provenance.timing): the median (`ms`), the
     range of the measured calls, the medians of its columns."""
@@ -41,7 +41,7 @@ class TimeRow:
     spread: str = ""  # `median 1.2 ms, 1.1–1.4 ms over 3 calls, 1 outlier (call 2: 6.1 ms)`
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class IcicleBox:
     """A module of the icicle chart: its row (depth), horizontal extent in percent of the
     profiled time, and what its tooltip says."""
@@ -54,7 +54,7 @@ class IcicleBox:
     heat: int
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class LineTime:
     """A source line's time per measured call (its median), for the source view's gutter. A line
     whose time is all in fusions it shares with other lines shows the fusion's (`fusion`)."""
@@ -84,7 +84,7 @@ class LineTime:
         return ", ".join(parts)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class OpTime:
     """An op's time per measured call on its trace (the median), and its spread."""
 
@@ -93,7 +93,7 @@ class OpTime:
     spread: str = ""  # `median 1.234 ms, 1.100–1.400 ms over 3 calls`
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class CompileTime:
     """The Time section of a compile page."""
 
@@ -119,7 +119,7 @@ class CompileTime:
     rows: dict[str, list[CostRow]] = field(default_factory=dict, repr=False)  # its roll-ups by `by`, all rows
 
 
-@dataclass
+@dataclass(repr=False, eq=False)
 class TimeSummary:
     """What the run keeps of a compile's profile: its rows by line and role (for the run's page
     and the rank comparison), and the figures compile_directory.json lists."""
@@ -149,7 +149,7 @@ class TimeSummary:
 # -- a compile ------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class RankLine:
     """A line (or role) across ranks: its time per profiled call on each (None: not there)."""
 
@@ -166,8 +166,10 @@ class RankLine:
         return any(self.stragglers)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class RankTable:
+    """time.html's rank comparison: each line's and role's time per rank, the stragglers counted."""
+
     labels: list[str]
     lines: list[RankLine]
     roles: list[RankLine]
@@ -175,7 +177,7 @@ class RankTable:
     more: int  # lines not listed
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class RunTime:
     """time.html: the run's profiled compiles, their lines and roles, and the ranks compared."""
 

@@ -15,7 +15,7 @@ __all__ = ["DynamoRecompileView", "FxRun", "GraphBreakView", "GraphView", "Guard
 THUNDER_PHASES = frozenset({"thunder_compile"})
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class SplitView:
     """Why Thunder's splitter left an FX node to torch."""
 
@@ -29,8 +29,10 @@ class SplitView:
     module_type: str | None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class PieceView:
+    """A piece of a Dynamo graph, as Thunder's splitter cut it: Thunder's, or a fallback's."""
+
     name: str
     index: int | None
     compiler: str  # thunder | inductor | eager | ? (unknown)
@@ -44,8 +46,10 @@ class PieceView:
         return self.compiler == "thunder"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class GraphBreakView:
+    """A Dynamo graph break: the user's line that broke the graph, and why."""
+
     rank_label: str
     log: int
     compile_id: str | None
@@ -56,7 +60,7 @@ class GraphBreakView:
     graph: GraphView | None = None  # the graph it ended (none: Dynamo skipped the frame)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class GuardFailureView:
     """One guard of a cached Dynamo entry that the call failed."""
 
@@ -67,7 +71,7 @@ class GuardFailureView:
     guard: str  # torch's words
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class DynamoRecompileView:
     """Why Dynamo compiled the graph's frame again."""
 
@@ -78,8 +82,10 @@ class DynamoRecompileView:
     more: int
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class GraphView:
+    """A Dynamo graph's page: its pieces, split reasons and breaks, and its source view."""
+
     key: str  # unique in the report: its page's name
     log: int
     rank_label: str
@@ -134,7 +140,7 @@ class GraphView:
         return [p for p in self.pieces if not p.thunder]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class FxRun:
     """The run's ThunderFX graphs and breaks, for index.html, graphs.html and the graph pages."""
 

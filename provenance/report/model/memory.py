@@ -10,7 +10,7 @@ __all__ = ["CompileMemoryView", "MeasuredOp", "MeasuredTrace", "MemoryBar", "Mem
            "RunMemory", "RunMemoryCell", "RunMemoryRow"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class MemoryBar:
     """One op of a timeline: its place, height (percent of the chart) and what hovering says."""
 
@@ -21,8 +21,10 @@ class MemoryBar:
     peak: bool = False
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class MemoryTimeline:
+    """A final trace's live memory, op by op, as the bars of a chart."""
+
     name: str  # forward | backward
     anchor: str | None  # the final trace's anchor on the compile page
     bars: list[MemoryBar]
@@ -33,8 +35,10 @@ class MemoryTimeline:
     description: str  # for screen readers: what the chart shows, in words
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class MemoryRowView:
+    """A row of a Memory table (a line, a module, a rematerialized tensor), its figures as text."""
+
     key: str
     label: str
     text: str
@@ -49,7 +53,7 @@ class MemoryRowView:
     href: str | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class MeasuredOp:
     """An op whose change the CUDA allocator measured differently from the static timeline."""
 
@@ -60,7 +64,7 @@ class MeasuredOp:
     measured: str
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class MeasuredTrace:
     """A trace's allocator readings against its static timeline (provenance.measured_memory)."""
 
@@ -70,8 +74,10 @@ class MeasuredTrace:
     differ: list[MeasuredOp]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class CompileMemoryView:
+    """A compile's Memory section: its peaks, timelines and tables."""
+
     saved: str
     saved_inputs: str
     forward_peak: str
@@ -88,7 +94,7 @@ class CompileMemoryView:
     backward_peak_bytes: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class RunMemoryCell:
     """One compile on one rank: its static figures, and its bar (width: % of the row's largest peak)."""
 
@@ -102,15 +108,17 @@ class RunMemoryCell:
     href: str  # its compile page, from the report's root
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class RunMemoryRow:
+    """A row of memory.html: a compile's (or the totals') peak on each rank."""
+
     label: str  # a compile (`report_model.Model (compile 1)`), or the ranks' totals
     cells: list[RunMemoryCell | None]  # per rank (None: that rank has no such compile)
     flagged: list[bool]  # per rank: its peak differs from the ranks' median
     median: str  # the ranks' median peak
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class RunMemory:
     """memory.html: every compile's static memory, ranks side by side, the odd peak flagged."""
 

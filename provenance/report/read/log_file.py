@@ -50,6 +50,8 @@ class NotALog(ValueError):
 
 @dataclass(frozen=True)
 class BadLine:
+    """A line of a log that was skipped (or a record that was repaired), and why."""
+
     file: str
     line: int
     reason: str
@@ -58,6 +60,8 @@ class BadLine:
 
 @dataclass(frozen=True)
 class LogRecord:
+    """One record of a log: its type, its fields, and where it was read (file, line)."""
+
     type: str
     data: dict[str, Any]
     file: LogFile

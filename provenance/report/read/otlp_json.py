@@ -2,7 +2,7 @@
 
 An OTLP/JSON file (the OpenTelemetry Collector's file exporter, most backends' exports) holds one
 `ExportTraceServiceRequest` per line in protobuf's JSON mapping, gzip-compressed or not; told
-apart by content (`is_otlp`). Each line is parsed by opentelemetry-proto's generated classes with
+apart by content (`is_otlp`, read/exports.py). Each line is parsed by opentelemetry-proto's generated classes with
 google.protobuf.json_format (ids in hex, as the Collector writes them, or base64, as
 json_format does, are only compared), never by hand. Spans are grouped by the process that made
 them (resource `service.name`, `host.name`, `process.pid`, `thunder.rank`; a span's own
@@ -27,73 +27,28 @@ import os
 import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
 from provenance.attribution import BOOKKEEPING
 from provenance.events import SCHEMA_VERSION
 from provenance.record import Kind
+from provenance.report.read.exports import SIGNAL, is_otlp, open_export, otlp_files
 
 __all__ = ["MAX_LINE_BYTES", "OtlpExport", "OtlpProcess", "is_otlp", "otlp_files"]
 
 MAX_LINE_BYTES = 64 << 20  # an export request of a batch processor is a few MB at most
 MAX_KEPT = 200  # bad lines and spans kept per file, to list; the rest are counted
 MAX_PROCESSES = 4096  # distinct resources kept; spans of more are counted, not read
-MAX_SNIFFED = 10_000  # files of a directory looked at
 MAX_STRING = 1 << 16  # characters kept of an attribute's string
 INSTRUMENTATION = "thunder-provenance"  # the instrumentation scope of our spans (exporters/otel.py)
-_SIGNAL = re.compile(rb'\s*\{\s*"(resource_?[sS]pans|resource_?[mM]etrics|resource_?[lL]ogs)"\s*:')
-_SIGNAL_LINE = re.compile(rb'\n\s*\{\s*"(resource_?[sS]pans|resource_?[mM]etrics|resource_?[lL]ogs)"\s*:')
-SNIFF_BYTES = 256 << 10
-_GZIP = b"\x1f\x8b"
 _PHASE, _COMPILE, _EXECUTOR, _PROFILED = "thunder.phase ", "thunder.compile ", "thunder.executor_compile ", \
     "thunder.profiled "
 _FX = ("thunder.dynamo_graph ", "thunder.piece ", "thunder.dynamo_phase ")  # ThunderFX's: not rebuilt
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-@contextmanager
-def _open(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
-    """The file's bytes, decompressed if it is gzip (by its magic number, not its name)."""
-    with open(path, "rb") as f:
-        if f.read(2) != _GZIP:
-            f.seek(0)
-            yield f
-            return
-        f.seek(0)
-        with gzip.GzipFile(fileobj=f, mode="rb") as unzipped:
-            yield unzipped
-
-
-def is_otlp(path: str | os.PathLike[str]) -> bool:
-    """Whether a file is an OTLP/JSON export: a line in its first SNIFF_BYTES (decompressed) starts
-    `{"resourceSpans":` (or the metrics or logs a collector may write to the same file); one bad
-    first line does not hide an export."""
-    try:
-        with _open(path) as f:
-            head = f.read(SNIFF_BYTES)
-    except (OSError, EOFError, zlib.error):
-        return False
-    return _SIGNAL.match(head) is not None or _SIGNAL_LINE.search(head) is not None
-
-
-def otlp_files(path: str | os.PathLike[str], logs: Iterable[Path] = ()) -> list[Path]:
-    """The OTLP/JSON exports a file or directory holds: told by content, regular files only (links
-    in a directory are not followed, as in a log directory), at most MAX_SNIFFED looked at;
-    `logs`: files known to be THUNDER_TRACE logs, not looked at again."""
-    path = Path(path)
-    known = set(logs)
-    if path.is_file():
-        return [path] if path not in known and is_otlp(path) else []
-    try:
-        entries = sorted(path.iterdir())[:MAX_SNIFFED]
-    except OSError:
-        return []
-    return [p for p in entries if p not in known and not p.is_symlink() and p.is_file() and is_otlp(p)]
 
 
 @dataclass(frozen=True)
@@ -181,7 +136,7 @@ class OtlpExport:
         for number, raw in self._lines(path, name):
             if not raw.strip():
                 continue
-            found = _SIGNAL.match(raw)
+            found = SIGNAL.match(raw)
             if found is None:
                 self._problem("bad line", name, number, "not an OTLP/JSON export request (a JSON object with "
                               "\"resourceSpans\")", raw)
@@ -210,7 +165,7 @@ class OtlpExport:
     def _lines(self, path: str | os.PathLike[str], name: str) -> Iterator[tuple[int, bytes]]:
         number = 0
         try:
-            with _open(path) as f:
+            with open_export(path) as f:
                 while True:
                     raw = f.readline(MAX_LINE_BYTES + 1)
                     if not raw:
@@ -541,13 +496,14 @@ class Rebuilt:
 
 
 def rebuild(path: str | os.PathLike[str], skipped: list[tuple[Path, str]], headers: list[dict | None],
-            spool: Callable[[], Path], logs: Iterable[Path] = ()) -> Rebuilt:
+            spool: Callable[[], Path], logs: Iterable[Path] = (), exports: list[Path] | None = None) -> Rebuilt:
     """The OTLP/JSON exports at `path` (a file, or the files of a directory, told by content) read
     and written into `spool()` (called only if there are any) as one log per process, less the
     processes whose JSONL log is among `headers` (merged: the log holds all their spans do);
     `skipped`: the files the log reader passed over, of which the exports are taken out; `logs`:
-    the logs `headers` are of."""
-    exports = otlp_files(path, logs)
+    the logs `headers` are of; `exports`: `otlp_files(path, logs)`, if the caller has looked already."""
+    if exports is None:
+        exports = otlp_files(path, logs)
     found = Rebuilt(skipped=[(p, r) for p, r in skipped if p not in exports], exports=exports)
     if not exports:
         return found

@@ -15,7 +15,7 @@ from provenance.report.numbers import as_int
 __all__ = ["RunLog", "header_view", "label_logs"]
 
 
-@dataclass
+@dataclass(repr=False, eq=False)
 class RunLog:
     """One log file of the run."""
 

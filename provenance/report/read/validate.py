@@ -13,7 +13,7 @@ import reprlib
 import typing
 from typing import Any
 
-from provenance import events, schema
+from provenance import schema
 
 __all__ = ["check"]
 
@@ -50,17 +50,17 @@ def _is_record(hint: Any) -> bool:
     return all(typing.get_origin(h) is tuple or typing.is_typeddict(h) for h in (union or (hint,)))
 
 
-def _forms() -> dict[str, list[list[_Field]]]:
-    out: dict[str, list[list[_Field]]] = {}
-    for event_type in events.TYPES:
-        for form in schema.forms(event_type):
-            out.setdefault(event_type, []).append([
-                _Field(k, required, schema.node(list) if (event_type, k) in _SHALLOW else n)
-                for k, required, n in form.fields if k != "type"])
-    return out
+# Each type's forms, built at its first record: a log has few of the types (and building all of
+# them, their TypedDicts' hints evaluated, was most of what importing the reader cost).
+_FORMS: dict[str, list[list[_Field]]] = {}
 
 
-_FORMS = _forms()
+def _forms(event_type: str) -> list[list[_Field]]:
+    found = _FORMS[event_type] = [
+        [_Field(k, required, schema.node(list) if (event_type, k) in _SHALLOW else n)
+         for k, required, n in form.fields if k != "type"]
+        for form in schema.forms(event_type)]
+    return found
 
 
 def _what(value: Any) -> str:
@@ -96,7 +96,7 @@ def check(record: dict) -> list[str]:
     """What is wrong with a record of a known type ([] if nothing); what is wrong is removed from
     it. Fields this reader does not know (a newer minor schema's) are left alone."""
     event_type = record["type"]
-    forms = _FORMS[event_type]
+    forms = _FORMS.get(event_type) or _forms(event_type)
     fields = forms[0] if len(forms) == 1 or "same_as" not in record else forms[1]
     out: list[str] = []
     _fix(fields, record, event_type, out)

@@ -47,8 +47,10 @@ CONTEXT = 6
 ASSET_DIR = "static/src"  # in the output directory: one data file per user file shown
 
 
-@dataclass
+@dataclass(repr=False, eq=False)
 class SourceFile:
+    """A user file as source views show it: the lines shown, and where their data is."""
+
     path: str
     from_disk: bool
     ranges: list[tuple[int, int]]  # the lines shown, first and last of each run (a gap between two)
