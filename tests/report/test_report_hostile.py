@@ -10,6 +10,7 @@ was written, and, for the quadratic cases, how much work the bounded algorithm w
 from __future__ import annotations
 
 import copy
+import difflib
 import os
 import random
 import re
@@ -289,13 +290,13 @@ def test_a_long_desync_is_located_with_bounded_work(monkeypatch):
     other = list(ops)
     other[5000:] = [f"op{rng.randrange(50)}|" for _ in range(11000)]
     fed = []
-    real = ranks.difflib.SequenceMatcher
+    real = difflib.SequenceMatcher  # the module ranks imports when it compares
 
     def spy(isjunk, a, b, autojunk=True):
         fed.append(len(a) * len(b))
         return real(isjunk, a, b, autojunk=autojunk)
 
-    monkeypatch.setattr(ranks.difflib, "SequenceMatcher", spy)
+    monkeypatch.setattr(difflib, "SequenceMatcher", spy)
     first = 5000 + next(i for i in range(11000) if ops[5000 + i] != other[5000 + i])
     found = ranks.first_difference(ops, other)
     assert found.at == first
@@ -835,13 +836,13 @@ def test_a_prologue_diff_compares_a_bounded_stretch_and_says_so(tmp_path, capsys
     from provenance.report.analyze import recompiles
 
     fed = []
-    real = recompiles.difflib.unified_diff
+    real = difflib.unified_diff  # the module recompiles imports when it diffs
 
     def spy(a, b, *args, **kwargs):
         fed.append((len(a), len(b)))
         return real(a, b, *args, **kwargs)
 
-    monkeypatch.setattr(recompiles.difflib, "unified_diff", spy)
+    monkeypatch.setattr(difflib, "unified_diff", spy)
     out = tmp_path / "out"
     log = hostile_logs.write(tmp_path / "logs", hostile_logs.prologue_order(3 * recompiles.MAX_DIFF_INPUT))
     code, err = report(capsys, log, "-o", out, "--strict")

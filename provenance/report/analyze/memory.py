@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provenance import attribution
-from provenance.measured_memory import checks
-from provenance.profile import CompileProfile
 from provenance.record import Provenance
 from provenance.report.model import (
     CompileMemoryView,
@@ -43,6 +41,9 @@ from provenance.static_memory import (
     rollup,
     size,
 )
+
+if TYPE_CHECKING:
+    from provenance.profile import CompileProfile
 
 __all__ = ["compile_memory", "compile_memory_view", "line_memory", "measured_view", "run_memory"]
 
@@ -157,6 +158,8 @@ def compile_memory_view(memory: CompileMemory, anchors: dict[str, str], totals: 
 
 def measured_view(memory: CompileMemory, profile: CompileProfile) -> list[MeasuredTrace]:
     """The CUDA allocator's readings of the compile's profiled traces against its timeline."""
+    from provenance.measured_memory import checks  # only a profile that read the allocator comes here
+
     return [MeasuredTrace(c.describe(), c.agree, c.ops,
                           [MeasuredOp(_where(d.record), attribution.line_key(d.record), d.name, size(d.static),
                                       size(d.measured)) for d in c.differ[:TOP]])

@@ -58,7 +58,7 @@ class BadLine:
     text: str  # the start of the line, for the report ("" for a malformed record)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False, eq=False)  # as the render model's (model/__init__.py): never compared
 class LogRecord:
     """One record of a log: its type, its fields, and where it was read (file, line)."""
 
@@ -107,7 +107,7 @@ def sniff(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-@dataclass
+@dataclass(repr=False, eq=False)
 class LogFile:
     """One process's log. Iterate it (once) to stream its records."""
 

@@ -39,7 +39,7 @@ def _ints(value: Any, n: int) -> bool:
     return isinstance(value, list) and len(value) == n and all(as_count(v) is not None for v in value)
 
 
-@dataclass(repr=False, eq=False)
+@dataclass(repr=False)
 class LoggedTrace:
     """One profiled execution trace of a compile, as its log says: the ops table, the times of its
     calls summed, and its last MAX_CALLS calls (the distributions'; a log's calls are never all kept)."""
@@ -61,7 +61,7 @@ class LoggedTrace:
             self.op_ns = [0] * len(self.ops)
 
 
-@dataclass(repr=False, eq=False)
+@dataclass(repr=False)
 class LoggedProfile:
     """A compile's profile as its log says (picklable: it travels to report workers)."""
 

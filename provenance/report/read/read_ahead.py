@@ -22,7 +22,7 @@ CHUNK = 1 << 20  # bytes read at a time: the scan's memory, whatever the log's s
 MAX_PROBLEMS = 200  # a log of bad records keeps their count, not each reason
 
 
-@dataclass(repr=False, eq=False)
+@dataclass(repr=False)
 class ReadAhead:
     """What a scan found: the records skipped (line number, reason) and how many it took."""
 
