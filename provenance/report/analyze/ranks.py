@@ -77,8 +77,9 @@ def group_logs(logs: list[LogSummary]) -> list[LogGroup]:
     alike: dict[tuple, list[LogSummary]] = {}
     for log in logs:
         h = log.header
-        started = None if h is None else (tuple(h.argv), tuple(h.versions.items()), h.schema, h.world_size, h.otlp)
-        key = (repr(started), tuple(log.libraries.items()), log.truncated, log.newer_minor)
+        started = None if h is None else (tuple(h.argv), tuple(h.versions.items()), h.schema, h.world_size,
+                                          tuple(h.otlp.items()) if h.otlp else None)
+        key = (started, tuple(log.libraries.items()), log.truncated, log.newer_minor)
         alike.setdefault(key, []).append(log)
     out = []
     for members in sorted(alike.values(), key=lambda m: (len(m), m[0].index)):
