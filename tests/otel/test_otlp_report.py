@@ -212,6 +212,14 @@ JUNK = [None, -1, 0, 2**63, 2**64 - 1, 1.5, True, "", "\x1b[31m", "</script><img
         [], [[[[[]]]]], {}, {"resourceSpans": None}, "ZZZZ", "00", 1e300]
 
 
+def _compile_of(request: str) -> int | None:
+    """The compile id of a one-span request's compile span, None for any other span."""
+    (span,) = json.loads(request)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    if not span["name"].startswith("thunder.compile "):
+        return None
+    return next(int(a["value"]["intValue"]) for a in span["attributes"] if a["key"] == "thunder.compile_id")
+
+
 def _mutate(value, rng: random.Random, depth: int = 0):
     """A JSON value with one of its parts replaced by junk (dicts and lists walked at random)."""
     if isinstance(value, dict) and value and depth < 12:
@@ -239,17 +247,32 @@ def _mutate(value, rng: random.Random, depth: int = 0):
     return rng.choice(JUNK)
 
 
+def _one_span_per_request(lines: list[str]) -> list[str]:
+    """The export as one request per span: still valid OTLP/JSON, and a shape that does not depend on how
+    the collector happened to batch the spans (a loaded machine sends fewer, larger requests)."""
+    out = []
+    for text in lines:
+        for resource in json.loads(text)["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    out.append(json.dumps({"resourceSpans": [{**resource, "scopeSpans": [{**scope,
+                                                                                          "spans": [span]}]}]}))
+    return out
+
+
 def test_hostile_exports_are_counted_never_fatal(run, tmp_path, capsys, monkeypatch):
     """Seeded mutations of the real export (junk values, spans twice, cut and non-UTF-8 lines, deep
-    nesting, another signal, gzip cut short): never a crash, bad input counted, the spool removed."""
+    nesting, another signal, gzip cut short): never a crash, bad input counted, the spool removed, and
+    every compile whose span came through intact reported."""
     spool = tmp_path / "tmp"
     spool.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spool))
-    lines = run["export"].read_text().splitlines()
+    lines = _one_span_per_request(run["export"].read_text().splitlines())
+    assert len(lines) > 20
     rng = random.Random(27)
     reported = []
     for n in range(20):
-        hostile = []
+        hostile, intact = [], set()
         for text in lines:
             roll = rng.random()
             if roll < 0.5:
@@ -260,11 +283,13 @@ def test_hostile_exports_are_counted_never_fatal(run, tmp_path, capsys, monkeypa
                 hostile.append("\xff\xfe" + text)
             else:
                 hostile.append(text)
+                intact.add(_compile_of(text))
         hostile.insert(rng.randrange(len(hostile) + 1), '{"resourceSpans": [' * 5000)  # deep nesting
         hostile.insert(rng.randrange(len(hostile) + 1), '{"resourceMetrics": []}')  # another signal: passed over
         path = tmp_path / f"hostile{n}.json"
         data = ("\n".join(hostile) + ("\n" if rng.random() < 0.7 else "")).encode("utf-8", "surrogateescape")
-        path.write_bytes(gzip.compress(data)[: None if rng.random() < 0.7 else -20] if n % 2 else data)
+        cut_short = n % 2 and rng.random() >= 0.7
+        path.write_bytes(gzip.compress(data)[: -20 if cut_short else None] if n % 2 else data)
         out = tmp_path / f"out{n}"
         code = main(["report", str(path), "-o", str(out), "--no-browser", "--strict"])
         err = capsys.readouterr().err
@@ -272,8 +297,12 @@ def test_hostile_exports_are_counted_never_fatal(run, tmp_path, capsys, monkeypa
         if code == 1:
             index = (out / "index.html").read_text()
             assert "problems" in index and "<img src=x" not in index
-            reported.append(len(json.loads((out / "compile_directory.json").read_text())["compiles"]))
+            compiles = json.loads((out / "compile_directory.json").read_text())["compiles"]
+            reported.append(len(compiles))
+            if not cut_short:  # an intact compile span is reported (a mangled copy sent first may stand for it)
+                assert len(compiles) >= len(intact - {None}), (intact, compiles)
         else:
+            assert cut_short or intact <= {None}, intact
             assert "without thunder-provenance spans" in err or "not a THUNDER_TRACE log" in err, err
         assert not list(spool.iterdir())
     assert len(reported) >= 10 and max(reported) >= 2, reported  # what was good in them is reported
@@ -295,6 +324,12 @@ def test_an_overlong_line_and_a_truncated_tail_are_counted_and_the_rest_read(run
     assert len(directory["compiles"]) == 3
     reasons = " ".join(p["reason"] for p in directory["problems"]["entries"])
     assert "longer than" in reasons and "truncated last line" in reasons and "not an OTLP/JSON" in reasons
+    # a whole last line without its newline (a writer that does not end the file with one) is read, not counted
+    whole = tmp_path / "no_newline.json"
+    whole.write_bytes(b"".join(lines).rstrip(b"\n"))
+    code, unterminated = _report(whole, tmp_path / "whole")
+    assert code == 0 and "bad line" not in capsys.readouterr().err
+    assert [c["compile"] for c in unterminated["compiles"]] == [1, 2, 3]
 
 
 def test_pages_from_spans_show_phases_and_why_and_say_what_spans_lack(run, tmp_path, browser, capsys):

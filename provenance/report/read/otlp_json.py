@@ -22,6 +22,7 @@ tuples kept per span), linear in the file; a compressed file that ends early is 
 
 from __future__ import annotations
 
+import functools
 import gzip
 import os
 import re
@@ -136,10 +137,10 @@ class OtlpExport:
         for number, raw in self._lines(path, name):
             if not raw.strip():
                 continue
+            bad = functools.partial(self._bad, name, number, raw)
             found = SIGNAL.match(raw)
             if found is None:
-                self._problem("bad line", name, number, "not an OTLP/JSON export request (a JSON object with "
-                              "\"resourceSpans\")", raw)
+                bad("not an OTLP/JSON export request (a JSON object with \"resourceSpans\")")
                 continue
             if b"pans" not in found.group(1):
                 self.other_signals += 1
@@ -147,18 +148,16 @@ class OtlpExport:
             try:  # orjson first: fast, strict UTF-8, bounded nesting (json_format.Parse would json.loads it)
                 data = orjson.loads(raw)
             except orjson.JSONDecodeError as exc:
-                self._problem("bad line", name, number, f"not JSON ({str(exc)[:200]})", raw)
+                bad(f"not JSON ({str(exc)[:200]})")
                 continue
             if not (isinstance(data, dict) and isinstance(data.get("resourceSpans", data.get("resource_spans")), list)):
-                self._problem("bad line", name, number, "not an OTLP/JSON trace request (\"resourceSpans\" is not "
-                              "an array)", raw)
+                bad("not an OTLP/JSON trace request (\"resourceSpans\" is not an array)")
                 continue
             request = ExportTraceServiceRequest()
             try:
                 json_format.ParseDict(data, request, ignore_unknown_fields=True, max_recursion_depth=32)
             except Exception as exc:  # noqa: BLE001 - untrusted input: whatever the parser raises, the line is bad
-                self._problem("bad line", name, number,
-                              f"not an OTLP/JSON trace request ({type(exc).__name__}: {str(exc)[:200]})", raw)
+                bad(f"not an OTLP/JSON trace request ({type(exc).__name__}: {str(exc)[:200]})")
                 continue
             self._request(request, name, number)
 
@@ -180,15 +179,16 @@ class OtlpExport:
                             raw = f.readline(1 << 20)
                             self.bytes += len(raw)
                         continue
-                    if not raw.endswith(b"\n"):
-                        self._problem("bad line", name, number, "truncated last line (the writer stopped while "
-                                      "writing it)", raw)
-                        return
-                    yield number, raw
+                    yield number, raw  # a last line without its newline too: whole if it parses (read's _bad)
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             self._problem("bad line", name, number + 1, f"the compressed file ends early or is corrupt ({exc})")
         except OSError as exc:
             self._problem("bad line", name, number + 1, f"cannot be read ({exc.strerror or exc})")
+
+    def _bad(self, name: str, number: int, raw: bytes, reason: str) -> None:
+        if not raw.endswith(b"\n"):  # the last line, unfinished (a whole one without its newline is read)
+            reason = "truncated last line (the writer stopped while writing it)"
+        self._problem("bad line", name, number, reason, raw)
 
     def _problem(self, category: str, file: str, line: int | None, reason: str, raw: bytes = b"") -> None:
         self.problem_count += 1
