@@ -96,6 +96,15 @@ def test_nanogpt_report_links_source_lines_to_forward_and_backward_ops(nanogpt_r
     page.close()
 
     page = browser.open(compile_pages["source"])
+    # The user file is highlighted by the page's script: its module docstring is a string on every
+    # line it spans (a quote and the keyword `and` inside it included), the code after it is code
+    spans = "ss => ss.map(s => [s.className, s.textContent])"
+    doc = page.locator(".sl code", has_text='(the "Software"), to deal').first
+    assert doc.locator("span").evaluate_all(spans) == [["s", doc.inner_text()]]
+    assert page.locator(".sl code", has_text="import inspect").first.locator("span").evaluate_all(spans) == [
+        ["k", "import"]]
+    forward = page.locator(".sl code", has_text="def forward(self, x):").first.locator("span").evaluate_all(spans)
+    assert ["k", "def"] in forward and ["nf", "forward"] in forward
     line = page.locator(".sl", has_text="x = self.c_fc(x)").first
     line.click()
     forward = page.locator('pre.pane[data-pane="forward"] .op.hl')

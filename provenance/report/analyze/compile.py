@@ -1,6 +1,6 @@
 """One compile's records -> the models of its pages, streamed.
 
-Each trace is turned into its page fragment as soon as its record is read (highlighted, its ops
+Each trace is turned into its page fragment as soon as its record is read (its ops
 annotated, diffed against the previous trace of the same list: trace_diff.py) and handed to the page
 writer; only the previous trace of each list is kept, which at the end of the compile is the
 final one the source view (source_view.py) needs. So memory follows the largest trace, not the log.

@@ -2,8 +2,8 @@
 because pages repeat them thousands of times (a diff's items, a trace's frame). Traces and user
 files are not HTML: the pages' script renders them from data (trace_data.py, source_files.py).
 
-Every string from a log reaches a page through autoescaping, through pygments (which escapes), or
-through `markupsafe.escape`; JSON for the pages' scripts through jsonsafe.py.
+Every string from a log reaches a page through autoescaping or through `markupsafe.escape`; JSON
+for the pages' scripts through jsonsafe.py.
 
 Pages stay ASCII where the logs are (templates write symbols as entities): an ASCII str is joined
 and encoded at memcpy speed, and pages are most of the work.

@@ -19,7 +19,6 @@ from provenance.report.analyze.desync import MARK as DESYNC_MARK
 from provenance.report.analyze.prov_table import ProvTable
 from provenance.report.model import CompilePage, CompilePages, SourcePage, TraceView
 from provenance.report.render import cache_card
-from provenance.report.render.highlight import style_css
 from provenance.report.render.html import environment, provs_script, source_rows, trace_frame
 from provenance.report.render.trace_data import LazyTrace, LineTable, lazy_trace, renumbered
 
@@ -94,15 +93,13 @@ class ReportWriter:
         self.observe = observe  # called with each compile's page models, in this process (build_report's)
 
     def write_assets(self) -> None:
-        """The directories, the marker file and the static files (CSS with pygments' style, JS)."""
+        """The directories, the marker file and the static files (CSS, JS): copied as they are."""
         (self.out / "compiles").mkdir(parents=True, exist_ok=True)
         (self.out / "static").mkdir(exist_ok=True)
         (self.out / MARKER_FILE).write_text("made by thunder-trace report; --overwrite may delete this directory\n")
         templates = resources.files("provenance.report.render") / "templates"
-        css = (templates / "report.css").read_text(encoding="utf-8") + "\n" + style_css(".code")
-        (self.out / "static" / "report.css").write_text(css, encoding="utf-8")
-        (self.out / "static" / "report.js").write_text((templates / "report.js").read_text(encoding="utf-8"),
-                                                      encoding="utf-8")
+        for name in ("report.css", "report.js"):
+            (self.out / "static" / name).write_bytes((templates / name).read_bytes())
 
     def begin_compile(self, pages: CompilePages, provs: ProvTable) -> CompileWriter:
         return CompileWriter(self, pages, provs)

@@ -1,9 +1,10 @@
 """User source files for the source views: read from disk when the file still matches the run,
 else rebuilt from the lines the log's frames carry.
 
-A file read from disk is sent once per report, whichever pages show it: its highlighted lines
-are one data file, `static/src/<hash>.js` (named by a hash of its content, written by whichever
-process first shows it), that every page showing it loads with a <script> (from file:// too,
+A file read from disk is sent once per report, whichever pages show it: its lines (plain text,
+which the pages' script highlights as it builds them: report.js, sourceRows) are one data file,
+`static/src/<hash>.js` (named by a hash of its content, written by whichever process first
+shows it), that every page showing it loads with a <script> (from file:// too,
 where a page cannot fetch). A page says only which of its lines it shows; what a compile adds to
 them (op counts, times) is data of the page's own. A file rebuilt from the log (only the lines
 the log quotes) is data in the page.
@@ -27,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from provenance.report.render.highlight import python_tokens
 from provenance.report.render.jsonsafe import json_bytes
 
 __all__ = ["ASSET_DIR", "SourceCache", "SourceFile"]
@@ -55,8 +55,7 @@ class SourceFile:
     from_disk: bool
     ranges: list[tuple[int, int]]  # the lines shown, first and last of each run (a gap between two)
     asset: str | None = None  # from disk: the name of its lines' data file in ASSET_DIR, shared by every page
-    data: dict[str, Any] | None = None  # rebuilt: its lines, for the page itself (highlight.python_tokens's
-    # and "n": their numbers)
+    data: dict[str, Any] | None = None  # rebuilt: its lines for the page itself, {"n": numbers, "l": lines}
 
     def shows(self, line: int) -> bool:
         return any(first <= line <= last for first, last in self.ranges)
@@ -110,11 +109,11 @@ class SourceCache:
             return SourceFile(path, True, _ranges(shown), asset=entry[2])
         numbers = sorted(quoted)
         return SourceFile(path, False, _ranges(numbers),
-                          data={"n": numbers, **python_tokens([quoted[n] for n in numbers])})
+                          data={"n": numbers, "l": [quoted[n] for n in numbers]})
 
     def _write(self, lines: list[str]) -> str:
-        """The file's data file (its highlighted lines), written unless there: its name."""
-        body = json_bytes(python_tokens(lines))
+        """The file's data file ({"l": its lines}), written unless there: its name."""
+        body = json_bytes({"l": lines})
         name = hashlib.blake2b(body, digest_size=10).hexdigest()
         if self._out is not None:
             target = self._out / ASSET_DIR / f"{name}.js"

@@ -27,26 +27,80 @@
     if (!again) requestAnimationFrame(function () { reveal(el, box, true); });
   }
 
+  // -- highlighting: Thunder's traces and user files
+  // The tokens Thunder's printed code and user files are highlighted by, and their classes
+  // (report.css): comment, string, decorator, keyword, call. Linear: a string runs to its quote or the end.
+  var KEYWORDS = "False|None|True|and|as|assert|async|await|break|class|continue|def|del|elif|else|except|" +
+    "finally|for|from|global|if|import|in|is|lambda|nonlocal|not|or|pass|raise|return|try|while|with|yield";
+  var TOKEN = new RegExp("(#.*)|((?<![\\w.])[rbuf]{0,2}(?:\"\"\"(?:[^\"\\\\]|\\\\.?|\"(?!\"\"))*(?:\"\"\"|$)|\'\'\'(?:[^'\\\\]|\\\\.?|'(?!''))*(?:\'\'\'|$)|\"(?:[^\"\\\\]|\\\\.?)*(?:\"|$)|'(?:[^'\\\\]|\\\\.?)*(?:'|$)))" +
+    "|(^@[\\w.]+)|\\b(" + KEYWORDS + ")\\b|((?<![\\w.])[A-Za-z_][\\w.]*(?=\\())", "g");
+  var TOKEN_CLASS = [null, "c1", "s", "nd", "k", "nf"], MAX_LINE = 20000;  // characters: a longer line is shown as plain text
+  function highlightInto(parent, text) {  // text nodes and spans: never markup from the log
+    if (text.length > MAX_LINE) { parent.append(text); return; }
+    var pos = 0, m;
+    TOKEN.lastIndex = 0;
+    while ((m = TOKEN.exec(text)) !== null) {
+      if (!m[0]) { TOKEN.lastIndex++; continue; }
+      if (m.index > pos) parent.append(text.slice(pos, m.index));
+      var g = 1;
+      while (m[g] === undefined) g++;
+      parent.append(h("span", TOKEN_CLASS[g], m[0]));
+      pos = m.index + m[0].length;
+    }
+    if (pos < text.length) parent.append(text.slice(pos));
+  }
+  // User files: highlightInto line by line, and a triple-quoted string (a docstring) coloured on
+  // every line it spans. openQuotes: per line, the triple quote open at its start (or null).
+  var QUOTES = /(#.*)|("""|''')|("(?:[^"\\\n]|\\.)*"?|'(?:[^'\\\n]|\\.)*'?)/g;
+  function closeOf(text, quote, from) {  // the index just past `quote`'s close in text, or -1
+    for (var i = from; i < text.length; i++) {
+      if (text[i] === "\\") i++;
+      else if (text.startsWith(quote, i)) return i + 3;
+    }
+    return -1;
+  }
+  function openQuotes(lines) {
+    var out = new Array(lines.length), quote = null;
+    for (var n = 0; n < lines.length; n++) {
+      out[n] = quote;
+      var text = typeof lines[n] === "string" ? lines[n] : "", pos = 0, m;
+      if (quote) {
+        pos = closeOf(text, quote, 0);
+        if (pos < 0) continue;
+        quote = null;
+      }
+      QUOTES.lastIndex = pos;
+      while ((m = QUOTES.exec(text)) !== null) {
+        if (!m[0]) { QUOTES.lastIndex++; continue; }
+        if (m[1]) break;  // a comment: the rest of the line
+        if (m[2]) {
+          var end = closeOf(text, m[2], QUOTES.lastIndex);
+          if (end < 0) { quote = m[2]; break; }
+          QUOTES.lastIndex = end;
+        }
+      }
+    }
+    return out;
+  }
+  function highlightSource(parent, text, quote) {
+    if (quote && text.length <= MAX_LINE) {
+      var end = closeOf(text, quote, 0);
+      parent.append(h("span", "s", end < 0 ? text : text.slice(0, end)));
+      if (end < 0) return;
+      text = text.slice(end);
+    }
+    highlightInto(parent, text);
+  }
   // -- user files (source_files.py): each box's lines, from the report's one data file of the file
   // (static/src/<hash>.js, loaded by the page) or from the page's own data (rebuilt from the log);
   // then what this page adds to them (srcmarks: a compile's op counts and times, a graph's marks)
   var SOURCES = window.thunderTraceSrc || {};
   var FX_MARKS = { fallback: ["torch", "ran in a torch fallback piece (not Thunder)"],
     "break": ["break", "Dynamo broke the graph here"] };
-  function sourceRow(index, n, line, classes) {  // highlight.python_tokens: as pygments' HTML would be
+  function sourceRow(index, n, line, quote) {  // quote: the triple quote a string opened above is still in
     var row = h("div", "sl"), code = h("code");
     row.id = "L" + index + "-" + n;
-    if (typeof line === "string") { if (line) code.append(line); }
-    else if (Array.isArray(line) && typeof line[0] === "string" && Array.isArray(line[1])) {
-      var text = line[0], runs = line[1], pos = 0;
-      for (var i = 0; i + 2 < runs.length; i += 3) {  // [plain, class, length] per coloured token
-        if (runs[i] > 0) code.append(text.substr(pos, runs[i]));
-        pos += runs[i];
-        code.append(h("span", String(classes[runs[i + 1]]), text.substr(pos, runs[i + 2])));
-        pos += runs[i + 2];
-      }
-      if (pos < text.length) code.append(text.slice(pos));
-    }
+    if (typeof line === "string" && line) highlightSource(code, line, quote);
     row.append(h("span", "ln", n), h("span", "cnt"), code);
     return row;
   }
@@ -57,13 +111,14 @@
       if (box.dataset.src) d = SOURCES[box.dataset.src] || null;
       else d = (function (s) { try { return JSON.parse(s.textContent); } catch (e) { return null; } })(file.querySelector("script.src-data"));
       if (!d || !Array.isArray(d.l)) { box.append(h("p", "muted", "The lines of this file are missing from the report.")); return; }
-      var at = null;  // rebuilt: line number -> its place in d.l
+      var at = null, quotes = null;  // rebuilt: line number -> its place in d.l (lines apart: no strings across them)
       if (Array.isArray(d.n)) { at = {}; d.n.forEach(function (n, i) { at[n] = i; }); }
+      else quotes = openQuotes(d.l);
       var out = document.createDocumentFragment(), index = file.dataset.file;
       (box.dataset.show || "").split(",").forEach(function (run, r) {
         var ends = run.split("-"), first = Number(ends[0]), last = Number(ends[1]);
         if (r) out.append(h("div", "gap", "\u22ee"));
-        for (var n = first; n > 0 && n <= last; n++) out.append(sourceRow(index, n, at ? d.l[at[n]] : d.l[n - 1], d.c || []));
+        for (var n = first; n > 0 && n <= last; n++) out.append(at ? sourceRow(index, n, d.l[at[n]], null) : sourceRow(index, n, d.l[n - 1], quotes[n - 1]));
       });
       box.append(out);
     });
@@ -317,27 +372,6 @@
   }
   // Thunder's comments for the source line of the ops below them (annotation.THUNDER_SOURCE_COMMENT)
   var THUNDER_SOURCE_COMMENT = /^\s*# .+:\d+: \t/;
-  // The tokens Thunder's printed code is highlighted by, and pygments' classes for them:
-  // comment, string, decorator, keyword, call. Linear: a string runs to its quote or the end.
-  var KEYWORDS = "False|None|True|and|as|assert|async|await|break|class|continue|def|del|elif|else|except|" +
-    "finally|for|from|global|if|import|in|is|lambda|nonlocal|not|or|pass|raise|return|try|while|with|yield";
-  var TOKEN = new RegExp("(#.*)|((?<![\\w.])[rbuf]{0,2}(?:\"(?:[^\"\\\\]|\\\\.?)*(?:\"|$)|'(?:[^'\\\\]|\\\\.?)*(?:'|$)))" +
-    "|(^@[\\w.]+)|\\b(" + KEYWORDS + ")\\b|((?<![\\w.])[A-Za-z_][\\w.]*(?=\\())", "g");
-  var TOKEN_CLASS = [null, "c1", "s", "nd", "k", "nf"], MAX_LINE = 20000;  // highlight.MAX_LINE
-  function highlightInto(parent, text) {  // text nodes and spans: never markup from the log
-    if (text.length > MAX_LINE) { parent.append(text); return; }
-    var pos = 0, m;
-    TOKEN.lastIndex = 0;
-    while ((m = TOKEN.exec(text)) !== null) {
-      if (!m[0]) { TOKEN.lastIndex++; continue; }
-      if (m.index > pos) parent.append(text.slice(pos, m.index));
-      var g = 1;
-      while (m[g] === undefined) g++;
-      parent.append(h("span", TOKEN_CLASS[g], m[0]));
-      pos = m.index + m[0].length;
-    }
-    if (pos < text.length) parent.append(text.slice(pos));
-  }
   var CHUNK = 64;  // ops per block, which the browser lays out only near the screen (report.css: .ck)
   var KIND_CLASS = { op: "qo", decomposition: "qd", backward: "qb", recompute: "qr", fusion: "qf",
     bookkeeping: "qk", pass: "qp", scope: "qs" };
