@@ -3,9 +3,9 @@ under load, against the parse-only ceiling; a log of many distinct compiles; man
 
 - Thunder: a real THUNDER_TRACE log of nanoGPT forward+backward (examples/train_nanogpt.py) is
   replicated into one large log, as one long process that recompiled many times would write it:
-  each copy of the compile records gets a new compile id, the next recompile index and later
-  times; the provenance records are written once (ids are per process) and the calls summary at
-  the end lists every compile.
+  each copy of the compile's records (traces, memory, phases) gets a new compile id, the next
+  recompile index and later times; the provenance records are written once (ids are per process)
+  and the calls summary at the end lists every compile.
 - TORCH_TRACE: a real log of torch.compile (inductor, CPU) of small models with many distinct
   graphs and recompiles, forward+backward, replicated with renumbered frame ids (each copy's
   compiles are new frames to tlparse; payloads untouched, so their md5s still match).
@@ -98,10 +98,11 @@ def replicate_thunder(base: Path, target: Path, size: int) -> int:
     records = [orjson.loads(line) for line in base.read_bytes().splitlines() if line.strip()]
     header = next(r for r in records if r["type"] == "header")
     once = [r for r in records if r["type"] in ("prov", "span", "span_end")]
-    compile_records = [r for r in records if r["type"] in ("compile_start", "trace", "compile_end", "compile_error")]
+    # every record of a compile (its traces, memory, phases, ...), as the real log has them
+    compile_records = [r for r in records if type(r.get("compile")) is int and r["type"] not in ("prov", "calls")]
     calls = [r for r in records if r["type"] == "calls"]
     ids = sorted({r["compile"] for r in compile_records})
-    starts = [r["time_ns"] for r in compile_records if "time_ns" in r]
+    starts = [r["time_ns"] for r in compile_records if type(r.get("time_ns")) is int]
     span_ns = max(starts) - min(starts) + 1_000_000
     copy = 0
     all_ids: list[int] = []
@@ -118,8 +119,12 @@ def replicate_thunder(base: Path, target: Path, size: int) -> int:
                     first = False
                 r = dict(record)
                 r["compile"] = record["compile"] + copy * len(ids)
-                if "time_ns" in r:
-                    r["time_ns"] += copy * span_ns
+                shift = copy * span_ns
+                for key in ("time_ns", "start_ns", "end_ns"):
+                    if type(r.get(key)) is int:
+                        r[key] += shift
+                if r["type"] == "phases":  # [name, start ns, end ns, depth, detail]
+                    r["phases"] = [[p[0], p[1] + shift, p[2] + shift, *p[3:]] for p in r["phases"]]
                 if r["type"] == "compile_start":
                     r["index"] = copy
                     all_ids.append(r["compile"])
