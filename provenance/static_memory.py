@@ -222,12 +222,18 @@ def rollup(memories: Iterable[CompileMemory], by: str = "line") -> list[MemoryRo
     if by not in BY:
         raise ValueError(f"by must be one of {', '.join(BY)}, got {by!r}")
     rows: dict[str, MemoryRow] = {}
+    # A record's rows, once per trace: its blocks (outputs, saved, live at the peak) share them
+    # (keyed by id: the records outlive the call, held by `memories`)
+    keys_of: dict[tuple[int, str, int], tuple[list[str], str, tuple]] = {}
 
     def add(record: Provenance | None, trace: str, compile_id: int, op_name: str | None, **figures: int) -> None:
         if by == "op":
             keys, own, members = [op_name or "(unknown)"], op_name or "(unknown)", ()
         else:
-            keys, own, members = _keys(record, by, trace, compile_id)
+            found = keys_of.get((id(record), trace, compile_id))
+            if found is None:
+                found = keys_of[(id(record), trace, compile_id)] = _keys(record, by, trace, compile_id)
+            keys, own, members = found
         for key in keys:
             row = rows.get(key)
             if row is None:

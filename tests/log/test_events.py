@@ -144,3 +144,46 @@ def test_what_the_writers_emit_is_what_events_declares():
                         ("profile_ops", "forward")]
     for event in collect.events:
         assert schema.problems(event) == [], (event["type"], schema.problems(event))
+
+
+def _tuple_arrays():
+    """Every array-of-tuples field of every event type: (type, field, its node)."""
+    for event_type in events.TYPES:
+        for form in schema.forms(event_type):
+            for name, _required, field in form.fields:
+                if field.element is not None and typing.get_origin(field.element.hint) is tuple:
+                    yield event_type, name, field
+
+
+def _examples() -> list[dict]:
+    """The doc's example events."""
+    return [json.loads(block) for section in _sections().values()
+            for block in re.findall(r"```json\n(.*?)```", section, re.S)]
+
+
+def _mutants(entry: list) -> list:
+    """An entry with one position changed to a value of another kind (or of a bad size)."""
+    out = []
+    for i, value in enumerate(entry):
+        for bad in (None, True, -1, 2**63, 1.5, float("nan"), "x", [], {}, "not one of them"):
+            if bad is not value and type(bad) is not type(value):
+                out.append([*entry[:i], bad, *entry[i + 1:]])
+    return [*out, entry[:-1], [*entry, 0], tuple(entry)]
+
+
+def test_column_checks_agree_with_each_value_checked():
+    """A log reader checks an array of tuples a column at a time (schema.Node.column: C loops);
+    the answer is the one checking each entry gives, for a valid array and for every array with
+    one entry changed (a wrong kind, out of range, a NaN, a bad size, a tuple)."""
+    checked = 0
+    for event_type, name, field in _tuple_arrays():
+        example = next((e[name] for e in _examples() if e.get("type") == event_type and e.get(name)), None)
+        if not example:
+            continue
+        assert field.check(example) and all(map(field.element.check, example)), (event_type, name)
+        for mutant in _mutants(list(example[0])):
+            array = [*example, mutant]
+            assert field.check(array) == all(map(field.element.check, array)), (event_type, name, mutant)
+            checked += 1
+    assert {(t, n) for t, n, _ in _tuple_arrays()} >= {("memory", "ops"), ("memory", "blocks"), ("phases", "phases")}
+    assert checked > 100

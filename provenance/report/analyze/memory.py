@@ -61,10 +61,10 @@ def _trace(data: dict, record_of: RecordOf) -> TraceMemory | None:
     name = data.get("trace")
     if name not in (FORWARD, BACKWARD):
         return None
-    ops = []
-    for e in data.get("ops") if isinstance(data.get("ops"), list) else ():
-        if type(e) is list and len(e) == 6 and all(type(e[i]) is int for i in (0, 3, 4, 5)):
-            ops.append(MemOp(e[0], str(e[1]), record_of(e[2]), e[3], e[4], e[5]))
+    raw = data.get("ops")
+    ops = [MemOp(e[0], str(e[1]), record_of(e[2]), e[3], e[4], e[5]) for e in raw if type(e) is list and len(e) == 6
+           and type(e[0]) is int and type(e[3]) is int and type(e[4]) is int and type(e[5]) is int] \
+        if isinstance(raw, list) else []
     blocks = []
     for e in data.get("blocks") if isinstance(data.get("blocks"), list) else ():
         if type(e) is list and len(e) == 5 and type(e[1]) is int and (e[3] is None or type(e[3]) is int) and (
@@ -103,11 +103,15 @@ def _timeline(trace: TraceMemory, anchor: str | None) -> MemoryTimeline:
     groups = max(1, -(-len(ops) // MAX_BARS)) if ops else 1
     bars = []
     n_bars = -(-len(ops) // groups) if ops else 0
+    where: dict[int, str] = {}  # id(record) -> its line: a line's ops share their record's (the trace holds them)
     for i in range(n_bars):
         chunk = ops[i * groups:(i + 1) * groups]
         op = max(chunk, key=lambda o: o.live)
         is_peak = any(o.position == peak_at for o in chunk)
-        title = (f"{op.name} · {_where(op.record)} · +{size(op.allocated)}"
+        line = where.get(id(op.record))
+        if line is None:
+            line = where[id(op.record)] = _where(op.record)
+        title = (f"{op.name} · {line} · +{size(op.allocated)}"
                  + (f" −{size(op.freed)}" if op.freed else "") + f" · {size(op.live)} live"
                  + (" · the peak" if is_peak else "") + (f" (largest of {len(chunk)} ops)" if len(chunk) > 1 else ""))
         bars.append(MemoryBar(100 * i / n_bars, 100 / n_bars, 100 * op.live / top, title, is_peak))
