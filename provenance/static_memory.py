@@ -226,7 +226,8 @@ def rollup(memories: Iterable[CompileMemory], by: str = "line") -> list[MemoryRo
     # (keyed by id: the records outlive the call, held by `memories`)
     keys_of: dict[tuple[int, str, int], tuple[list[str], str, tuple]] = {}
 
-    def add(record: Provenance | None, trace: str, compile_id: int, op_name: str | None, **figures: int) -> None:
+    def add(record: Provenance | None, trace: str, compile_id: int, op_name: str | None, figure: str,
+            value: int) -> None:
         if by == "op":
             keys, own, members = [op_name or "(unknown)"], op_name or "(unknown)", ()
         else:
@@ -238,10 +239,9 @@ def rollup(memories: Iterable[CompileMemory], by: str = "line") -> list[MemoryRo
             row = rows.get(key)
             if row is None:
                 row = rows[key] = MemoryRow(key, label=key, kind="fusion" if members else "key", members=members)
-            for name, value in figures.items():
-                setattr(row, name, getattr(row, name) + value)
-            if key == own and "saved_bytes" in figures:
-                row.own_saved_bytes += figures["saved_bytes"]
+            setattr(row, figure, getattr(row, figure) + value)
+            if key == own and figure == "saved_bytes":
+                row.own_saved_bytes += value
 
     for memory in memories:
         cid = memory.compile_id
@@ -254,19 +254,19 @@ def rollup(memories: Iterable[CompileMemory], by: str = "line") -> list[MemoryRo
         fwd_names = {n: op for (t, n), op in names.items() if t == FORWARD}
         for saved in memory.saved:
             if not saved.input:
-                add(saved.record, FORWARD, cid, fwd_names.get(saved.name), saved_bytes=saved.nbytes)
+                add(saved.record, FORWARD, cid, fwd_names.get(saved.name), "saved_bytes", saved.nbytes)
         for trace in memory.traces.values():
             column = "forward_peak_bytes" if trace.name == FORWARD else "backward_peak_bytes"
             for block in trace.at_peak():
                 op = names.get((trace.name, block.name)) or fwd_names.get(block.name)
-                add(block.record, trace.name, cid, op, **{column: block.nbytes})
+                add(block.record, trace.name, cid, op, column, block.nbytes)
             for block in trace.blocks:
                 if block.position >= 0:
-                    add(block.record, trace.name, cid, names.get((trace.name, block.name)),
-                        allocated_bytes=block.nbytes)
+                    add(block.record, trace.name, cid, names.get((trace.name, block.name)), "allocated_bytes",
+                        block.nbytes)
         for change in memory.remat:
             add(change.record, FORWARD, cid, None,
-                **{"remat_removed_bytes" if change.change == "removed" else "remat_added_bytes": change.nbytes})
+                "remat_removed_bytes" if change.change == "removed" else "remat_added_bytes", change.nbytes)
     return sorted(rows.values(), key=lambda r: (-r.saved_bytes, -r.peak_bytes, -r.allocated_bytes, r.key))
 
 
@@ -290,10 +290,14 @@ def summary(memories: Iterable[CompileMemory]) -> dict[str, int]:
 
 def size(nbytes: float) -> str:
     """`1.5 MiB`, `12.0 KiB`, `512 B`."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(nbytes) >= scale:
-            return f"{nbytes / scale:.1f} {unit}"
-    return f"{int(nbytes)} B"
+    magnitude = abs(nbytes)
+    if magnitude < 1 << 10:
+        return f"{int(nbytes)} B"
+    if magnitude < 1 << 20:
+        return f"{nbytes / (1 << 10):.1f} KiB"
+    if magnitude < 1 << 30:
+        return f"{nbytes / (1 << 20):.1f} MiB"
+    return f"{nbytes / (1 << 30):.1f} GiB"
 
 
 def table(rows: list[MemoryRow], *, by: str, title: str, top: int | None = 20, texts: dict[str, str] | None = None):
@@ -321,9 +325,13 @@ def table(rows: list[MemoryRow], *, by: str, title: str, top: int | None = 20, t
 def line_texts(memories: Iterable[CompileMemory]) -> dict[str, str]:
     """`file:line` -> the line's source text, from the records' user frames."""
     texts: dict[str, str] = {}
+    seen: set[int] = set()  # ids of the records looked at (a record's blocks share its lines; `memories` holds them)
     for m in memories:
         for trace in m.traces.values():
             for block in trace.blocks:
+                if id(block.record) in seen:
+                    continue
+                seen.add(id(block.record))
                 for record in attribution.charged(block.record):
                     for frame in (attribution.line_frame(record), attribution.module_line_frame(record)):
                         if frame is not None:

@@ -105,9 +105,13 @@ def _timeline(trace: TraceMemory, anchor: str | None) -> MemoryTimeline:
     n_bars = -(-len(ops) // groups) if ops else 0
     where: dict[int, str] = {}  # id(record) -> its line: a line's ops share their record's (the trace holds them)
     for i in range(n_bars):
-        chunk = ops[i * groups:(i + 1) * groups]
-        op = max(chunk, key=lambda o: o.live)
-        is_peak = any(o.position == peak_at for o in chunk)
+        if groups == 1:  # an op a bar (a trace of up to MAX_BARS ops)
+            chunk, op = (), ops[i]
+            is_peak = op.position == peak_at
+        else:
+            chunk = ops[i * groups:(i + 1) * groups]
+            op = max(chunk, key=lambda o: o.live)
+            is_peak = any(o.position == peak_at for o in chunk)
         line = where.get(id(op.record))
         if line is None:
             line = where[id(op.record)] = _where(op.record)
