@@ -3,6 +3,7 @@ to the user's lines and modules, read back from the log by the report, and drawn
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -119,6 +120,9 @@ def test_the_report_rolls_the_log_up_as_the_process_did_and_draws_it(tmp_path, b
     assert page.locator("#memory svg.memtl-forward rect.mb").count() > 0  # the timeline is drawn
     assert page.locator("#memory svg.memtl-backward rect.mb").count() > 0
     assert page.locator("#memory rect.mb.pk").count() == 2  # the peak of each trace marked
+    # the page's script draws the bars from data: each hover names its op, line and bytes
+    peak = page.locator("#memory svg.memtl-forward rect.mb.pk title").text_content()
+    assert re.fullmatch(r"\S+ · \S+:\d+ · \+[\d.]+ (B|KiB|MiB) .*· [\d.]+ (B|KiB|MiB) live · the peak", peak), peak
     assert "peak" in page.locator("#memory svg.memtl-forward").get_attribute("aria-label")
     first = page.locator("#memory table.memory").first.locator("tbody tr").first
     assert "big = torch.exp(wide)" in first.inner_text() and "16.0 KiB" in first.inner_text()

@@ -20,7 +20,6 @@ from provenance.report.model import (
     CompileMemoryView,
     MeasuredOp,
     MeasuredTrace,
-    MemoryBar,
     MemoryRowView,
     MemoryTimeline,
     RunMemory,
@@ -101,31 +100,35 @@ def _timeline(trace: TraceMemory, anchor: str | None) -> MemoryTimeline:
     top = max(trace.peak, 1)
     peak_at = trace.peak_position
     groups = max(1, -(-len(ops) // MAX_BARS)) if ops else 1
-    bars = []
     n_bars = -(-len(ops) // groups) if ops else 0
-    where: dict[int, str] = {}  # id(record) -> its line: a line's ops share their record's (the trace holds them)
+    texts: dict[str, int] = {}  # op names, lines and sizes, each sent once
+    text = lambda t: texts.setdefault(t, len(texts))  # noqa: E731
+    lines: dict[int, int] = {}  # id(record) -> its line's text: a line's ops share their record (the trace holds them)
+    bars: list[int] = []
+    peak_bar = -1
     for i in range(n_bars):
         if groups == 1:  # an op a bar (a trace of up to MAX_BARS ops)
-            chunk, op = (), ops[i]
+            op, count = ops[i], 1
             is_peak = op.position == peak_at
         else:
             chunk = ops[i * groups:(i + 1) * groups]
-            op = max(chunk, key=lambda o: o.live)
+            op, count = max(chunk, key=lambda o: o.live), len(chunk)
             is_peak = any(o.position == peak_at for o in chunk)
-        line = where.get(id(op.record))
+        if is_peak and peak_bar < 0:
+            peak_bar = i
+        line = lines.get(id(op.record))
         if line is None:
-            line = where[id(op.record)] = _where(op.record)
-        title = (f"{op.name} · {line} · +{size(op.allocated)}"
-                 + (f" −{size(op.freed)}" if op.freed else "") + f" · {size(op.live)} live"
-                 + (" · the peak" if is_peak else "") + (f" (largest of {len(chunk)} ops)" if len(chunk) > 1 else ""))
-        bars.append(MemoryBar(100 * i / n_bars, 100 / n_bars, 100 * op.live / top, title, is_peak))
+            line = lines[id(op.record)] = text(_where(op.record))
+        bars += (round(10_000 * op.live / top), text(op.name), line, text(size(op.allocated)),
+                 text(size(op.freed)) if op.freed else -1, text(size(op.live)), count)
     peak_op = next((o for o in ops if o.position == peak_at), None)
-    peak_x = next((b.x + b.width / 2 for b in bars if b.peak), 0.0)
+    peak_x = 100 * (peak_bar + 0.5) / n_bars if peak_bar >= 0 else 0.0
     where = f"after {peak_op.name} ({_where(peak_op.record)})" if peak_op is not None else "at the start"
     peak = f"{size(trace.peak)} {where}"
     description = (f"{trace.name.capitalize()} trace: bytes live after each of its {len(ops)} ops, from "
                    f"{size(trace.start)} at the start to a peak of {peak}; inputs ({size(trace.inputs)}) apart.")
-    return MemoryTimeline(trace.name, anchor, bars, peak, peak_x, size(trace.inputs), size(trace.start), description)
+    return MemoryTimeline(trace.name, anchor, {"t": list(texts), "b": bars, "p": peak_bar}, peak, peak_x,
+                          size(trace.inputs), size(trace.start), description)
 
 
 def _row(row: MemoryRow, total: int, texts: dict[str, str], labels: dict[str, str] | None = None) -> MemoryRowView:

@@ -6,28 +6,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["CompileMemoryView", "MeasuredOp", "MeasuredTrace", "MemoryBar", "MemoryRowView", "MemoryTimeline",
-           "RunMemory", "RunMemoryCell", "RunMemoryRow"]
-
-
-@dataclass(slots=True, repr=False, eq=False)
-class MemoryBar:
-    """One op of a timeline: its place, height (percent of the chart) and what hovering says."""
-
-    x: float  # percent of the chart's width
-    width: float
-    height: float  # percent of the chart's height (the trace's peak: 100)
-    title: str  # `linear · model.py:12 · +1.0 KiB, 3.0 KiB live`
-    peak: bool = False
+__all__ = ["CompileMemoryView", "MeasuredOp", "MeasuredTrace", "MemoryRowView", "MemoryTimeline", "RunMemory",
+           "RunMemoryCell", "RunMemoryRow"]
 
 
 @dataclass(slots=True, repr=False, eq=False)
 class MemoryTimeline:
-    """A final trace's live memory, op by op, as the bars of a chart."""
+    """A final trace's live memory, op by op, as the bars of a chart. The bars are data the
+    page's script draws (report.js: memoryBars): `bars` is {"t": texts (op names, lines, sizes),
+    "b": [height in hundredths of a percent of the chart, op name, line, allocated, freed (-1:
+    none), live (indexes into "t"), ops in the bar, ...], "p": the peak's bar (-1: at the start)}."""
 
     name: str  # forward | backward
     anchor: str | None  # the final trace's anchor on the compile page
-    bars: list[MemoryBar]
+    bars: dict
     peak: str  # `4.1 KiB after op 12 (linear, model.py:12)`
     peak_x: float  # percent
     inputs: str

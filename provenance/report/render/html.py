@@ -19,7 +19,6 @@ from markupsafe import Markup, escape
 
 from provenance.report.model import (
     LISTS,
-    MemoryBar,
     PhaseView,
     ProvInfo,
     SourceFileView,
@@ -32,8 +31,7 @@ from provenance.report.render.jsonsafe import json_bytes, json_script
 from provenance.report.render.source_files import ASSET_DIR
 from provenance.report.render.templating import load_compiled, make_environment
 
-__all__ = ["diff_items", "environment", "frame", "memory_bars", "phase_bar", "provs_script", "source_rows", "stack",
-           "trace_frame"]
+__all__ = ["diff_items", "environment", "frame", "phase_bar", "provs_script", "source_rows", "stack", "trace_frame"]
 
 _LISTS = frozenset(LISTS)
 
@@ -60,7 +58,7 @@ def environment(nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -
         loader = jinja2.ChoiceLoader([loader, jinja2.FileSystemLoader(list(template_dirs))])
     env = make_environment(loader, {"ms": _ms, "seconds": _seconds, "json_script": json_script, "plural": plural})
     env.bytecode_cache = load_compiled(env)
-    env.globals.update(nav=nav, phase_bar=phase_bar, memory_bars=memory_bars, frame=frame, stack=stack)
+    env.globals.update(nav=nav, phase_bar=phase_bar, frame=frame, stack=stack)
     return env
 
 
@@ -178,16 +176,6 @@ def phase_bar(ph: PhaseView, what: str) -> Markup:
                    f"<td>{100 * ms / window if window else 0:.1f}%</td></tr>\n")
     out.append("</tbody>\n</table>\n</details>\n")
     return Markup("".join(out))
-
-
-def memory_bars(bars: Sequence[MemoryBar]) -> Markup:
-    """A memory timeline's bars, in its SVG (a 1000 x 120 view box), each with its title. Built
-    here, not in a template: a timeline has up to 600 bars (analyze/memory.py MAX_BARS), two a
-    compile; in the template's loop they were a third of a nanoGPT compile's report."""
-    return Markup("".join(
-        f'<rect class="mb{" pk" if b.peak else ""}" x="{10 * b.x:.2f}" y="{120 - 1.2 * b.height:.2f}" '
-        f'width="{10 * b.width:.2f}" height="{1.2 * b.height:.2f}"><title>{_text(b.title)}</title></rect>'
-        for b in bars))
 
 
 def _frame(f: StackFrame) -> str:

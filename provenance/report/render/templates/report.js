@@ -166,6 +166,36 @@
   }
   sourceRows();
 
+  // -- memory timelines (analyze/memory.py _timeline): a trace's bars, drawn from its data, each
+  // with its title (op, line, bytes); the peak's bar marked
+  function memoryBars() {
+    var SVG = "http://www.w3.org/2000/svg", DOT = " \u00b7 ";
+    each("figure.memtl", function (fig) {
+      var svg = fig.querySelector("svg"), script = fig.querySelector("script.mtl"), d;
+      if (!svg || !script) return;
+      try { d = JSON.parse(script.textContent); } catch (e) { return; }
+      var t = Array.isArray(d.t) ? d.t : [], b = Array.isArray(d.b) ? d.b : [], n = Math.floor(b.length / 7);
+      var out = document.createDocumentFragment();
+      function text(i) { return typeof t[i] === "string" ? t[i] : "?"; }
+      for (var i = 0; i < n; i++) {
+        var k = 7 * i, peak = i === d.p, height = 1.2 * Math.min(Math.max(Number(b[k]) || 0, 0), 10000) / 100;
+        var rect = document.createElementNS(SVG, "rect"), title = document.createElementNS(SVG, "title");
+        rect.setAttribute("class", peak ? "mb pk" : "mb");
+        rect.setAttribute("x", (1000 * i / n).toFixed(2));
+        rect.setAttribute("y", (120 - height).toFixed(2));
+        rect.setAttribute("width", (1000 / n).toFixed(2));
+        rect.setAttribute("height", height.toFixed(2));
+        title.textContent = text(b[k + 1]) + DOT + text(b[k + 2]) + DOT + "+" + text(b[k + 3]) +
+          (b[k + 4] >= 0 ? " \u2212" + text(b[k + 4]) : "") + DOT + text(b[k + 5]) + " live" +
+          (peak ? DOT + "the peak" : "") + (b[k + 6] > 1 ? " (largest of " + b[k + 6] + " ops)" : "");
+        rect.append(title);
+        out.append(rect);
+      }
+      svg.insertBefore(out, svg.querySelector(".peakline"));
+    });
+  }
+  memoryBars();
+
   var table = window.thunderTraceProvs || {};  // a compile's records (output.py: PROVS_SUFFIX)
   var provs = table.provs || {};
   var paths = table.paths || {};  // index -> path; a frame is [path index, line, function, text, user]
