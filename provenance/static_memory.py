@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from provenance import attribution
 from provenance.attribution import ROOT
@@ -42,9 +42,9 @@ NO_ROLE = "(no role)"
 MAX_COMPILES = 256  # compiles whose memory timelines the process keeps (the oldest go first)
 
 
-@dataclass(frozen=True, slots=True)
-class MemOp:
-    """One top-level symbol of an execution trace, in the timeline."""
+class MemOp(NamedTuple):
+    """One top-level symbol of an execution trace, in the timeline (a tuple: a trace has thousands,
+    rebuilt by every report)."""
 
     position: int  # index in the trace's bound_symbols
     name: str  # the symbol's name
@@ -54,8 +54,7 @@ class MemOp:
     live: int  # bytes live after it (inputs apart)
 
 
-@dataclass(frozen=True, slots=True)
-class Block:
+class Block(NamedTuple):
     """One storage a trace allocated (or, in the backward, received as saved for backward)."""
 
     name: str  # the tensor that allocated it
