@@ -101,9 +101,17 @@ def _timeline(trace: TraceMemory, anchor: str | None) -> MemoryTimeline:
     peak_at = trace.peak_position
     groups = max(1, -(-len(ops) // MAX_BARS)) if ops else 1
     n_bars = -(-len(ops) // groups) if ops else 0
-    texts: dict[str, int] = {}  # op names, lines and sizes, each sent once
+    texts: dict[str, int] = {}  # op names, lines and sizes, each sent once: their index
     text = lambda t: texts.setdefault(t, len(texts))  # noqa: E731
     lines: dict[int, int] = {}  # id(record) -> its line's text: a line's ops share their record (the trace holds them)
+    sizes: dict[int, int] = {}  # bytes -> their text (most ops leave the live bytes as they were)
+
+    def sized(nbytes: int) -> int:
+        found = sizes.get(nbytes)
+        if found is None:
+            found = sizes[nbytes] = text(size(nbytes))
+        return found
+
     bars: list[int] = []
     peak_bar = -1
     for i in range(n_bars):
@@ -119,8 +127,8 @@ def _timeline(trace: TraceMemory, anchor: str | None) -> MemoryTimeline:
         line = lines.get(id(op.record))
         if line is None:
             line = lines[id(op.record)] = text(_where(op.record))
-        bars += (round(10_000 * op.live / top), text(op.name), line, text(size(op.allocated)),
-                 text(size(op.freed)) if op.freed else -1, text(size(op.live)), count)
+        bars += (round(10_000 * op.live / top), text(op.name), line, sized(op.allocated),
+                 sized(op.freed) if op.freed else -1, sized(op.live), count)
     peak_op = next((o for o in ops if o.position == peak_at), None)
     peak_x = 100 * (peak_bar + 0.5) / n_bars if peak_bar >= 0 else 0.0
     where = f"after {peak_op.name} ({_where(peak_op.record)})" if peak_op is not None else "at the start"
