@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import orjson
 
@@ -39,6 +40,24 @@ def _patterns(types: Collection[str]) -> tuple[bytes, re.Pattern[bytes]]:
     return hint, re.compile(rb'"type"\s*:\s*"(?:' + names + rb')"')
 
 
+class _Lines:
+    """Line numbers at byte offsets of a file, counted only when asked (a scan that finds no bad
+    record counts nothing), each byte once: offsets are asked in increasing order."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self._f, self._offset, self._line = f, 0, 1
+
+    def at(self, offset: int) -> int:
+        f = self._f
+        resume = f.tell()  # the scan's place
+        f.seek(self._offset)
+        while self._offset < offset and (block := f.read(min(CHUNK, offset - self._offset))):
+            self._line += block.count(b"\n")
+            self._offset += len(block)
+        f.seek(resume)
+        return self._line
+
+
 def scan(path: str | os.PathLike[str], types: Collection[str], take: Callable[[dict], str | None]) -> ReadAhead:
     """Find the records of `types` in a log file and `take` each. Read in chunks cut at a newline
     (a longer line is held whole, as the reader holds it), so memory does not follow the file."""
@@ -47,23 +66,23 @@ def scan(path: str | os.PathLike[str], types: Collection[str], take: Callable[[d
     hint, find = _patterns(types)
     problems: list[tuple[int, str]] = []  # line number, reason
     records = more = 0
-    line_base = 1  # the number of the first line of the chunk
+    base = 0  # the file offset of the chunk's first byte
     with open(path, "rb") as f:
+        lines = _Lines(f)
         pending: list[bytes] = []  # the start of a line that runs past the chunks read so far
         while block := f.read(CHUNK):
             cut = block.rfind(b"\n") + 1
             if not cut:
                 pending.append(block)
                 continue
-            chunk = b"".join([*pending, block[:cut]]) if pending else block[:cut]
+            chunk = b"".join([*pending, block]) if pending else block  # searched up to its last newline
+            end_of_lines = cut + sum(map(len, pending))
             pending = [block[cut:]] if cut < len(block) else []
-            counted = 0  # newlines before `counted` are counted
-            line = line_base
-            at = chunk.find(hint)
+            at = chunk.find(hint, 0, end_of_lines)
             while at >= 0:  # bytes.find runs at memory speed; the regex only checks the lines it finds
                 start = chunk.rfind(b"\n", 0, at) + 1
-                end = chunk.find(b"\n", at)  # found: the chunk ends with one
-                at = chunk.find(hint, end)
+                end = chunk.find(b"\n", at)  # found: the chunk's lines end with one
+                at = chunk.find(hint, end, end_of_lines)
                 if not find.search(chunk, start, end):
                     continue
                 try:
@@ -76,11 +95,9 @@ def scan(path: str | os.PathLike[str], types: Collection[str], take: Callable[[d
                 reason = take(data)
                 if reason is not None:
                     if len(problems) < MAX_PROBLEMS:
-                        line += chunk.count(b"\n", counted, start)
-                        counted = start
-                        problems.append((line, reason))
+                        problems.append((lines.at(base + start), reason))
                     else:
                         more += 1
-            line_base += chunk.count(b"\n")
+            base += end_of_lines
     # What is pending is a truncated last line: the pass reports it.
     return ReadAhead(problems, records, more)
