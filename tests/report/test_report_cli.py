@@ -387,8 +387,9 @@ def test_a_one_process_report_starts_no_pool(tmp_path):
 def test_a_report_of_jsonl_logs_imports_what_it_needs_only(tmp_path):
     """A report of JSONL logs (a file, or a directory looked through for OTLP/JSON exports) of one
     rank, without profiles or recompiles, imports neither the exports' reader, nor the check of
-    measured memory, nor webbrowser (--no-browser), nor statistics and difflib: each is imported
-    by the code that needs it."""
+    measured memory, nor the time analysis and its roll-up (profiles only), nor webbrowser
+    (--no-browser), nor statistics and difflib, nor any highlighter (the pages' script highlights):
+    each is imported by the code that needs it."""
     logs = tmp_path / "logs"
     logs.mkdir()
     log = report_logs.write(logs / "a.jsonl", report_logs.records())
@@ -396,5 +397,6 @@ def test_a_report_of_jsonl_logs_imports_what_it_needs_only(tmp_path):
     loaded = _imported(["report", str(log), "-o", str(tmp_path / "file"), "--no-browser"],
                        ["report", str(logs), "-o", str(tmp_path / "dir"), "--no-browser"])
     assert "provenance.report.build" in loaded and "provenance.report.read.exports" in loaded  # it did run
-    unused = {"provenance.report.read.otlp_json", "provenance.measured_memory", "webbrowser", "statistics", "difflib"}
+    unused = {"provenance.report.read.otlp_json", "provenance.measured_memory", "webbrowser", "statistics", "difflib",
+              "provenance.report.analyze.cost", "provenance.rollup", "pygments"}
     assert not unused & loaded, sorted(unused & loaded)

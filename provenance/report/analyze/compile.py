@@ -16,7 +16,6 @@ from operator import add, itemgetter, le
 from typing import TYPE_CHECKING, Any, Protocol
 
 from provenance.record import Kind
-from provenance.report.analyze.cost import HREFS_KEPT, compile_time, op_times
 from provenance.report.analyze.memory import compile_memory, compile_memory_view, line_memory, measured_view
 from provenance.report.analyze.phases import phase_view, phases_of
 from provenance.report.analyze.prov_table import ProvTable
@@ -217,10 +216,12 @@ class CompileBuilder:
         if previous is not None:
             view.diff = diff(previous, view)
         if self.profile is not None:  # a profiled final trace: its ops' times, shown on it
+            from provenance.report.analyze import cost  # the time analysis: for a profiled compile only
+
             measured = self.profile.measured()
             for timed in self.profile.traces.values():
                 if timed.list == list_name and timed.index == index:
-                    view.times = op_times(view, timed, measured)
+                    view.times = cost.op_times(view, timed, measured)
         self.prov_ids.update(map(_PROV, ops))  # None too: dropped when the compile ends
         self.prov_ids.update(f[2] for f in fused)
         self.latest[list_name] = view
@@ -287,8 +288,10 @@ class CompileBuilder:
         self.page_roles, self.error = page.roles, compile_error
         line_time = None
         if self.profile is not None and self.profile.calls:
+            from provenance.report.analyze import cost
+
             try:
-                page.time, summary.time, line_time = compile_time(self.profile, self.provs.record, self.fn)
+                page.time, summary.time, line_time = cost.compile_time(self.profile, self.provs.record, self.fn)
             except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as exc:
                 self.malformed(f"profile of compile {self.compile!r} unusable: {type(exc).__name__}: {exc}")
         line_ops: dict | None = {} if isinstance(self.start.get("piece"), dict) else None  # a ThunderFX piece
@@ -399,6 +402,8 @@ class CompileBuilder:
 
 def _link_lines(time: Any, kept: Any, source: SourcePage, page: str | None) -> None:
     """Each timed line shown in the source view gets its link there (`#L<file>-<line>`)."""
+    from provenance.report.analyze import cost
+
     if page is None:
         return
     files = {f.path: f.index for f in source.files}
@@ -407,7 +412,7 @@ def _link_lines(time: Any, kept: Any, source: SourcePage, page: str | None) -> N
         path, _, line = row.key.rpartition(":")
         if path in files and line.isdigit():
             row.href = f"{name}#L{files[path]}-{line}"
-    for row in kept.lines[:HREFS_KEPT]:
+    for row in kept.lines[:cost.HREFS_KEPT]:
         path, _, line = row.key.rpartition(":")
         if path in files and line.isdigit():
             kept.hrefs[row.key] = f"{page}#L{files[path]}-{line}"

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from provenance.report.analyze.call_sites import CallSites
 from provenance.report.analyze.compile import CompileBuilder
-from provenance.report.analyze.cost import run_time
 from provenance.report.analyze.fx_graphs import FxGraphs
 from provenance.report.analyze.handlers import HANDLERS, READ_AHEAD, read_ahead
 from provenance.report.analyze.memory import run_memory
@@ -337,6 +336,12 @@ class RunBuilder:
         self._attach_calls()
         fx = self.fx.finish(self.source_cache)
         logs = [self.log_summaries[log.index] for log in self.logs]
+        timed = [(s.log, s.time) for s in self.summaries if s.time]
+        time = None
+        if timed:  # a profiled run: the time analysis is loaded for one only
+            from provenance.report.analyze.cost import run_time
+
+            time = run_time([log.label for log in self.logs], timed)
         return RunModel(
             logs=logs, log_groups=group_logs(logs),
             ranks_label=ranks_label(self.logs) if len(self.logs) > GROUP_OVER else "",
@@ -345,7 +350,7 @@ class RunBuilder:
             call_sites=self.call_sites.model(), failures=self.failures,
             roles=[RoleCount(r, c, n) for (r, c), n in self.roles.most_common()],
             distributed=compare_ranks(self.logs, self.summaries), problems=self.problems, files=files,
-            time=run_time([log.label for log in self.logs], [(s.log, s.time) for s in self.summaries if s.time]),
+            time=time,
             memory=run_memory([log.label for log in self.logs],
                               [(s.log, f"{s.fn} (compile {s.compile})", s.pages.compile, s.memory)
                                for s in self.summaries if s.memory]),

@@ -4,9 +4,10 @@ op's and a line's time, the run's time page and its rank comparison."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from provenance.rollup import CostRow
+if TYPE_CHECKING:  # only named in annotations: provenance.rollup is loaded by a profiled report only
+    from provenance.rollup import CostRow
 
 __all__ = ["HEAT", "LEGEND", "STRAGGLER", "CompileTime", "IcicleBox", "LineTime", "OpTime", "RankLine", "RankTable",
            "RunTime", "TimeRow", "TimeSummary"]
