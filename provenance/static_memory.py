@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from provenance import attribution
@@ -100,11 +101,11 @@ class TraceMemory:
     list: str = ""  # the logged trace list ("computation" | "backward")
     index: int | None = None  # its index in that list
 
-    @property
+    @cached_property  # the trace is immutable; its figures are read by each roll-up and view
     def peak(self) -> int:
         return max([self.start, *(op.live for op in self.ops)])
 
-    @property
+    @cached_property
     def peak_position(self) -> int:
         """The op after which the peak is reached (the first, if several; -1: at the start)."""
         best, where = self.start, -1
