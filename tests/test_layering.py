@@ -211,3 +211,15 @@ def test_every_event_type_has_exactly_one_report_handler():
     assert {t for t, h in handlers.HANDLERS.items() if h.route is handlers.Route.CLOSES} == events.CLOSING_TYPES
     with pytest.raises(ValueError, match="two report handlers"):
         handlers.registry([handlers.Trace(), handlers.Trace()])
+
+
+def test_every_name_a_report_module_exports_exists():
+    """`__all__` of the report's and the diff's modules names only what they define: a stale name
+    (a class moved or removed) breaks `from module import *`, which model/__init__.py uses."""
+    import importlib
+
+    for name in sorted(_modules()):
+        if name.startswith(("provenance.report", "provenance.diff")) and not name.endswith("__main__"):
+            module = importlib.import_module(name)
+            missing = [n for n in getattr(module, "__all__", ()) if not hasattr(module, n)]
+            assert not missing, (name, missing)

@@ -18,7 +18,6 @@ from provenance.report.model.memory import *  # noqa: F403
 
 __all__ = [
     "CompileMemoryView",
-    "MemoryBar",
     "MemoryRowView",
     "MemoryTimeline",
     "RunMemory",

@@ -17,15 +17,7 @@ from collections.abc import Sequence
 import jinja2
 from markupsafe import Markup, escape
 
-from provenance.report.model import (
-    LISTS,
-    PhaseView,
-    ProvInfo,
-    SourceFileView,
-    StackFrame,
-    TraceDiff,
-    TraceView,
-)
+from provenance.report.model import LISTS, PhaseView, ProvInfo, SourceFileView, StackFrame, TraceDiff, TraceView
 from provenance.report.plural import plural
 from provenance.report.render.jsonsafe import json_bytes, json_script
 from provenance.report.render.source_files import ASSET_DIR
