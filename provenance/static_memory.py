@@ -64,9 +64,6 @@ class Block(NamedTuple):
     position: int  # the op that allocated it; -1: live at the trace's start (saved for backward)
     freed: int | None  # the op that freed it; None: live at the end (returned, saved)
 
-    def live_after(self, position: int) -> bool:
-        return self.position <= position and (self.freed is None or self.freed > position)
-
 
 @dataclass(frozen=True, slots=True)
 class Saved:
@@ -119,8 +116,8 @@ class TraceMemory:
         return sum(op.allocated for op in self.ops)
 
     def at_peak(self) -> list[Block]:
-        where = self.peak_position
-        return [b for b in self.blocks if b.live_after(where)]
+        where = self.peak_position  # live after it: allocated at or before it, freed after it or never
+        return [b for b in self.blocks if b.position <= where and (b.freed is None or b.freed > where)]
 
 
 @dataclass(eq=False)
@@ -188,6 +185,22 @@ class MemoryRow:
     def peak_bytes(self) -> int:
         return max(self.forward_peak_bytes, self.backward_peak_bytes)
 
+    def add(self, figures: list[int], *, own: bool) -> None:
+        """Add bytes in the order of FIGURES; `own`: the row is the charged record's own one."""
+        saved, fwd_peak, bwd_peak, allocated, removed, added = figures
+        self.saved_bytes += saved
+        self.forward_peak_bytes += fwd_peak
+        self.backward_peak_bytes += bwd_peak
+        self.allocated_bytes += allocated
+        self.remat_removed_bytes += removed
+        self.remat_added_bytes += added
+        if own:
+            self.own_saved_bytes += saved
+
+
+# A charge's figures, in MemoryRow.add's order (their index in rollup's entries, after 4 key fields)
+_SAVED, _FORWARD_PEAK, _BACKWARD_PEAK, _ALLOCATED, _REMOVED, _ADDED = range(4, 10)
+
 
 def _module_keys(record: Provenance | None) -> tuple[list[str], str]:
     """A record's module rows (every ancestor, `<root>` first) and its own one."""
@@ -221,52 +234,56 @@ def rollup(memories: Iterable[CompileMemory], by: str = "line") -> list[MemoryRo
     """Rows by `by`, sorted by saved-for-backward bytes, then by peak bytes (largest first)."""
     if by not in BY:
         raise ValueError(f"by must be one of {', '.join(BY)}, got {by!r}")
-    rows: dict[str, MemoryRow] = {}
-    # A record's rows, once per trace: its blocks (outputs, saved, live at the peak) share them
-    # (keyed by id: the records outlive the call, held by `memories`)
-    keys_of: dict[tuple[int, str, int], tuple[list[str], str, tuple]] = {}
+    by_op = by == "op"
+    # Bytes by (record, trace, compile, op) first, then each of those charged to its rows once:
+    # a record has many blocks (its outputs, saved, live at the peak) and few rows. Keyed by id:
+    # the records outlive the call, held by `memories`.
+    charges: dict[tuple, list] = {}
 
-    def add(record: Provenance | None, trace: str, compile_id: int, op_name: str | None, figure: str,
-            value: int) -> None:
-        if by == "op":
-            keys, own, members = [op_name or "(unknown)"], op_name or "(unknown)", ()
+    def charge(record: Provenance | None, trace: str, cid: int, op: str | None, figure: int, value: int) -> None:
+        key = (id(record), trace, cid, op if by_op else None)
+        entry = charges.get(key)
+        if entry is None:
+            entry = charges[key] = [record, trace, cid, op, 0, 0, 0, 0, 0, 0]
+        entry[figure] += value
+
+    for memory in memories:
+        cid = memory.compile_id
+        names = {}  # (trace, block name) -> the symbol of the op that allocated it (for by="op")
+        if by_op:
+            for trace in memory.traces.values():
+                by_position = {op.position: op.name for op in trace.ops}
+                for block in trace.blocks:
+                    if block.position >= 0:
+                        names.setdefault((trace.name, block.name), by_position.get(block.position))
+        for saved in memory.saved:
+            if not saved.input:
+                charge(saved.record, FORWARD, cid, names.get((FORWARD, saved.name)), _SAVED, saved.nbytes)
+        for trace in memory.traces.values():
+            name = trace.name
+            column = _FORWARD_PEAK if name == FORWARD else _BACKWARD_PEAK
+            for block in trace.at_peak():
+                op = (names.get((name, block.name)) or names.get((FORWARD, block.name))) if by_op else None
+                charge(block.record, name, cid, op, column, block.nbytes)
+            for block in trace.blocks:
+                if block.position >= 0:
+                    charge(block.record, name, cid, names.get((name, block.name)) if by_op else None, _ALLOCATED,
+                           block.nbytes)
+        for change in memory.remat:
+            charge(change.record, FORWARD, cid, None, _REMOVED if change.change == "removed" else _ADDED,
+                   change.nbytes)
+
+    rows: dict[str, MemoryRow] = {}
+    for record, trace, cid, op, *figures in charges.values():
+        if by_op:
+            keys, own, members = [op or "(unknown)"], op or "(unknown)", ()
         else:
-            found = keys_of.get((id(record), trace, compile_id))
-            if found is None:
-                found = keys_of[(id(record), trace, compile_id)] = _keys(record, by, trace, compile_id)
-            keys, own, members = found
+            keys, own, members = _keys(record, by, trace, cid)
         for key in keys:
             row = rows.get(key)
             if row is None:
                 row = rows[key] = MemoryRow(key, label=key, kind="fusion" if members else "key", members=members)
-            setattr(row, figure, getattr(row, figure) + value)
-            if key == own and figure == "saved_bytes":
-                row.own_saved_bytes += value
-
-    for memory in memories:
-        cid = memory.compile_id
-        names = {}  # block name -> producing op's symbol (for by="op")
-        for trace in memory.traces.values():
-            by_position = {op.position: op.name for op in trace.ops}
-            for block in trace.blocks:
-                if block.position >= 0:
-                    names.setdefault((trace.name, block.name), by_position.get(block.position))
-        fwd_names = {n: op for (t, n), op in names.items() if t == FORWARD}
-        for saved in memory.saved:
-            if not saved.input:
-                add(saved.record, FORWARD, cid, fwd_names.get(saved.name), "saved_bytes", saved.nbytes)
-        for trace in memory.traces.values():
-            column = "forward_peak_bytes" if trace.name == FORWARD else "backward_peak_bytes"
-            for block in trace.at_peak():
-                op = names.get((trace.name, block.name)) or fwd_names.get(block.name)
-                add(block.record, trace.name, cid, op, column, block.nbytes)
-            for block in trace.blocks:
-                if block.position >= 0:
-                    add(block.record, trace.name, cid, names.get((trace.name, block.name)), "allocated_bytes",
-                        block.nbytes)
-        for change in memory.remat:
-            add(change.record, FORWARD, cid, None,
-                "remat_removed_bytes" if change.change == "removed" else "remat_added_bytes", change.nbytes)
+            row.add(figures, own=key == own)
     return sorted(rows.values(), key=lambda r: (-r.saved_bytes, -r.peak_bytes, -r.allocated_bytes, r.key))
 
 

@@ -56,14 +56,30 @@ def _int(v: Any) -> int | None:
     return v if type(v) is int else None
 
 
+def _cached(record_of: RecordOf) -> RecordOf:
+    """record_of, looked up once per id: a trace's ops share their lines' records."""
+    found: dict[int, Provenance | None] = {}
+
+    def of(prov_id: Any) -> Provenance | None:
+        if type(prov_id) is not int:
+            return record_of(prov_id)
+        record = found.get(prov_id, found)  # `found` itself: not looked up yet
+        if record is found:
+            record = found[prov_id] = record_of(prov_id)
+        return record
+
+    return of
+
+
 def _trace(data: dict, record_of: RecordOf) -> TraceMemory | None:
     name = data.get("trace")
     if name not in (FORWARD, BACKWARD):
         return None
     raw = data.get("ops")
-    ops = [MemOp(e[0], str(e[1]), record_of(e[2]), e[3], e[4], e[5]) for e in raw if type(e) is list and len(e) == 6
-           and type(e[0]) is int and type(e[3]) is int and type(e[4]) is int and type(e[5]) is int] \
-        if isinstance(raw, list) else []
+    make = MemOp._make
+    ops = [make((e[0], str(e[1]), record_of(e[2]), e[3], e[4], e[5])) for e in raw
+           if type(e) is list and len(e) == 6 and type(e[0]) is int and type(e[3]) is int and type(e[4]) is int
+           and type(e[5]) is int] if isinstance(raw, list) else []
     blocks = []
     for e in data.get("blocks") if isinstance(data.get("blocks"), list) else ():
         if type(e) is list and len(e) == 5 and type(e[1]) is int and (e[3] is None or type(e[3]) is int) and (
@@ -79,6 +95,7 @@ def _entries(value: Any) -> list[list]:
 
 def compile_memory(records: dict[str, dict], record_of: RecordOf, compile_id: int, fn: str) -> CompileMemory | None:
     """A compile's memory from its `memory` records (by trace), or None."""
+    record_of = _cached(record_of)
     traces = {name: t for name, data in records.items() if (t := _trace(data, record_of)) is not None}
     if FORWARD not in traces:
         return None
@@ -96,41 +113,34 @@ def _where(record: Provenance | None) -> str:
 
 
 def _timeline(trace: TraceMemory, anchor: str | None) -> MemoryTimeline:
-    ops = list(trace.ops)
+    ops = trace.ops
     top = max(trace.peak, 1)
     peak_at = trace.peak_position
+    peak_index = next((i for i, o in enumerate(ops) if o.position == peak_at), -1)
     groups = max(1, -(-len(ops) // MAX_BARS)) if ops else 1
-    n_bars = -(-len(ops) // groups) if ops else 0
-    texts: dict[str, int] = {}  # op names, lines and sizes, each sent once: their index
-    text = lambda t: texts.setdefault(t, len(texts))  # noqa: E731
-    lines: dict[int, int] = {}  # id(record) -> its line's text: a line's ops share their record (the trace holds them)
-    sizes: dict[int, int] = {}  # bytes -> their text (most ops leave the live bytes as they were)
-
-    def sized(nbytes: int) -> int:
-        found = sizes.get(nbytes)
-        if found is None:
-            found = sizes[nbytes] = text(size(nbytes))
-        return found
-
+    if groups == 1:  # an op a bar (a trace of up to MAX_BARS ops)
+        chosen, counts = list(ops), [1] * len(ops)
+    else:  # a bar for each group of ops: its largest op (the first of them)
+        lives = [o.live for o in ops]
+        starts = range(0, len(ops), groups)
+        chosen = [ops[max(range(i, min(i + groups, len(ops))), key=lives.__getitem__)] for i in starts]
+        counts = [min(groups, len(ops) - i) for i in starts]
+    # The bars' texts (op names, lines, sizes), each sent once and referenced by index
+    records = {id(o.record): o.record for o in chosen}  # a line's ops share their record (the trace holds them)
+    line_of = {key: _where(record) for key, record in records.items()}
+    size_of = {n: size(n) for n in {*(o.allocated for o in chosen), *(o.freed for o in chosen if o.freed),
+                                     *(o.live for o in chosen)}}
+    texts = {t: i for i, t in enumerate(dict.fromkeys((*(o.name for o in chosen), *line_of.values(),
+                                                         *size_of.values())))}
+    line_of = {key: texts[t] for key, t in line_of.items()}
+    size_of = {n: texts[t] for n, t in size_of.items()}
     bars: list[int] = []
-    peak_bar = -1
-    for i in range(n_bars):
-        if groups == 1:  # an op a bar (a trace of up to MAX_BARS ops)
-            op, count = ops[i], 1
-            is_peak = op.position == peak_at
-        else:
-            chunk = ops[i * groups:(i + 1) * groups]
-            op, count = max(chunk, key=lambda o: o.live), len(chunk)
-            is_peak = any(o.position == peak_at for o in chunk)
-        if is_peak and peak_bar < 0:
-            peak_bar = i
-        line = lines.get(id(op.record))
-        if line is None:
-            line = lines[id(op.record)] = text(_where(op.record))
-        bars += (round(10_000 * op.live / top), text(op.name), line, sized(op.allocated),
-                 sized(op.freed) if op.freed else -1, sized(op.live), count)
-    peak_op = next((o for o in ops if o.position == peak_at), None)
-    peak_x = 100 * (peak_bar + 0.5) / n_bars if peak_bar >= 0 else 0.0
+    for o, count in zip(chosen, counts):
+        bars += (round(10_000 * o.live / top), texts[o.name], line_of[id(o.record)], size_of[o.allocated],
+                 size_of[o.freed] if o.freed else -1, size_of[o.live], count)
+    peak_bar = peak_index // groups if peak_index >= 0 else -1
+    peak_op = ops[peak_index] if peak_index >= 0 else None
+    peak_x = 100 * (peak_bar + 0.5) / len(chosen) if peak_bar >= 0 else 0.0
     where = f"after {peak_op.name} ({_where(peak_op.record)})" if peak_op is not None else "at the start"
     peak = f"{size(trace.peak)} {where}"
     description = (f"{trace.name.capitalize()} trace: bytes live after each of its {len(ops)} ops, from "
