@@ -88,6 +88,24 @@ def test_nanogpt_report_links_source_lines_to_forward_and_backward_ops(nanogpt_r
 
     page = browser.open(compile_pages["compile"])
     assert page.locator(".timeline .seg").count() >= 3  # timed passes, to scale
+    # The pass lists are drawn from their data (html.py pass_rows): a row per logged trace of the
+    # list, in order, with its pass, ops and what it changed
+    (entry,) = pages["directory"]["compiles"]
+    drawn = page.locator("table.passes").evaluate_all("""ts => ts.map(t => [t.querySelector("th").textContent,
+        [...t.querySelectorAll("tbody tr")].map(r => [...r.cells].map(c => c.textContent))])""")
+    logged = {}
+    for p in entry["passes"]:
+        changed = f"+{p['added']} \u2212{p['removed']} ~{p['rewritten']}" if "added" in p else ""
+        ops = "" if p["ops"] is None else str(p["ops"])  # a repeat of an earlier trace: named by its index
+        logged.setdefault(p["list"], []).append([f"#{p['index']}", p["pass"], ops, changed])
+    got = {name: [[r[0], re.sub(r" = #\d+$", "", r[1].removesuffix(" final")), r[3], r[4]] for r in rows]
+           for name, rows in drawn}
+    assert got == logged and any(p["ops"] is None for p in entry["passes"])
+    # the final traces: the computation's and the backward's last ones (a repeat names the trace it repeats)
+    finals = {name: [r[0] for r in rows if r[1].endswith(" final")] for name, rows in drawn}
+    assert finals == {name: [r[0] for r in rows if "= #" not in r[1]][-1:] if name in ("computation", "backward")
+                      else [] for name, rows in drawn}
+    assert page.locator("table.passes tr.final a").first.get_attribute("href").startswith("#")
     final = page.locator("details.trace[open] .op.qb").first  # the final backward trace is open
     final.click()
     panel = page.inner_text("#panel")

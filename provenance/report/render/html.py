@@ -23,7 +23,8 @@ from provenance.report.render.jsonsafe import json_bytes, json_script
 from provenance.report.render.source_files import ASSET_DIR
 from provenance.report.render.templating import load_compiled, make_environment
 
-__all__ = ["diff_items", "environment", "frame", "phase_bar", "provs_script", "source_rows", "stack", "trace_frame"]
+__all__ = ["diff_items", "environment", "frame", "pass_rows", "phase_bar", "provs_script", "source_rows", "stack",
+           "trace_frame"]
 
 _LISTS = frozenset(LISTS)
 
@@ -50,8 +51,24 @@ def environment(nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -
         loader = jinja2.ChoiceLoader([loader, jinja2.FileSystemLoader(list(template_dirs))])
     env = make_environment(loader, {"ms": _ms, "seconds": _seconds, "json_script": json_script, "plural": plural})
     env.bytecode_cache = load_compiled(env)
-    env.globals.update(nav=nav, phase_bar=phase_bar, frame=frame, stack=stack)
+    env.globals.update(nav=nav, phase_bar=phase_bar, pass_rows=pass_rows, frame=frame, stack=stack)
     return env
+
+
+def pass_rows(passes: list[TraceView], total_ms: float) -> Markup:
+    """A pass list's rows as data, drawn by the page's script (report.js passRows): a compile page
+    has dozens and a report of many compiles tens of thousands. Per trace: [index, pass, anchor,
+    final, the trace it repeats (or null), its time (text, or null), its bar's width in % of the
+    compile's timed passes, its ops (null for a repeat), [added, removed, rewritten] (or null)]."""
+    rows = []
+    for r in passes:
+        d = r.diff
+        rows.append([r.index, r.pass_name, r.anchor, r.final, r.same_as,
+                     _ms(r.ms) if r.ms is not None else None,
+                     round(100 * r.ms / total_ms, 1) if r.ms is not None and total_ms else 0,
+                     r.n_ops if r.same_as is None else None,
+                     [d.added, d.removed, d.rewritten] if d is not None else None])
+    return Markup(f'<script type="application/json" class="passes">{json_script(rows)}</script>')
 
 
 def trace_frame(view: TraceView) -> tuple[str, str]:

@@ -196,6 +196,36 @@
   }
   memoryBars();
 
+  // -- pass lists (html.py pass_rows): a row per trace of the list, drawn from its data
+  function passRows() {
+    each("table.passes script.passes", function (script) {
+      var rows;
+      try { rows = JSON.parse(script.textContent); } catch (e) { return; }
+      var out = document.createDocumentFragment();
+      (Array.isArray(rows) ? rows : []).forEach(function (r) {
+        if (!Array.isArray(r)) return;
+        var tr = h("tr", r[3] ? "final" : ""), name = h("td"), time = h("td", "r"), changed = h("td", "r");
+        var link = h("a", "", r[1]);
+        link.href = "#" + r[2];
+        name.append(link);
+        if (r[3]) name.append(" ", h("span", "badge s-ok", "final"));
+        if (r[4] !== null && r[4] !== undefined) name.append(" ", h("span", "muted", "= #" + r[4]));
+        if (r[5] !== null && r[5] !== undefined) {
+          var track = h("span", "track"), bar = h("span", "bar");
+          bar.style.width = (Math.min(Math.max(Number(r[6]) || 0, 0), 100)).toFixed(1) + "%";
+          track.append(bar);
+          time.append(track, String(r[5]));
+        }
+        if (Array.isArray(r[8])) changed.append(h("span", "d-add", "+" + r[8][0]), " ", h("span", "d-rem", "\u2212" + r[8][1]),
+                                                 " ", h("span", "d-rw", "~" + r[8][2]));
+        tr.append(h("td", "muted", "#" + r[0]), name, time, h("td", "r", r[7] === null ? "" : r[7]), changed);
+        out.append(tr);
+      });
+      script.parentNode.append(out);
+    });
+  }
+  passRows();
+
   var table = window.thunderTraceProvs || {};  // a compile's records (output.py: PROVS_SUFFIX)
   var provs = table.provs || {};
   var paths = table.paths || {};  // index -> path; a frame is [path index, line, function, text, user]
