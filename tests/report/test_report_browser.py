@@ -106,6 +106,12 @@ def test_nanogpt_report_links_source_lines_to_forward_and_backward_ops(nanogpt_r
     assert finals == {name: [r[0] for r in rows if "= #" not in r[1]][-1:] if name in ("computation", "backward")
                       else [] for name, rows in drawn}
     assert page.locator("table.passes tr.final a").first.get_attribute("href").startswith("#")
+    # the pipeline bar and every phase in its table, drawn from their data too (html.py phase_bar)
+    rows = page.locator("table.phases tbody tr").evaluate_all(
+        "rs => rs.map(r => [r.className, r.cells[0].textContent, r.cells[1].textContent])")
+    assert rows == [[f"d{min(p['depth'], 4)}", p["name"], p["detail"] or ""] for p in entry["phases"]] and rows
+    titles = page.locator(".timeline.phases .seg").evaluate_all("ss => ss.map(s => s.title)")
+    assert any(t.startswith("acquire_trace \u00b7 ") and t.endswith(" ms") for t in titles)
     final = page.locator("details.trace[open] .op.qb").first  # the final backward trace is open
     final.click()
     panel = page.inner_text("#panel")

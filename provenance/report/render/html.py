@@ -159,32 +159,26 @@ def source_rows(file: SourceFileView, root: str) -> Markup:
 
 def phase_bar(ph: PhaseView, what: str) -> Markup:
     """A compile's pipeline bar (its phases to scale), the time by group, and every phase in a
-    table. Built here, not in a template: a compile has dozens of phases, a report thousands of
-    compiles (it was a fifth of a small compile's page time in a macro)."""
+    table. The bar's segments and the table's rows are data, drawn by the page's script (report.js
+    phaseBars): a compile has dozens of phases, a report thousands of compiles. Segments: [group,
+    its name if wide enough to show, its title, its width]; rows: [depth, group, name, what it
+    worked on, its start, its time, its share] (texts formatted here)."""
     narrow = ph.window_ms * 0.02  # a segment under 2% of the bar is too narrow for its name: its title has it
-    out = [f'<div class="timeline phases" title="{_text(what)} by phase, to scale">']
-    for s in ph.segments:
-        ms = s.ms
-        name = f"<span>{_word(s.name)}</span>" if ms >= narrow else ""
-        out.append(f'<span class="seg g-{_word(s.group)}" style="flex-grow: {ms:.4f}" '
-                   f'title="{_word(s.label)} &middot; {_ms(ms)}">{name}</span>')
-    out.append('</div>\n<p class="legend small">')
-    out.append(" &nbsp; ".join(f'<span class="key g-{_word(g.group)}"></span>{_word(g.group)} {_ms(g.ms)} '
-                               f"({g.pct:.1f}%)" for g in ph.groups))
-    window = ph.window_ms
-    out.append(f'</p>\n<details class="phases"><summary>Every phase ({len(ph.phases)}), with its real start; '
-               f"{ph.covered_pct:.1f}% of the {_ms(window)} in named phases, the rest is <i>other</i></summary>\n"
-               '<table class="grid phases">\n  <thead><tr><th>phase</th><th>on</th><th class="r">starts at</th>'
-               '<th class="r">time</th><th class="r">share</th></tr></thead>\n  <tbody>')
-    t0 = ph.start_ns
-    for s in ph.phases:
-        ms = s.ms
-        out.append(f'  <tr class="d{min(s.depth, 4)}"><td><span class="key g-{_word(s.group)}"></span>'
-                   f"{_word(s.name)}</td><td>{_word(s.detail or '')}</td><td>{_ms((s.start_ns - t0) / 1e6)}</td>"
-                   f"<td>{_ms(ms)}</td>"
-                   f"<td>{100 * ms / window if window else 0:.1f}%</td></tr>\n")
-    out.append("</tbody>\n</table>\n</details>\n")
-    return Markup("".join(out))
+    window, t0 = ph.window_ms, ph.start_ns
+    data = {
+        "s": [[s.group, s.name if s.ms >= narrow else "", f"{s.label} \u00b7 {_ms(s.ms)}", round(s.ms, 4)]
+              for s in ph.segments],
+        "p": [[min(s.depth, 4), s.group, s.name, s.detail or "", _ms((s.start_ns - t0) / 1e6), _ms(s.ms),
+               f"{100 * s.ms / window if window else 0:.1f}%"] for s in ph.phases]}
+    legend = " &nbsp; ".join(f'<span class="key g-{_word(g.group)}"></span>{_word(g.group)} {_ms(g.ms)} '
+                             f"({g.pct:.1f}%)" for g in ph.groups)
+    return Markup(
+        f'<div class="phasebox"><div class="timeline phases" title="{_text(what)} by phase, to scale"></div>\n'
+        f'<p class="legend small">{legend}</p>\n<details class="phases"><summary>Every phase ({len(ph.phases)}), '
+        f"with its real start; {ph.covered_pct:.1f}% of the {_ms(window)} in named phases, the rest is <i>other</i>"
+        '</summary>\n<table class="grid phases">\n  <thead><tr><th>phase</th><th>on</th><th class="r">starts at</th>'
+        '<th class="r">time</th><th class="r">share</th></tr></thead>\n  <tbody></tbody>\n</table>\n</details>\n'
+        f'<script type="application/json" class="phases">{json_script(data)}</script></div>\n')
 
 
 def _frame(f: StackFrame) -> str:

@@ -226,6 +226,32 @@
   }
   passRows();
 
+  // -- pipeline bars (html.py phase_bar): a compile's phases to scale, and every phase in a table
+  function phaseBars() {
+    each(".phasebox", function (box) {
+      var script = box.querySelector("script.phases"), bar = box.querySelector(".timeline.phases"), d;
+      var body = box.querySelector("table.phases tbody");
+      if (!script || !bar || !body) return;
+      try { d = JSON.parse(script.textContent); } catch (e) { return; }
+      (Array.isArray(d.s) ? d.s : []).forEach(function (s) {  // [group, name shown, title, width]
+        if (!Array.isArray(s)) return;
+        var seg = h("span", "seg g-" + s[0]);
+        seg.style.flexGrow = String(Math.max(Number(s[3]) || 0, 0));
+        seg.title = String(s[2]);
+        if (s[1]) seg.append(h("span", "", s[1]));
+        bar.append(seg);
+      });
+      (Array.isArray(d.p) ? d.p : []).forEach(function (p) {  // [depth, group, name, on, start, time, share]
+        if (!Array.isArray(p)) return;
+        var tr = h("tr", "d" + Math.min(Math.max(Number(p[0]) || 0, 0), 4)), name = h("td");
+        name.append(h("span", "key g-" + p[1]), String(p[2]));
+        tr.append(name, h("td", "", p[3]), h("td", "", p[4]), h("td", "", p[5]), h("td", "", p[6]));
+        body.append(tr);
+      });
+    });
+  }
+  phaseBars();
+
   var table = window.thunderTraceProvs || {};  // a compile's records (output.py: PROVS_SUFFIX)
   var provs = table.provs || {};
   var paths = table.paths || {};  // index -> path; a frame is [path index, line, function, text, user]
