@@ -239,3 +239,24 @@ def test_code_compiled_by_another_python_or_missing_is_compiled_from_source(comp
     assert templating.load_compiled(env, tmp_path / "missing") is None
     (tmp_path / "garbage").write_bytes(b"\x00not marshal")
     assert templating.load_compiled(env, tmp_path / "garbage") is None
+
+
+def test_the_largest_cache_card_fits_its_slot():
+    """A page's cache card is written into a fixed slot (cache_card.py) and overwritten in place at
+    the end: the longest card (counts past 64 bits, written as floats) fits it, a longer one is refused."""
+    from types import SimpleNamespace
+
+    from provenance.report.render import cache_card
+
+    big = float(2 ** 65)  # a sum of a log's counts past 64 bits (numbers.py: a float, not a failure)
+    env = html.environment([])
+    cards = [env.get_template("cache_card.html").render(c=SimpleNamespace(
+        compile_hits=hits, fn_compiles=big, cache_hits=big, calls=big,
+        cache=SimpleNamespace(misses=big, hits=big, calls=big)), final=final)
+        for hits in (None, big) for final in (True, False)]
+    for card in cards:
+        assert str(big) in card
+        slot = str(cache_card.slot(card)).encode()
+        assert len(slot) == cache_card.SLOT_BYTES and slot.startswith(cache_card.MARK)
+    with pytest.raises(ValueError, match="does not fit"):
+        cache_card.slot("x" * cache_card.SLOT_BYTES)
