@@ -258,7 +258,7 @@ def test_log_text_never_runs_as_script(tmp_path, browser):
     records = report_logs.records(text_mul=XSS, text_add=XSS_FLAG + "<!--", fn=XSS, module=XSS_FLAG, argv=[XSS],
                                   error={"message": XSS, "traceback": XSS_FLAG, "error_type": XSS})
     records[0]["host"] = XSS_FLAG
-    records[7]["label"] = XSS
+    records[7]["label"] = records[7]["pass"] = XSS  # a pass name is drawn by the page's script (passRows)
     records[7]["python"] = records[7]["python"].replace("import torch", "import torch  # " + XSS)
     records.insert(3, {"type": XSS, "x": XSS})  # an unknown record type, listed on the index
     log = report_logs.write(tmp_path / "logs" / "a.jsonl", [*records, XSS.encode() + b"\n"])
@@ -284,6 +284,7 @@ def test_log_text_never_runs_as_script(tmp_path, browser):
             assert XSS in page.inner_text("main")  # shown as text
         if path == targets[-1]:
             assert XSS in page.inner_text("#panel") or XSS in page.inner_text("main")
+            assert XSS in page.inner_text("table.passes")
             browser.shot(page, "xss-compile")
         page.close()
     assert browser.dialogs == []
