@@ -332,6 +332,10 @@ def test_thunderfx_report_shows_graphs_pieces_splits_breaks_and_lines_across_pie
 
     page = browser.open(fx_report / "graphs" / "log0-g1.html")
     assert page.locator(".sl.fx-fallback").count() == 1 and page.locator(".sl.fx-break").count() == 1
+    # the graph's compile to scale and every phase in a table, drawn from their data (report.js phaseBars)
+    assert "dynamo_trace" in page.inner_text("#compile-time .timeline.phases")
+    assert page.locator("#compile-time table.phases tbody tr").count() >= page.locator(
+        "#compile-time .timeline.phases .seg:not(.g-other)").count() >= 3
     page.locator(".sl", has_text="h = self.up(x)").click()
     entries = page.locator("#fx-line .fx-is-thunder")
     assert entries.count() == 1 and "thunder_0" in entries.inner_text()
