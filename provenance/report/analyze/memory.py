@@ -56,21 +56,6 @@ def _int(v: Any) -> int | None:
     return v if type(v) is int else None
 
 
-def _cached(record_of: RecordOf) -> RecordOf:
-    """record_of, looked up once per id: a trace's ops share their lines' records."""
-    found: dict[int, Provenance | None] = {}
-
-    def of(prov_id: Any) -> Provenance | None:
-        if type(prov_id) is not int:
-            return record_of(prov_id)
-        record = found.get(prov_id, found)  # `found` itself: not looked up yet
-        if record is found:
-            record = found[prov_id] = record_of(prov_id)
-        return record
-
-    return of
-
-
 def _trace(data: dict, record_of: RecordOf) -> TraceMemory | None:
     name = data.get("trace")
     if name not in (FORWARD, BACKWARD):
@@ -95,7 +80,6 @@ def _entries(value: Any) -> list[list]:
 
 def compile_memory(records: dict[str, dict], record_of: RecordOf, compile_id: int, fn: str) -> CompileMemory | None:
     """A compile's memory from its `memory` records (by trace), or None."""
-    record_of = _cached(record_of)
     traces = {name: t for name, data in records.items() if (t := _trace(data, record_of)) is not None}
     if FORWARD not in traces:
         return None
