@@ -186,7 +186,7 @@ class MemoryRow:
         return max(self.forward_peak_bytes, self.backward_peak_bytes)
 
     def add(self, figures: list[int], *, own: bool) -> None:
-        """Add bytes in the order of FIGURES; `own`: the row is the charged record's own one."""
+        """Add a charge's bytes (indexed by _SAVED … _ADDED); `own`: the row is the charged record's own one."""
         saved, fwd_peak, bwd_peak, allocated, removed, added = figures
         self.saved_bytes += saved
         self.forward_peak_bytes += fwd_peak
@@ -198,8 +198,8 @@ class MemoryRow:
             self.own_saved_bytes += saved
 
 
-# A charge's figures, in MemoryRow.add's order (their index in rollup's entries, after 4 key fields)
-_SAVED, _FORWARD_PEAK, _BACKWARD_PEAK, _ALLOCATED, _REMOVED, _ADDED = range(4, 10)
+# A charge's figures, in MemoryRow.add's order
+_SAVED, _FORWARD_PEAK, _BACKWARD_PEAK, _ALLOCATED, _REMOVED, _ADDED = range(6)
 
 
 def _module_keys(record: Provenance | None) -> tuple[list[str], str]:
@@ -238,14 +238,14 @@ def rollup(memories: Iterable[CompileMemory], by: str = "line") -> list[MemoryRo
     # Bytes by (record, trace, compile, op) first, then each of those charged to its rows once:
     # a record has many blocks (its outputs, saved, live at the peak) and few rows. Keyed by id:
     # the records outlive the call, held by `memories`.
-    charges: dict[tuple, list] = {}
+    charges: dict[tuple, tuple[Provenance | None, str, int, str | None, list[int]]] = {}
 
     def charge(record: Provenance | None, trace: str, cid: int, op: str | None, figure: int, value: int) -> None:
         key = (id(record), trace, cid, op if by_op else None)
         entry = charges.get(key)
         if entry is None:
-            entry = charges[key] = [record, trace, cid, op, 0, 0, 0, 0, 0, 0]
-        entry[figure] += value
+            entry = charges[key] = (record, trace, cid, op, [0] * 6)
+        entry[4][figure] += value
 
     for memory in memories:
         cid = memory.compile_id
@@ -274,7 +274,7 @@ def rollup(memories: Iterable[CompileMemory], by: str = "line") -> list[MemoryRo
                    change.nbytes)
 
     rows: dict[str, MemoryRow] = {}
-    for record, trace, cid, op, *figures in charges.values():
+    for record, trace, cid, op, figures in charges.values():
         if by_op:
             keys, own, members = [op or "(unknown)"], op or "(unknown)", ()
         else:
