@@ -2,7 +2,7 @@
 because pages repeat them thousands of times (a diff's items, a trace's frame). Traces and user
 files are not HTML: the pages' script renders them from data (trace_data.py, source_files.py).
 
-Every string from a log reaches a page through autoescaping or through `markupsafe.escape`; JSON
+Every string from a log reaches a page through autoescaping, `markupsafe.escape` or `_text` (its entities); JSON
 for the pages' scripts through jsonsafe.py.
 
 Pages stay ASCII where the logs are (templates write symbols as entities): an ASCII str is joined
@@ -76,12 +76,13 @@ def trace_frame(view: TraceView) -> tuple[str, str]:
     list, pass, time, ops, what the pass changed) and the changed ops. Built here, not in a
     template: a compile page has a dozen and a report thousands."""
     lst = view.list if view.list in _LISTS else "other"
-    e_list, e_lst, e_pass = escape(view.list), escape(lst), escape(view.pass_name)
-    out = [f'<details class="trace{" repeat" if view.same_as is not None else ""}" id="{escape(view.anchor)}" '
+    # Plain-str escaping (no Markup per call): a report frames ~10^4 traces; lists and passes are a small vocabulary
+    e_list, e_lst, e_pass = _word(str(view.list)), _word(lst), _word(str(view.pass_name))
+    out = [f'<details class="trace{" repeat" if view.same_as is not None else ""}" id="{_text(str(view.anchor))}" '
            f'data-list="{e_lst}">\n<summary><span class="list l-{e_lst}">{e_list}</span> '
            f'<span class="muted">#{view.index}</span> <b>{e_pass}</b>\n']
     if view.ms is not None:
-        out.append(f'<span class="ms">{escape(_ms(view.ms))}</span>')
+        out.append(f'<span class="ms">{_ms(view.ms)}</span>')  # digits and " ms"
     if view.same_as is None:
         out.append(f'<span class="muted">{len(view.ops)} ops</span>')
     d = view.diff
@@ -89,14 +90,15 @@ def trace_frame(view: TraceView) -> tuple[str, str]:
         out.append(f'<span class="d-add">+{d.added}</span> <span class="d-rem">&minus;{d.removed}</span> '
                    f'<span class="d-rw">~{d.rewritten}</span>')
     if view.label:
-        out.append(f'<span class="small muted">{escape(view.label)}</span>')
+        out.append(f'<span class="small muted">{_text(str(view.label))}</span>')
     out.append("</summary>\n")
     if view.same_as is not None:
         out.append(f'<p class="muted small">The same trace as <a href="#{e_lst}-{view.same_as}">#{view.same_as}</a>: '
                    "Thunder lists it twice.</p>\n</details>")
         return "".join(out), ""
     if d and (d.added or d.removed or d.rewritten):
-        out.append(f'<details class="diff"><summary>What <b>{e_pass}</b> changed since <a href="#{escape(d.previous)}">'
+        previous = _text(str(d.previous))
+        out.append(f'<details class="diff"><summary>What <b>{e_pass}</b> changed since <a href="#{previous}">'
                    f"the previous trace</a>: {d.added} added, {d.removed} removed, {d.rewritten} rewritten"
                    + (f", {d.reattributed} with a new provenance record" if d.reattributed else "")
                    + f'</summary>\n<ul class="difflist">{diff_items(d)}</ul>\n</details>\n')
@@ -165,11 +167,17 @@ def phase_bar(ph: PhaseView, what: str) -> Markup:
     worked on, its start, its time, its share] (texts formatted here)."""
     narrow = ph.window_ms * 0.02  # a segment under 2% of the bar is too narrow for its name: its title has it
     window, t0 = ph.window_ms, ph.start_ns
-    data = {
-        "s": [[s.group, s.name if s.ms >= narrow else "", f"{s.label} \u00b7 {_ms(s.ms)}", round(s.ms, 4)]
-              for s in ph.segments],
-        "p": [[min(s.depth, 4), s.group, s.name, s.detail or "", _ms((s.start_ns - t0) / 1e6), _ms(s.ms),
-               f"{100 * s.ms / window if window else 0:.1f}%"] for s in ph.phases]}
+    segments = []
+    for name, start, end, _depth, detail, group in ph.segments:  # Phase's fields: its properties once each
+        ms = (end - start) / 1e6
+        label = f"{name} ({detail})" if detail else name
+        segments.append([group, name if ms >= narrow else "", f"{label} \u00b7 {_ms(ms)}", round(ms, 4)])
+    rows = []
+    for name, start, end, depth, detail, group in ph.phases:
+        ms = (end - start) / 1e6
+        rows.append([min(depth, 4), group, name, detail or "", _ms((start - t0) / 1e6), _ms(ms),
+                     f"{100 * ms / window if window else 0:.1f}%"])
+    data = {"s": segments, "p": rows}
     legend = " &nbsp; ".join(f'<span class="key g-{_word(g.group)}"></span>{_word(g.group)} {_ms(g.ms)} '
                              f"({g.pct:.1f}%)" for g in ph.groups)
     return Markup(
