@@ -12,7 +12,7 @@ and encoded at memcpy speed, and pages are most of the work.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import jinja2
 from markupsafe import Markup, escape
@@ -51,8 +51,23 @@ def environment(nav: list[tuple[str, str]], template_dirs: Sequence[str] = ()) -
         loader = jinja2.ChoiceLoader([loader, jinja2.FileSystemLoader(list(template_dirs))])
     env = make_environment(loader, {"ms": _ms, "seconds": _seconds, "json_script": json_script, "plural": plural})
     env.bytecode_cache = load_compiled(env)
-    env.globals.update(nav=nav, phase_bar=phase_bar, pass_rows=pass_rows, frame=frame, stack=stack)
+    env.globals.update(nav_links=_nav_links(nav), phase_bar=phase_bar, pass_rows=pass_rows, frame=frame, stack=stack)
     return env
+
+
+def _nav_links(nav: list[tuple[str, str]]) -> Callable[[str], Markup]:
+    """The top bar's links to the run's pages, made once per way back to the report's directory
+    (`root`: "" or "../"), not once per page (a report has thousands)."""
+    made: dict[str, Markup] = {}
+
+    def links(root: str) -> Markup:
+        found = made.get(root)
+        if found is None:
+            found = made[root] = Markup("\n    ").join(
+                Markup('<a href="{}{}">{}</a>').format(root, file, title) for file, title in nav)
+        return found
+
+    return links
 
 
 def pass_rows(passes: list[TraceView], total_ms: float) -> Markup:
