@@ -91,9 +91,10 @@ def trace_frame(view: TraceView) -> tuple[str, str]:
     list, pass, time, ops, what the pass changed) and the changed ops. Built here, not in a
     template: a compile page has a dozen and a report thousands."""
     lst = view.list if view.list in _LISTS else "other"
-    # Plain-str escaping (no Markup per call): a report frames ~10^4 traces; lists and passes are a small vocabulary
-    e_list, e_lst, e_pass = _word(str(view.list)), _word(lst), _word(str(view.pass_name))
-    out = [f'<details class="trace{" repeat" if view.same_as is not None else ""}" id="{_text(str(view.anchor))}" '
+    # Plain-str escaping, no Markup per field: a report frames ~10^4 traces. Only `lst` is from a
+    # fixed vocabulary (the _word cache); a log's list and pass names can be anything, of any length
+    e_list, e_lst, e_pass = _text(view.list), _word(lst), _text(view.pass_name)
+    out = [f'<details class="trace{" repeat" if view.same_as is not None else ""}" id="{_text(view.anchor)}" '
            f'data-list="{e_lst}">\n<summary><span class="list l-{e_lst}">{e_list}</span> '
            f'<span class="muted">#{view.index}</span> <b>{e_pass}</b>\n']
     if view.ms is not None:
@@ -105,14 +106,14 @@ def trace_frame(view: TraceView) -> tuple[str, str]:
         out.append(f'<span class="d-add">+{d.added}</span> <span class="d-rem">&minus;{d.removed}</span> '
                    f'<span class="d-rw">~{d.rewritten}</span>')
     if view.label:
-        out.append(f'<span class="small muted">{_text(str(view.label))}</span>')
+        out.append(f'<span class="small muted">{_text(view.label)}</span>')
     out.append("</summary>\n")
     if view.same_as is not None:
         out.append(f'<p class="muted small">The same trace as <a href="#{e_lst}-{view.same_as}">#{view.same_as}</a>: '
                    "Thunder lists it twice.</p>\n</details>")
         return "".join(out), ""
     if d and (d.added or d.removed or d.rewritten):
-        previous = _text(str(d.previous))
+        previous = _text(d.previous)
         out.append(f'<details class="diff"><summary>What <b>{e_pass}</b> changed since <a href="#{previous}">'
                    f"the previous trace</a>: {d.added} added, {d.removed} removed, {d.rewritten} rewritten"
                    + (f", {d.reattributed} with a new provenance record" if d.reattributed else "")
@@ -183,14 +184,13 @@ def phase_bar(ph: PhaseView, what: str) -> Markup:
     narrow = ph.window_ms * 0.02  # a segment under 2% of the bar is too narrow for its name: its title has it
     window, t0 = ph.window_ms, ph.start_ns
     segments = []
-    for name, start, end, _depth, detail, group in ph.segments:  # Phase's fields: its properties once each
-        ms = (end - start) / 1e6
-        label = f"{name} ({detail})" if detail else name
-        segments.append([group, name if ms >= narrow else "", f"{label} \u00b7 {_ms(ms)}", round(ms, 4)])
+    for s in ph.segments:  # each phase's `ms` (a property) computed once
+        ms = s.ms
+        segments.append([s.group, s.name if ms >= narrow else "", f"{s.label} \u00b7 {_ms(ms)}", round(ms, 4)])
     rows = []
-    for name, start, end, depth, detail, group in ph.phases:
-        ms = (end - start) / 1e6
-        rows.append([min(depth, 4), group, name, detail or "", _ms((start - t0) / 1e6), _ms(ms),
+    for s in ph.phases:
+        ms = s.ms
+        rows.append([min(s.depth, 4), s.group, s.name, s.detail or "", _ms((s.start_ns - t0) / 1e6), _ms(ms),
                      f"{100 * ms / window if window else 0:.1f}%"])
     data = {"s": segments, "p": rows}
     legend = " &nbsp; ".join(f'<span class="key g-{_word(g.group)}"></span>{_word(g.group)} {_ms(g.ms)} '
