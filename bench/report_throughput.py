@@ -212,8 +212,8 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[floa
 
 
 def workers_used(stderr: str) -> int:
-    """The worker processes a `thunder-trace report` run started (its last line says, if any)."""
-    found = re.search(r"\((\d+) worker process", stderr)
+    """The processes a `thunder-trace report` run used (its last line says, if more than one)."""
+    found = re.search(r"\((\d+) processes\)", stderr)
     return int(found.group(1)) if found else 1
 
 

@@ -36,7 +36,7 @@ __all__ = [
     "MAX_NESTING", "MEMORY_BLOCK_FIELDS", "MEMORY_OP_FIELDS", "Memory", "ProfileOpJSON", "ProfileOps", "Prov",
     "Recompile", "Ref", "RejectedEntry", "SCHEMA_VERSION",
     "SpanEnd",
-    "SpanStart", "SplitReasonJSON", "TYPES", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json", "refs",
+    "SpanStart", "SplitReasonJSON", "TYPES", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json",
 ]
 
 SCHEMA_VERSION = "1.8"
@@ -538,12 +538,6 @@ EVENTS: dict[str, Any] = {name: functools.reduce(operator.or_, t.forms) for name
 Event = (Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError
          | CaptureDisabled | Calls | ProfileOps | ProfileCall | Recompile | Phases | ExecutorCompile | DynamoGraphEvent
          | GraphBreakEvent | GraphPhases | Library | Memory)
-
-
-def refs(event: dict) -> tuple[list, list]:
-    """The (prov ids, span ids) an event of a known type names (unchecked values included)."""
-    declared = TYPES[event["type"]]
-    return ([i for r in declared.provs for i in r.ids(event)], [i for r in declared.spans for i in r.ids(event)])
 
 
 def frame_json(frame: Frame) -> FrameJSON:

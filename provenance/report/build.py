@@ -43,8 +43,9 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
                  problems: list[tuple[str, str, int | None, str, str, int]] = (),
                  observe: Callable[..., None] | None = None) -> Report:
     """Read `paths` once and write the report into `out` (which must exist and be empty);
-    `jobs` > 1: compiles are built by that many worker processes; `skipped`: files of the input
-    passed over, and why (listed as problems); `problems`: more the input had (category, file,
+    `jobs` > 1: compiles are built by that many processes, each reading the logs (workers.py;
+    one where fork is not available); `skipped`: files of the input passed over, and why
+    (listed as problems); `problems`: more the input had (category, file,
     line, reason, text, count), found before the logs were read (an OTel export's bad lines);
     `observe(page, source, provs)`: called with each compile's page models as they are written
     (ReportWriter's; needs `jobs` 1: the diff's)."""
@@ -55,25 +56,27 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
     nav = [(page.file, page.title) for page in registered]
     writer = ReportWriter(out, nav, [page.templates for page in registered if page.templates], observe=observe)
     writer.write_assets()
-    pool = None
-    if jobs > 1:  # multiprocessing and the pool are imported only then
-        from provenance.report.workers import Pool
+    logs = label_logs(paths, headers)
+    share = None
+    if jobs > 1:  # the workers read the logs themselves: forked now, each with a run of its own
+        from provenance.report.workers import can_fork, start_workers
 
-        pool = Pool(jobs, out, nav)
+        if can_fork():
+            share = start_workers(jobs, out, lambda worker: RunBuilder(
+                writer, logs, perfetto=None, directory=None, sources=SourceCache(out), share=worker))
     try:
-        logs = label_logs(paths, headers)
         times = [log.header.get("time_ns") for log in logs if log.header and isinstance(log.header.get("time_ns"), int)]
         perfetto = PerfettoWriter(str(out / PERFETTO_FILE), min(times) if times else None)
         builder = RunBuilder(writer, logs, perfetto=perfetto, directory=DirectoryWriter(out), sources=SourceCache(out),
-                             progress=progress, pool=pool)
+                             progress=progress, share=share)
         for path, reason in skipped:
             builder.problems.add("skipped file", path.name, None, reason)
         for category, file, line, reason, text, count in problems:
             builder.problems.add(category, file, line, reason, text, count=count)
         builder.run()
     finally:
-        if pool is not None:
-            pool.close()
+        if share is not None:
+            share.close()
     model = builder.model(_files(registered))
     if model.distributed.desync:  # the compile pages a desync touches get their banner and anchors
         mark_desyncs(model, out, writer.render)

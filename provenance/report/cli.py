@@ -58,10 +58,9 @@ def _report_parser(commands: argparse._SubParsersAction) -> None:
     report.add_argument("--strict", action="store_true",
                         help="exit with status 1 if any line was bad, of an unknown type or malformed")
     report.add_argument("-j", "--jobs", type=int, metavar="N",
-                        help="worker processes building compile pages (default: for inputs over "
-                             f"{PARALLEL_MIN_BYTES >> 20} MB, one per idle CPU this process may use (its CPU "
-                             f"affinity less the load average), at most {MAX_AUTO_JOBS}, and 1 (all in this "
-                             "process) if under 2)")
+                        help="processes reading the logs, each building its share of the compiles (default: "
+                             f"for inputs of {PARALLEL_MIN_BYTES >> 20} MB or more, one per CPU this process may use "
+                             f"(its CPU affinity) and per MB, at most {MAX_AUTO_JOBS}; else 1: all in this process)")
     report.add_argument("--no-browser", action="store_true",
                         help="do not open index.html in a browser (never opened when not on a terminal or with CI set)")
     report.set_defaults(run=_report)

@@ -1,5 +1,5 @@
-"""How a report uses the machine: how many worker processes by default (`auto_jobs`; workers.py
-is the pool itself) and how often it collects garbage (`quiet_gc`). Light to import: the
+"""How a report uses the machine: how many processes by default (`auto_jobs`; workers.py is the
+workers themselves) and how often it collects garbage (`quiet_gc`). Light to import: the
 command's help states these figures."""
 
 from __future__ import annotations
@@ -9,17 +9,17 @@ import os
 
 __all__ = ["BYTES_PER_WORKER", "MAX_AUTO_JOBS", "PARALLEL_MIN_BYTES", "auto_jobs", "quiet_gc"]
 
-PARALLEL_MIN_BYTES = 32 << 20  # below, starting workers costs more than they save
-BYTES_PER_WORKER = 16 << 20  # a worker starts in ~0.5 s (imports, templates): it needs this much to pay off
-MAX_AUTO_JOBS = 3  # each worker is a Python process of ~40 MB; the main process's reading caps the gain
+PARALLEL_MIN_BYTES = 1 << 20  # below, one process is done about when a second has read the logs
+BYTES_PER_WORKER = 1 << 20  # a worker is forked in milliseconds, but reads every log: it needs compiles to build
+MAX_AUTO_JOBS = 4  # each process reads every log (and holds ~40 MB): past 4, the reading is most of each one's work
 
 
-def auto_jobs(size: int, cpus: int | None = None, load: float | None = None) -> int:
-    """The default worker count for `size` bytes of logs: one per CPU this process may run on
-    (its affinity, not the machine's count) that the rest of the machine leaves idle (the
-    1-minute load average), at most MAX_AUTO_JOBS and one per BYTES_PER_WORKER; 1 (everything in
-    this process) when that is under 2: workers on busy CPUs only add the cost of shipping each
-    compile to them. `cpus` and `load`: given in tests, else the machine's."""
+def auto_jobs(size: int, cpus: int | None = None) -> int:
+    """The default process count for `size` bytes of logs: one per CPU this process may run on
+    (its affinity, not the machine's count), at most MAX_AUTO_JOBS and one per BYTES_PER_WORKER;
+    1 (everything in this process) below PARALLEL_MIN_BYTES. Busy CPUs are counted too: on them, as
+    on idle ones, each process gets its share of the CPUs (a worker costs a second reading of
+    the logs, not a copy of every compile's records). `cpus`: given in tests, else the machine's."""
     if size < PARALLEL_MIN_BYTES:
         return 1
     if cpus is None:
@@ -27,14 +27,7 @@ def auto_jobs(size: int, cpus: int | None = None, load: float | None = None) -> 
             cpus = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):  # not on Linux
             cpus = os.cpu_count() or 1
-    if load is None:
-        try:
-            load = os.getloadavg()[0]
-        except (AttributeError, OSError):
-            load = 0.0
-    idle = int(cpus - max(load, 0.0) + 0.5)  # CPUs the other runnable processes leave, rounded
-    jobs = min(idle, MAX_AUTO_JOBS, size // BYTES_PER_WORKER)
-    return jobs if jobs >= 2 else 1
+    return max(1, min(cpus, MAX_AUTO_JOBS, size // BYTES_PER_WORKER))
 
 
 def quiet_gc() -> tuple[int, int, int]:
@@ -44,5 +37,5 @@ def quiet_gc() -> tuple[int, int, int]:
     report's time)."""
     before = gc.get_threshold()
     gc.set_threshold(50_000, 20, 20)
-    gc.freeze()  # what the imports made (~10^5 objects, kept to the end) is not traversed by them
+    gc.freeze()  # what the imports made (~10^5 objects, kept to the end) is not traversed (nor, in a worker, copied)
     return before

@@ -126,20 +126,22 @@ class _Spool:
 
 
 class _Progress:
-    """A rich progress bar on stderr for large inputs, when stderr is a terminal."""
+    """A rich progress bar on stderr for large inputs, when stderr is a terminal; shown at the
+    first figure (its refresh runs a thread: the report's workers are forked before)."""
 
     def __init__(self, total: int) -> None:
         self.bar = None
-        if total >= PROGRESS_MIN_BYTES and sys.stderr.isatty():
+        self.total = total if total >= PROGRESS_MIN_BYTES and sys.stderr.isatty() else 0
+
+    def __call__(self, done: int) -> None:
+        if self.total and self.bar is None:
             from rich.console import Console
             from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
             self.bar = Progress("reading logs", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                                 TimeRemainingColumn(), console=Console(stderr=True), transient=True)
-            self.task = self.bar.add_task("logs", total=total)
+            self.task = self.bar.add_task("logs", total=self.total)
             self.bar.start()
-
-    def __call__(self, done: int) -> None:
         if self.bar is not None:
             self.bar.update(self.task, completed=done)
 
@@ -220,7 +222,7 @@ def _report(args: argparse.Namespace, spool: _Spool) -> int:
         gc.unfreeze()
         progress.close()
     index = out / "index.html"
-    workers = f" ({plural(jobs, 'worker process', 'worker processes')})" if jobs > 1 else ""
+    workers = f" ({jobs} processes)" if jobs > 1 else ""
     rebuilt = sum(1 for f in files if f in spool.files)
     spans = f" ({rebuilt} read from OTel spans)" if rebuilt else ""
     say(f"thunder-trace: {plural(report.compiles, 'compile')} ({report.failed} failed) from "

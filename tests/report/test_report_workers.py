@@ -1,18 +1,21 @@
-"""`thunder-trace report`'s worker processes (issue 13): the default count, and compiles the main
-process builds itself when the workers are busy, byte for byte what -j 1 writes; a worker killed
-or hung costs its compiles a rebuild in the main process, never a traceback (issue 22).
+"""`thunder-trace report`'s worker processes (issues 13, 25): the default count; forked workers
+that read the logs themselves and build every N-th compile, byte for byte what -j 1 writes; a
+worker killed, hung or failing costs its compiles a rebuild in the main process, never a
+traceback (issue 22).
 
 Hand-written logs (tests/support/report_logs.py), the command run in-process: no Thunder, no browser.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import report_logs
 
 from provenance.report import jobs, workers
+from provenance.report.analyze.pending import IsolatedCompile
 from provenance.report.cli import main
 
 
@@ -24,29 +27,23 @@ def report(capsys, *args) -> tuple[int, str]:
 MB = 1 << 20
 
 
-@pytest.mark.parametrize(("size", "cpus", "load", "count"), [
-    (10 * MB, 8, 0.0, 1),  # small input: one process
-    (100 * MB, 1, 0.0, 1),  # one CPU
-    (100 * MB, 2, 0.0, 2),  # an idle 2-CPU machine
-    (100 * MB, 2, 0.8, 1),  # another process busy: a worker would share a CPU with it
-    (100 * MB, 2, 5.3, 1),  # an overloaded machine
-    (100 * MB, 16, 0.0, jobs.MAX_AUTO_JOBS),
-    (100 * MB, 16, 13.4, 3),  # 2.6 CPUs idle
-    (40 * MB, 16, 0.0, 2),  # one worker per 16 MB
+@pytest.mark.parametrize(("size", "cpus", "count"), [
+    (MB // 2, 8, 1),  # a small input: one process
+    (100 * MB, 1, 1),  # one CPU
+    (100 * MB, 2, 2),  # 2 CPUs, busy or not: each process gets its share of them
+    (100 * MB, 16, jobs.MAX_AUTO_JOBS),
+    (3 * MB, 16, 3),  # one process per MB
 ])
-def test_default_worker_count(size, cpus, load, count):
-    assert jobs.auto_jobs(size, cpus, load) == count
+def test_default_process_count(size, cpus, count):
+    assert jobs.auto_jobs(size, cpus) == count
 
 
-def test_default_worker_count_reads_the_affinity_and_the_load(monkeypatch):
+def test_default_process_count_reads_the_affinity(monkeypatch):
     monkeypatch.setattr(jobs.os, "cpu_count", lambda: 64)
     monkeypatch.setattr(jobs.os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    monkeypatch.setattr(jobs.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     assert jobs.auto_jobs(100 * MB) == 1  # pinned to one CPU of 64
     monkeypatch.setattr(jobs.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
-    assert jobs.auto_jobs(100 * MB) == 3
-    monkeypatch.setattr(jobs.os, "getloadavg", lambda: (7.2, 7.0, 7.0))
-    assert jobs.auto_jobs(100 * MB) == 1  # 8 CPUs, 7 busy
+    assert jobs.auto_jobs(100 * MB) == jobs.MAX_AUTO_JOBS
 
 
 def _log(tmp_path: Path, n: int = 5) -> Path:
@@ -68,51 +65,91 @@ def _same(one: Path, two: Path) -> list[Path]:
     return files
 
 
-class _Poison:
-    """Unpickled in a worker (with the job it rides on), it kills that worker or hangs it."""
-
-    def __init__(self, code: str) -> None:
-        self.code = code
-
-    def __reduce__(self):
-        return exec, (self.code,)
-
-
 KILL = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"  # as the OOM killer would
 HANG = "import time; time.sleep(3600)"
+FAIL = "raise RuntimeError('out of luck')"
 
 
-@pytest.mark.parametrize("how", [KILL, HANG], ids=["killed", "hung"])
-def test_a_worker_killed_or_hung_costs_its_compiles_a_rebuild_here(tmp_path, capsys, monkeypatch, how):
-    """A worker SIGKILLed while it holds a compile, or one that stops answering (past HUNG_S): the
-    workers are stopped, every compile not delivered is built in the main process, one warning
-    line says so, and the report is byte for byte the one -j 1 writes."""
+@pytest.mark.parametrize("how", [KILL, HANG, FAIL], ids=["killed", "hung", "failed"])
+def test_a_worker_killed_hung_or_failing_costs_its_compiles_a_rebuild_here(tmp_path, capsys, monkeypatch, how):
+    """A worker SIGKILLed as it begins its second compile, one that stops answering (past
+    HUNG_S), or one that fails: the workers are stopped, every compile not delivered is built in
+    the main process, one warning line says why, and the report is byte for byte the one -j 1
+    writes."""
     log = _log(tmp_path, 24)
     code, err = report(capsys, log, "-o", tmp_path / "one", "-j", "1")
     assert code == 0, err
-    real, sent, pools = workers.Pool.submit, [], []
+    real, shares = workers.WorkerShare.begin, []
 
-    def submit(self, job, deliver):
-        sent.append(job)
-        if len(sent) == 3:
-            job.poison = _Poison(how)  # the third compile's worker
-            pools.append(self)
-        real(self, job, deliver)
+    def begin(self, make, deliver):  # runs in the (forked) worker
+        compile_ = real(self, make, deliver)
+        self.mine = getattr(self, "mine", 0) + isinstance(compile_, IsolatedCompile)
+        if self.mine == 2:
+            exec(how)
+        return compile_
 
-    monkeypatch.setattr(workers.Pool, "submit", submit)
+    def close(self):
+        shares.append(self)
+        real_close(self)
+
+    real_close = workers.MainShare.close
+    monkeypatch.setattr(workers.WorkerShare, "begin", begin)
+    monkeypatch.setattr(workers.MainShare, "close", close)
     monkeypatch.setattr(workers, "HUNG_S", 3.0)
-    monkeypatch.setattr(workers.Pool, "_busy", lambda self: False)  # every compile to a worker while it can
-    code, err = report(capsys, log, "-o", tmp_path / "two", "-j", "2")
+    code, err = report(capsys, log, "-o", tmp_path / "two", "-j", "3")
     assert code == 0 and "Traceback" not in err, err
     assert "worker processes were stopped" in err and "the report is complete" in err, err
-    assert ("(hung: no compile delivered in 3 s)" in err) == (how == HANG), err
-    assert ("(one died, as if killed" in err) == (how == KILL), err
+    why = {KILL: "(one died, killed by SIGKILL)", HANG: "(hung: no compile delivered in 3 s)",
+           FAIL: "(one failed: RuntimeError: out of luck)"}[how]
+    assert why in err, err
     assert len([line for line in err.splitlines() if "warning" in line]) == 1
-    assert pools[0].rebuilt >= 1
+    assert shares[0].rebuilt >= 1
     pages = [f for f in _same(tmp_path / "one", tmp_path / "two") if f.parts[0] == "compiles"]
     assert len(pages) >= 24
-    assert all(p.exitcode is not None for p in pools[0]._workers())  # none left behind
+    assert all(p.exitcode is not None for p in shares[0].processes)  # none left behind
     assert not list((tmp_path / "two").rglob("*.tmp"))
+
+
+def test_workers_build_their_share_and_the_main_process_keeps_few_compiles_waiting(tmp_path, capsys, monkeypatch):
+    """-j 3: two forked workers, each building every third compile (the k-th compile begun is
+    process k mod 3's) and writing its pages; the main process keeps the records of at most
+    MAX_AHEAD compiles per worker waiting, and every worker is gone after the report."""
+    log = _log(tmp_path, 24)
+    report(capsys, log, "-o", tmp_path / "one", "-j", "1")
+    built, waiting, shares = tmp_path / "built", [], []
+    built.mkdir()
+    real_begin, real_wait, real_close = workers.WorkerShare.begin, workers.MainShare.wait_for, workers.MainShare.close
+
+    def begin(self, make, deliver):  # in a worker: which compiles it builds, in files of its own
+        compile_ = real_begin(self, make, deliver)
+        if isinstance(compile_, IsolatedCompile):
+            (built / f"{os.getpid()}-{self._begun - 1}").touch()
+        return compile_
+
+    def wait_for(self, compile_):
+        real_wait(self, compile_)
+        waiting.append(self._waiting)
+
+    def close(self):
+        shares.append(self)
+        real_close(self)
+
+    monkeypatch.setattr(workers.WorkerShare, "begin", begin)
+    monkeypatch.setattr(workers.MainShare, "wait_for", wait_for)
+    monkeypatch.setattr(workers.MainShare, "close", close)
+    code, err = report(capsys, log, "-o", tmp_path / "three", "-j", "3")
+    assert code == 0 and "(3 processes)" in err, err
+    by_worker: dict[str, list[int]] = {}
+    for name in os.listdir(built):
+        pid, ordinal = name.split("-")
+        by_worker.setdefault(pid, []).append(int(ordinal))
+    assert len(by_worker) == 2 and os.getpid() not in map(int, by_worker)
+    assert sorted({n % 3 for ordinals in by_worker.values() for n in ordinals}) == [1, 2]
+    assert all(len({n % 3 for n in ordinals}) == 1 for ordinals in by_worker.values())
+    assert sorted(n for ordinals in by_worker.values() for n in ordinals) == [n for n in range(24) if n % 3]
+    assert waiting and max(waiting) <= workers.MAX_AHEAD * 2
+    assert all(p.exitcode is not None for p in shares[0].processes)
+    _same(tmp_path / "one", tmp_path / "three")
 
 
 def test_the_read_ahead_scan_reads_in_chunks_and_finds_the_same(tmp_path, monkeypatch):

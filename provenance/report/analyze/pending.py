@@ -1,26 +1,32 @@
-"""A compile between its start and its end: built in this process as its records come
-(LocalCompile), or its records collected, with the records they reference, for a worker process
-(RemoteCompile, built by provenance/report/workers.py). Both deliver the same CompileResult."""
+"""A compile between its start and its end, as one process of the report holds it.
+
+- LocalCompile: built in this process as its records come (a -j 1 report builds every compile so).
+- IsolatedCompile: the same, but a record the builder cannot use is kept with the compile's result
+  instead of raised: how a worker process builds its share (workers.py), and how the main process
+  rebuilds a compile a lost worker had.
+- ElsewhereCompile: one a worker builds; the main process keeps its records (parsed anyway) until
+  the worker's result comes, to rebuild it if the worker is lost.
+- SkippedCompile: one another process builds; a worker keeps nothing of it.
+
+All deliver the same CompileResult, built by the same CompileBuilder from the same records.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
-from provenance.events import TYPES, refs
 from provenance.report.analyze.compile import CompileBuilder
 from provenance.report.analyze.handlers import handler_of
 from provenance.report.model import CompileError, CompileSummary, RoleCount
-from provenance.report.read.log_file import LogFile
 
-if TYPE_CHECKING:
-    from provenance.report.workers import Pool
+__all__ = ["RECOVERABLE", "Compile", "CompileResult", "ElsewhereCompile", "IsolatedCompile", "LocalCompile",
+           "Pending", "SkippedCompile", "result_of"]
 
-__all__ = ["INCOMPLETE", "RECOVERABLE", "CompileResult", "Job", "LocalCompile", "RemoteCompile", "result_of"]
-
-INCOMPLETE = "(incomplete)"  # what closes, for a worker, a compile the log ended before closing
 RECOVERABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)  # a record the report cannot use
+
+Deliver = Callable[["CompileResult"], None]
+MakeBuilder = Callable[[list[str]], CompileBuilder]  # a compile's builder, its problems appended to the list
 
 
 @dataclass(repr=False, eq=False)
@@ -39,10 +45,9 @@ def result_of(builder: CompileBuilder, summary: CompileSummary | None, malformed
 
 class LocalCompile:
     """A compile built in this process, trace by trace as its records are read; what it found
-    malformed (`malformed`, which the builder appends to) is delivered with it, as a worker's is."""
+    malformed (`malformed`, which the builder appends to) is delivered with it."""
 
-    def __init__(self, builder: CompileBuilder, deliver: Callable[[CompileResult], None],
-                 malformed: list[str]) -> None:
+    def __init__(self, builder: CompileBuilder, deliver: Deliver, malformed: list[str]) -> None:
         self.builder, self.deliver, self.malformed = builder, deliver, malformed
 
     def add(self, data: dict) -> None:
@@ -56,36 +61,73 @@ class LocalCompile:
         self.deliver(result_of(self.builder, self.builder.finish(), self.malformed))
 
 
-@dataclass(repr=False, eq=False)
-class Job:
-    """What a worker needs to build one compile: its records and the records they reference."""
+class IsolatedCompile:
+    """A compile built as its records come, delivering exactly one result whatever its records
+    hold: a record its builder cannot use is named in the result (the process that delivers the
+    result is not the one that lists problems)."""
 
-    builder: dict[str, Any]  # CompileBuilder's keyword arguments that can travel
-    path: str
-    records: list[dict]
-    provs: dict[int, dict]
-    spans: dict[int, dict]
-    paths: dict[str, int]  # the numbers of the files their frames name (LogFile.paths)
+    def __init__(self, make: MakeBuilder, deliver: Deliver) -> None:
+        self.malformed: list[str] = []
+        self.builder = make(self.malformed)
+        self.deliver = deliver
+
+    def add(self, data: dict) -> None:
+        try:
+            handler_of(data).compile(self.builder, data)
+        except RECOVERABLE as exc:
+            self.malformed.append(f"{data.get('type')} record: {type(exc).__name__}: {exc}")
+
+    def finish(self, closing: dict | None) -> None:
+        if closing is not None:
+            self.add(closing)
+        summary = None
+        try:
+            summary = self.builder.finish()
+        except RECOVERABLE as exc:
+            self.malformed.append(f"compile end: {type(exc).__name__}: {exc}")
+        self.deliver(result_of(self.builder, summary, self.malformed))
 
 
-class RemoteCompile:
-    """A compile whose records are collected here and built by a worker once complete."""
+class Pending:
+    """Where a compile built elsewhere waits for its result (workers.py's Share)."""
 
-    def __init__(self, pool: Pool, builder: dict[str, Any], log_file: LogFile,
-                 deliver: Callable[[CompileResult], None]) -> None:
-        self.pool, self.builder, self.log_file, self.deliver = pool, builder, log_file, deliver
+    def wait_for(self, compile_: ElsewhereCompile) -> None: ...
+
+
+class ElsewhereCompile:
+    """A compile a worker builds: its records kept here until the worker's result comes (`replay`
+    rebuilds it here from them, if the worker is lost)."""
+
+    def __init__(self, make: MakeBuilder, deliver: Deliver, pending: Pending, worker: int) -> None:
+        self.make, self.deliver, self.pending, self.worker = make, deliver, pending, worker
         self.records: list[dict] = []
+        self.closing: dict | None = None
 
     def add(self, data: dict) -> None:
         self.records.append(data)
 
     def finish(self, closing: dict | None) -> None:
-        self.records.append(closing if closing is not None else {"type": INCOMPLETE})
-        profile = self.builder.get("profile")
-        named = [refs(r) for r in self.records if r.get("type") in TYPES]
-        provs, spans = self.log_file.referenced(
-            [i for p, _ in named for i in p] + (list(profile.prov_ids()) if profile is not None else []),
-            [i for _, s in named for i in s])
-        numbers = self.log_file.paths
-        paths = {frame[0]: numbers[frame[0]] for raw in provs.values() for frame in raw.get("source") or ()}
-        self.pool.submit(Job(self.builder, self.log_file.path, self.records, provs, spans, paths), self.deliver)
+        self.closing = closing
+        self.pending.wait_for(self)
+
+    def replay(self) -> CompileResult:
+        """The compile built here, from its records, as its worker would have built it."""
+        got: list[CompileResult] = []
+        compile_ = IsolatedCompile(self.make, got.append)
+        for data in self.records:
+            compile_.add(data)
+        compile_.finish(self.closing)
+        return got[0]
+
+
+class SkippedCompile:
+    """A compile another process builds: nothing of it is kept."""
+
+    def add(self, data: dict) -> None:
+        pass
+
+    def finish(self, closing: dict | None) -> None:
+        pass
+
+
+Compile = LocalCompile | IsolatedCompile | ElsewhereCompile | SkippedCompile

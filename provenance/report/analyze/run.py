@@ -23,7 +23,7 @@ from provenance.report.analyze.compile import CompileBuilder
 from provenance.report.analyze.fx_graphs import FxGraphs
 from provenance.report.analyze.handlers import HANDLERS, READ_AHEAD, read_ahead
 from provenance.report.analyze.memory import run_memory
-from provenance.report.analyze.pending import RECOVERABLE, CompileResult, LocalCompile, RemoteCompile
+from provenance.report.analyze.pending import RECOVERABLE, Compile, CompileResult, LocalCompile
 from provenance.report.analyze.prov_table import ProvTable
 from provenance.report.analyze.ranks import GROUP_OVER, compare_ranks, group_logs, ranks_label
 from provenance.report.model import (
@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # the outputs are given (build.py): analysis imports no rende
     from provenance.report.render.output import ReportWriter
     from provenance.report.render.perfetto import PerfettoWriter
     from provenance.report.render.source_files import SourceCache
-    from provenance.report.workers import Pool
+    from provenance.report.workers import MainShare, WorkerShare
 
 __all__ = ["RunBuilder"]
 
@@ -79,10 +79,10 @@ class FilePass:
         self.run, self.log, self.log_file = run, log, log_file
         self.provs = ProvTable(log_file)
         self.profiles = profiles  # read ahead, by compile id: each handed to its compile at its start
-        self.open_compiles: dict[Any, LocalCompile | RemoteCompile] = {}
+        self.open_compiles: dict[Any, Compile] = {}
         # A compile that ended waits for the next compile to start (or the end of the log): the
         # executor compiles its first call causes come after its end.
-        self.ended: list[tuple[Any, LocalCompile | RemoteCompile, dict]] = []
+        self.ended: list[tuple[Any, Compile, dict]] = []
         self.read_ahead_seen = 0  # read-ahead records the pass met
         self.libraries: dict[str, str] = {}  # `library` records: distribution -> version
 
@@ -95,7 +95,7 @@ class FilePass:
             self.open_compiles.pop(cid).finish(None)
         self.open_compiles[cid] = self.run.begin(self, record.data)
 
-    def compile_of(self, record: LogRecord) -> LocalCompile | RemoteCompile:
+    def compile_of(self, record: LogRecord) -> Compile:
         """The open compile a record belongs to (one begun for it, if its start is missing)."""
         cid = hashable(record.get("compile"))
         found = self.open_compiles.get(cid)
@@ -131,16 +131,19 @@ class FilePass:
 
 class RunBuilder:
     """Consumes the records of every log file; each compile's pages are written when it ends,
-    here or (with a pool) by a worker process. Its outputs are given: the page writer, the
-    Perfetto trace, compile_directory.json's entries and the user source files."""
+    here or (with a `share`: workers.py) by the worker process whose share it is. Its outputs are
+    given: the page writer, the Perfetto trace, compile_directory.json's entries and the user
+    source files (a worker's run has no Perfetto trace or directory: it only reads, and builds
+    its share)."""
 
-    def __init__(self, writer: ReportWriter, logs: list[RunLog], *, perfetto: PerfettoWriter,
-                 directory: DirectoryWriter, sources: SourceCache,
-                 progress: Callable[[int], None] | None = None, pool: Pool | None = None) -> None:
+    def __init__(self, writer: ReportWriter, logs: list[RunLog], *, perfetto: PerfettoWriter | None,
+                 directory: DirectoryWriter | None, sources: SourceCache,
+                 progress: Callable[[int], None] | None = None,
+                 share: MainShare | WorkerShare | None = None) -> None:
         self.writer = writer
         self.logs = logs
         self.progress = progress
-        self.pool = pool
+        self.share = share
         self.problems = Problems()
         self.summaries: list[CompileSummary] = []
         self.failures: list[Failure] = []
@@ -161,13 +164,17 @@ class RunBuilder:
 
     # -- the pass ---------------------------------------------------------------------------------
     def run(self) -> None:
-        for log in self.logs:
-            self._file(log)
-        if self.pool is not None:
-            self.pool.drain()
+        self.read()
+        if self.share is not None:
+            self.share.drain()
         for graph in self.fx.timed_graphs():
             self.perfetto.dynamo_graph(graph.log, graph)
         self.perfetto.close()
+
+    def read(self) -> None:
+        """The pass over every log (all a worker does: its compiles' results go to the main process)."""
+        for log in self.logs:
+            self._file(log)
 
     def _file(self, log: RunLog) -> None:
         log_file = LogFile(log.path, read_ahead=READ_AHEAD)
@@ -221,9 +228,9 @@ class RunBuilder:
     def in_order(self, action: Callable[[], None]) -> None:
         """Run `action` now or, while worker processes build compiles read before it, once they
         are delivered: problems and Perfetto events come in the order the logs have them, so
-        the report does not depend on -j."""
-        if self.pool is not None:
-            self.pool.after(action)
+        the report does not depend on -j (a worker drops it: the main process lists them)."""
+        if self.share is not None:
+            self.share.after(action)
         else:
             action()
 
@@ -252,7 +259,7 @@ class RunBuilder:
             while len(self._prologues) > MAX_PROLOGUES:
                 self._prologues.popitem(last=False)
 
-    def begin(self, file: FilePass, start: dict) -> LocalCompile | RemoteCompile:
+    def begin(self, file: FilePass, start: dict) -> Compile:
         log = file.log
         cid = start.get("compile")
         numbered = as_int(cid) is not None and cid >= 0
@@ -274,15 +281,14 @@ class RunBuilder:
         def deliver(result: CompileResult) -> None:
             self._finished(log, result)
 
-        if self.pool is not None:
-            compile_ = RemoteCompile(self.pool, args, file.log_file, deliver)
-            compile_.add(start)
-            return compile_
-        malformed: list[str] = []  # delivered with the compile, as a worker's would be
-        sink = self.writer.begin_compile(pages, file.provs)
-        builder = CompileBuilder(**args, start=start, provs=file.provs, sink=sink, sources=self.source_cache,
-                                 malformed=malformed.append)
-        return LocalCompile(builder, deliver, malformed)
+        def make(malformed: list[str]) -> CompileBuilder:  # what it finds malformed is delivered with it
+            return CompileBuilder(**args, start=start, provs=file.provs, sources=self.source_cache,
+                                  sink=self.writer.begin_compile(pages, file.provs), malformed=malformed.append)
+
+        if self.share is not None:
+            return self.share.begin(make, deliver)
+        malformed: list[str] = []
+        return LocalCompile(make(malformed), deliver, malformed)
 
     def _finished(self, log: RunLog, result: CompileResult) -> None:
         for reason in result.malformed:

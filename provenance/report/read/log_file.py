@@ -16,14 +16,14 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from provenance.events import KNOWN_TYPES, MAX_NESTING, SCHEMA_VERSION, TYPES, EventType, refs
+from provenance.events import KNOWN_TYPES, MAX_NESTING, SCHEMA_VERSION, TYPES, EventType
 from provenance.record import Frame, Provenance, Span, intern
 from provenance.report.plural import plural
 from provenance.report.read.validate import check
@@ -259,41 +259,12 @@ class LogFile:
             self.malformed.append(BadLine(self.path, number, reason, ""))
 
     # -- records by id ---------------------------------------------------------------------
-    @classmethod
-    def of_records(cls, path: str, provs: dict[int, dict], spans: dict[int, dict],
-                   paths: dict[str, int]) -> LogFile:
-        """A table of records already read and checked (by `referenced`, in another process),
-        not a file to read: what a report worker builds one compile from."""
-        table = cls(path)
-        table._prov.update(provs)
-        table._spans.update(spans)
-        table.paths.update(paths)
-        return table
-
     def prov_record(self, prov_id: Any) -> dict | None:
         """The prov record with this id as read and checked (None: not read, or not an id)."""
         return self._prov.get(prov_id) if type(prov_id) is int else None
 
     def span_record(self, span_id: Any) -> dict | None:
         return self._spans.get(span_id) if type(span_id) is int else None
-
-    def referenced(self, provs: Iterable[Any], spans: Iterable[Any] = ()) -> tuple[dict[int, dict],
-                                                                                  dict[int, dict]]:
-        """The prov and span records these ids name, with every record they reference in turn
-        (by the references provenance.events declares), as read: what another process needs to
-        resolve them."""
-        found: dict[str, dict[int, dict]] = {"prov": {}, "span": {}}
-        todo = [("prov", i) for i in provs] + [("span", i) for i in spans]
-        while todo:
-            kind, record_id = todo.pop()
-            table = self._prov if kind == "prov" else self._spans
-            if type(record_id) is not int or record_id in found[kind] or record_id not in table:
-                continue
-            raw = found[kind][record_id] = table[record_id]
-            more_provs, more_spans = refs(raw)
-            todo.extend(("prov", i) for i in more_provs)
-            todo.extend(("span", i) for i in more_spans)
-        return found["prov"], found["span"]
 
     # -- interned records --------------------------------------------------------------------
     def provenance(self, prov_id: int | None) -> Provenance | None:
