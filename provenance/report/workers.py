@@ -24,12 +24,15 @@ warning line says so; the report is the one -j 1 writes.
 
 from __future__ import annotations
 
-import multiprocessing
+import os
+import pickle
+import select
 import signal
+import struct
 import sys
+import time
 from collections import deque
 from collections.abc import Callable
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +60,70 @@ Deliver = Callable[[CompileResult], None]
 
 
 def can_fork() -> bool:
-    return "fork" in multiprocessing.get_all_start_methods()
+    return hasattr(os, "fork")
+
+
+_LENGTH = struct.Struct("<Q")
+
+
+def _send(fd: int, value: Any) -> None:
+    """One pickled value, its length first (a pipe takes a large one in several writes)."""
+    body = pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+    data = memoryview(_LENGTH.pack(len(body)) + body)
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _read(fd: int, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = os.read(fd, min(n, 1 << 20))
+        if not chunk:
+            raise EOFError("the worker's pipe closed")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _receive(fd: int) -> Any:
+    (n,) = _LENGTH.unpack(_read(fd, _LENGTH.size))
+    return pickle.loads(_read(fd, n))
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether a value (or the pipe's end) waits in the pipe, within `timeout` seconds."""
+    return bool(select.select([fd], [], [], timeout)[0])
+
+
+class Worker:
+    """A forked worker: its process and the pipe its results come through."""
+
+    def __init__(self, pid: int, fd: int) -> None:
+        self.pid, self.fd = pid, fd
+        self.exitcode: int | None = None
+
+    def join(self, seconds: float) -> None:
+        """Reap it, waiting up to `seconds` for it to exit."""
+        deadline = time.monotonic() + seconds
+        while self.exitcode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere
+                self.exitcode = -1
+                return
+            if pid:
+                self.exitcode = os.waitstatus_to_exitcode(status)
+            elif time.monotonic() >= deadline:
+                return
+            else:
+                time.sleep(0.005)
+
+    def kill(self) -> None:
+        if self.exitcode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _warn(message: str) -> None:
@@ -69,14 +135,17 @@ class WorkerShare:
     """A worker's part of the run: it builds its compiles and sends each result to the main
     process; it lists no problem and writes none of the run's outputs (the main process does)."""
 
-    def __init__(self, index: int, count: int, send: Connection) -> None:
-        self.index, self.count, self._send = index, count, send
+    def __init__(self, index: int, count: int, fd: int) -> None:
+        self.index, self.count, self.fd = index, count, fd
         self._begun = 0
 
     def begin(self, make: MakeBuilder, deliver: Deliver) -> Compile:
         mine = self._begun % self.count == self.index
         self._begun += 1
-        return IsolatedCompile(make, self._send.send) if mine else SkippedCompile()
+        return IsolatedCompile(make, self.send) if mine else SkippedCompile()
+
+    def send(self, result: CompileResult) -> None:
+        _send(self.fd, result)
 
     def after(self, action: Callable[[], None]) -> None:
         pass  # problems and Perfetto events: the main process's, from its own reading
@@ -92,33 +161,38 @@ class _Failed:
         self.why = why
 
 
-def _work(index: int, count: int, send: Connection, run: Callable[[WorkerShare], RunBuilder]) -> None:
+def _work(index: int, count: int, fd: int, run: Callable[[WorkerShare], RunBuilder]) -> None:
     try:
-        run(WorkerShare(index, count, send)).read()
+        run(WorkerShare(index, count, fd)).read()
     except Exception as exc:  # noqa: BLE001 - said by the main process, which builds the rest (no traceback)
         try:
-            send.send(_Failed(f"one failed: {type(exc).__name__}: {str(exc)[:200]}"))
-        except (OSError, ValueError):
+            _send(fd, _Failed(f"one failed: {type(exc).__name__}: {str(exc)[:200]}"))
+        except OSError:
             pass
-    send.close()
 
 
 def start_workers(jobs: int, out: Path, run: Callable[[WorkerShare], RunBuilder]) -> MainShare:
     """Fork `jobs` - 1 workers writing into `out`, each reading the logs with the RunBuilder `run`
     makes for its share (call it before the main process starts a thread: a fork copies none)."""
-    context = multiprocessing.get_context("fork")
     sys.stdout.flush()  # else a worker would write what is buffered again
     sys.stderr.flush()
-    receivers, processes = [], []
+    workers = []
     for index in range(1, jobs):
-        receive, send = context.Pipe(duplex=False)
-        process = context.Process(target=_work, args=(index, jobs, send, run), daemon=True,
-                                  name=f"thunder-trace report worker {index}")
-        process.start()
-        send.close()  # the worker's end: EOF here once the worker is gone
-        receivers.append(receive)
-        processes.append(process)
-    return MainShare(jobs, receivers, processes, out)
+        receive, send = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker: never returns into the caller
+            code = 1
+            try:
+                os.close(receive)
+                for earlier in workers:
+                    os.close(earlier.fd)
+                _work(index, jobs, send, run)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(send)  # the worker's end: EOF here once the worker is gone
+        workers.append(Worker(pid, receive))
+    return MainShare(jobs, workers, out)
 
 
 # -- the main process -----------------------------------------------------------------------------
@@ -134,10 +208,9 @@ class MainShare(Pending):
     delivers every compile, and every action queued behind them, in the order the compiles
     ended (module docstring)."""
 
-    def __init__(self, count: int, receivers: list[Connection], processes: list[Any], out: Path,
-                 warn: Callable[[str], None] = _warn) -> None:
+    def __init__(self, count: int, workers: list[Worker], out: Path, warn: Callable[[str], None] = _warn) -> None:
         self.count, self.out = count, out
-        self._receivers, self._processes = receivers, processes
+        self._workers = workers
         self._begun = 0
         # In the order the compiles ended: (built here | built by a worker | None: an action, then)
         self._inflight: deque[tuple[_Done | ElsewhereCompile | None, Callable]] = deque()
@@ -147,8 +220,8 @@ class MainShare(Pending):
         self.rebuilt = 0  # compiles a lost worker had, built here
 
     @property
-    def processes(self) -> list[Any]:
-        return list(self._processes)
+    def processes(self) -> list[Worker]:
+        return list(self._workers)
 
     def begin(self, make: MakeBuilder, deliver: Deliver) -> Compile:
         owner = self._begun % self.count
@@ -184,8 +257,8 @@ class MainShare(Pending):
         if not isinstance(item, ElsewhereCompile) or self.lost is not None:
             return True
         try:
-            return self._receivers[item.worker].poll()  # its result (or the worker's end) is there
-        except OSError:
+            return _readable(self._workers[item.worker].fd, 0)  # its result (or the worker's end) is there
+        except (OSError, ValueError):
             return True
 
     def _take(self) -> None:
@@ -203,10 +276,10 @@ class MainShare(Pending):
             then(result)
 
     def _receive(self, worker: int) -> CompileResult | None:
-        receiver = self._receivers[worker]
+        fd = self._workers[worker].fd
         try:
-            if receiver.poll(HUNG_S):
-                result = receiver.recv()
+            if _readable(fd, HUNG_S):
+                result = _receive(fd)
                 if not isinstance(result, _Failed):
                     return result
                 self._give_up(result.why)
@@ -220,7 +293,7 @@ class MainShare(Pending):
 
     def _ended(self, worker: int, exc: BaseException) -> str:
         """What became of a worker whose pipe closed, for the warning."""
-        process = self._processes[worker]
+        process = self._workers[worker]
         process.join(5)
         code = process.exitcode
         if code is not None and code < 0:
@@ -240,13 +313,11 @@ class MainShare(Pending):
             self._stop()
 
     def _stop(self) -> None:
-        for process in self._processes:
-            if process.exitcode is None:
-                process.kill()
-        for process in self._processes:
-            process.join(10)
-        for receiver in self._receivers:
-            receiver.close()
+        for worker in self._workers:
+            worker.kill()
+        for worker in self._workers:
+            worker.join(10)
+            os.close(worker.fd)
         for left in Path(self.out, ASSET_DIR).glob("*.tmp"):  # a worker stopped while writing a user file's data
             try:
                 left.unlink()
