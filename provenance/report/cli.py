@@ -58,7 +58,7 @@ def _report_parser(commands: argparse._SubParsersAction) -> None:
     report.add_argument("--strict", action="store_true",
                         help="exit with status 1 if any line was bad, of an unknown type or malformed")
     report.add_argument("-j", "--jobs", type=int, metavar="N",
-                        help="processes reading the logs, each building its share of the compiles (default: "
+                        help="processes reading the logs, each building the compiles it reaches first (default: "
                              f"for inputs of {PARALLEL_MIN_BYTES >> 20} MB or more, one per CPU this process may use "
                              f"(its CPU affinity) and per MB, at most {MAX_AUTO_JOBS}; else 1: all in this process)")
     report.add_argument("--no-browser", action="store_true",

@@ -4,12 +4,14 @@ large input: jobs.py's `auto_jobs`).
 The report forks N-1 workers once its modules are imported and before any thread runs. Every
 process then reads every log, in order, and runs every record's handler (which keeps what a
 compile's pages need of earlier ones: their page names, their final prologues), but builds only
-its share of the compiles: the k-th compile begun belongs to process k mod N (the main process is
-0). A worker writes its compiles' pages and sends their small results (CompileResult) to the main
-process over a pipe; nothing is shipped to a worker, which costs it a second parse of the logs
-(about a tenth of a -j 1 report's work) instead. The main process builds its own share, takes the
-workers' results in the order the compiles ended, and alone lists problems and writes the run's
-pages, the Perfetto trace and compile_directory.json: the report does not depend on -j.
+the compiles it claims: each compile is built by the first process to reach it (`Claims`), so a
+process that is ahead, less busy, or given more of a loaded machine's CPUs builds more. A worker
+writes its compiles' pages and sends their small results (CompileResult) to the main process over
+a pipe; nothing is shipped to a worker, which costs it a second parse of the logs (about a tenth
+of a -j 1 report's work) instead. The main process builds what it claims, takes the workers'
+results in the order the compiles ended, and alone lists problems and writes the run's pages, the
+Perfetto trace and compile_directory.json: the report does not depend on -j, nor on which process
+built which compile.
 
 Memory stays bounded: the main process keeps the records of a compile a worker builds (parsed
 anyway: references, no copy) until the worker's result comes, and once it keeps more than
@@ -24,12 +26,14 @@ warning line says so; the report is the one -j 1 writes.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pickle
 import select
 import signal
 import struct
 import sys
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
@@ -41,7 +45,6 @@ from provenance.report.analyze.pending import (
     CompileResult,
     ElsewhereCompile,
     IsolatedCompile,
-    LocalCompile,
     MakeBuilder,
     Pending,
     SkippedCompile,
@@ -51,7 +54,7 @@ from provenance.report.render.source_files import ASSET_DIR
 if TYPE_CHECKING:
     from provenance.report.analyze.run import RunBuilder
 
-__all__ = ["HUNG_S", "MAX_AHEAD", "MainShare", "WorkerShare", "can_fork", "start_workers"]
+__all__ = ["HUNG_S", "MAX_AHEAD", "Claims", "MainShare", "WorkerShare", "can_fork", "start_workers"]
 
 HUNG_S = 600.0  # seconds a worker may take to deliver the compile the main process waits for
 MAX_AHEAD = 2  # compiles per worker whose records the main process keeps while they are built
@@ -60,7 +63,35 @@ Deliver = Callable[[CompileResult], None]
 
 
 def can_fork() -> bool:
-    return hasattr(os, "fork")
+    return hasattr(os, "fork") and hasattr(os, "pread")
+
+
+class Claims:
+    """Which process builds each compile: the first to reach it. A byte per compile (the k-th
+    begun at offset k: its builder's number + 1), in an unlinked file of OUT that every process
+    shares, each claim read and made under a lock (one process claims at a time)."""
+
+    MAX_PROCESSES = 255  # a process's number + 1 fits the byte
+
+    def __init__(self, out: Path) -> None:
+        self._file = tempfile.TemporaryFile(dir=out)
+        self.fd = self._file.fileno()
+
+    def claim(self, ordinal: int, process: int) -> int:
+        """The number of the process that builds the `ordinal`-th compile: `process`, if no
+        process reached it first."""
+        fcntl.lockf(self.fd, fcntl.LOCK_EX)
+        try:
+            found = os.pread(self.fd, 1, ordinal)
+            if found and found[0]:
+                return found[0] - 1
+            os.pwrite(self.fd, bytes((process + 1,)), ordinal)
+            return process
+        finally:
+            fcntl.lockf(self.fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        self._file.close()
 
 
 _LENGTH = struct.Struct("<Q")
@@ -135,12 +166,12 @@ class WorkerShare:
     """A worker's part of the run: it builds its compiles and sends each result to the main
     process; it lists no problem and writes none of the run's outputs (the main process does)."""
 
-    def __init__(self, index: int, count: int, fd: int) -> None:
-        self.index, self.count, self.fd = index, count, fd
+    def __init__(self, index: int, claims: Claims, fd: int) -> None:
+        self.index, self.claims, self.fd = index, claims, fd
         self._begun = 0
 
     def begin(self, make: MakeBuilder, deliver: Deliver) -> Compile:
-        mine = self._begun % self.count == self.index
+        mine = self.claims.claim(self._begun, self.index) == self.index
         self._begun += 1
         return IsolatedCompile(make, self.send) if mine else SkippedCompile()
 
@@ -161,9 +192,9 @@ class _Failed:
         self.why = why
 
 
-def _work(index: int, count: int, fd: int, run: Callable[[WorkerShare], RunBuilder]) -> None:
+def _work(index: int, claims: Claims, fd: int, run: Callable[[WorkerShare], RunBuilder]) -> None:
     try:
-        run(WorkerShare(index, count, fd)).read()
+        run(WorkerShare(index, claims, fd)).read()
     except Exception as exc:  # noqa: BLE001 - said by the main process, which builds the rest (no traceback)
         try:
             _send(fd, _Failed(f"one failed: {type(exc).__name__}: {str(exc)[:200]}"))
@@ -174,9 +205,11 @@ def _work(index: int, count: int, fd: int, run: Callable[[WorkerShare], RunBuild
 def start_workers(jobs: int, out: Path, run: Callable[[WorkerShare], RunBuilder]) -> MainShare:
     """Fork `jobs` - 1 workers writing into `out`, each reading the logs with the RunBuilder `run`
     makes for its share (call it before the main process starts a thread: a fork copies none)."""
+    jobs = min(jobs, Claims.MAX_PROCESSES)
+    claims = Claims(out)
     sys.stdout.flush()  # else a worker would write what is buffered again
     sys.stderr.flush()
-    workers = []
+    workers: list[Worker] = []
     for index in range(1, jobs):
         receive, send = os.pipe()
         pid = os.fork()
@@ -186,13 +219,13 @@ def start_workers(jobs: int, out: Path, run: Callable[[WorkerShare], RunBuilder]
                 os.close(receive)
                 for earlier in workers:
                     os.close(earlier.fd)
-                _work(index, jobs, send, run)
+                _work(index, claims, send, run)
                 code = 0
             finally:
                 os._exit(code)
         os.close(send)  # the worker's end: EOF here once the worker is gone
         workers.append(Worker(pid, receive))
-    return MainShare(jobs, workers, out)
+    return MainShare(claims, workers, out)
 
 
 # -- the main process -----------------------------------------------------------------------------
@@ -208,8 +241,8 @@ class MainShare(Pending):
     delivers every compile, and every action queued behind them, in the order the compiles
     ended (module docstring)."""
 
-    def __init__(self, count: int, workers: list[Worker], out: Path, warn: Callable[[str], None] = _warn) -> None:
-        self.count, self.out = count, out
+    def __init__(self, claims: Claims, workers: list[Worker], out: Path, warn: Callable[[str], None] = _warn) -> None:
+        self.claims, self.out = claims, out
         self._workers = workers
         self._begun = 0
         # In the order the compiles ended: (built here | built by a worker | None: an action, then)
@@ -224,17 +257,16 @@ class MainShare(Pending):
         return list(self._workers)
 
     def begin(self, make: MakeBuilder, deliver: Deliver) -> Compile:
-        owner = self._begun % self.count
+        owner = self.claims.claim(self._begun, 0) if self.lost is None else 0
         self._begun += 1
-        if owner == 0 or self.lost is not None:
-            malformed: list[str] = []
-            return LocalCompile(make(malformed), lambda result: self._queue(_Done(result), deliver), malformed)
+        if owner == 0:  # built as a worker builds (what it cannot use named in its result): whoever builds it
+            return IsolatedCompile(make, lambda result: self._queue(_Done(result), deliver))
         return ElsewhereCompile(make, deliver, self, owner - 1)
 
     def wait_for(self, compile_: ElsewhereCompile) -> None:
         self._waiting += 1
         self._queue(compile_, compile_.deliver)
-        while self._waiting > MAX_AHEAD * (self.count - 1):  # bounded: the oldest first
+        while self._waiting > MAX_AHEAD * len(self._workers):  # bounded: the oldest first
             self._take()
 
     def after(self, action: Callable[[], None]) -> None:
@@ -318,6 +350,7 @@ class MainShare(Pending):
         for worker in self._workers:
             worker.join(10)
             os.close(worker.fd)
+        self.claims.close()
         for left in Path(self.out, ASSET_DIR).glob("*.tmp"):  # a worker stopped while writing a user file's data
             try:
                 left.unlink()

@@ -1,7 +1,7 @@
 """`thunder-trace report`'s worker processes (issues 13, 25): the default count; forked workers
-that read the logs themselves and build every N-th compile, byte for byte what -j 1 writes; a
-worker killed, hung or failing costs its compiles a rebuild in the main process, never a
-traceback (issue 22).
+that read the logs themselves, each compile built by the first process to reach it, byte for
+byte what -j 1 writes; a worker killed, hung or failing costs its compiles a rebuild in the main
+process, never a traceback (issue 22).
 
 Hand-written logs (tests/support/report_logs.py), the command run in-process: no Thunder, no browser.
 """
@@ -9,6 +9,7 @@ Hand-written logs (tests/support/report_logs.py), the command run in-process: no
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,7 @@ def test_a_worker_killed_hung_or_failing_costs_its_compiles_a_rebuild_here(tmp_p
     monkeypatch.setattr(workers.WorkerShare, "begin", begin)
     monkeypatch.setattr(workers.MainShare, "close", close)
     monkeypatch.setattr(workers, "HUNG_S", 3.0)
+    monkeypatch.setattr(workers.Claims, "claim", lambda self, ordinal, process: ordinal % 3)  # every worker gets some
     code, err = report(capsys, log, "-o", tmp_path / "two", "-j", "3")
     assert code == 0 and "Traceback" not in err, err
     assert "worker processes were stopped" in err and "the report is complete" in err, err
@@ -110,21 +112,23 @@ def test_a_worker_killed_hung_or_failing_costs_its_compiles_a_rebuild_here(tmp_p
     assert not list((tmp_path / "two").rglob("*.tmp"))
 
 
-def test_workers_build_their_share_and_the_main_process_keeps_few_compiles_waiting(tmp_path, capsys, monkeypatch):
-    """-j 3: two forked workers, each building every third compile (the k-th compile begun is
-    process k mod 3's) and writing its pages; the main process keeps the records of at most
-    MAX_AHEAD compiles per worker waiting, and every worker is gone after the report."""
+def test_each_compile_is_built_once_by_the_first_process_to_reach_it(tmp_path, capsys, monkeypatch):
+    """-j 3: two forked workers; each compile is claimed by one process (the first to reach it),
+    which builds it and writes its pages, and every process agrees on who; the main process keeps
+    the records of at most MAX_AHEAD compiles per worker waiting; every worker is gone after the
+    report, which is byte for byte the one -j 1 writes."""
     log = _log(tmp_path, 24)
     report(capsys, log, "-o", tmp_path / "one", "-j", "1")
-    built, waiting, shares = tmp_path / "built", [], []
-    built.mkdir()
-    real_begin, real_wait, real_close = workers.WorkerShare.begin, workers.MainShare.wait_for, workers.MainShare.close
+    claimed, waiting, shares = tmp_path / "claimed", [], []
+    claimed.mkdir()
+    real_claim, real_wait, real_close = workers.Claims.claim, workers.MainShare.wait_for, workers.MainShare.close
 
-    def begin(self, make, deliver):  # in a worker: which compiles it builds, in files of its own
-        compile_ = real_begin(self, make, deliver)
-        if isinstance(compile_, IsolatedCompile):
-            (built / f"{os.getpid()}-{self._begun - 1}").touch()
-        return compile_
+    def claim(self, ordinal, process):  # in every process: what it was told, in a file of its own
+        owner = real_claim(self, ordinal, process)
+        (claimed / f"{os.getpid()}-{ordinal}-{owner}-{process}").touch()
+        if process == 0 and ordinal % 4 == 0:
+            time.sleep(0.05)  # the main process falls behind now and then: the workers claim more
+        return owner
 
     def wait_for(self, compile_):
         real_wait(self, compile_)
@@ -134,20 +138,22 @@ def test_workers_build_their_share_and_the_main_process_keeps_few_compiles_waiti
         shares.append(self)
         real_close(self)
 
-    monkeypatch.setattr(workers.WorkerShare, "begin", begin)
+    monkeypatch.setattr(workers.Claims, "claim", claim)
     monkeypatch.setattr(workers.MainShare, "wait_for", wait_for)
     monkeypatch.setattr(workers.MainShare, "close", close)
     code, err = report(capsys, log, "-o", tmp_path / "three", "-j", "3")
     assert code == 0 and "(3 processes)" in err and "warning" not in err, err
     assert shares[0].rebuilt == 0
-    by_worker: dict[str, list[int]] = {}
-    for name in os.listdir(built):
-        pid, ordinal = name.split("-")
-        by_worker.setdefault(pid, []).append(int(ordinal))
-    assert len(by_worker) == 2 and os.getpid() not in map(int, by_worker)
-    assert sorted({n % 3 for ordinals in by_worker.values() for n in ordinals}) == [1, 2]
-    assert all(len({n % 3 for n in ordinals}) == 1 for ordinals in by_worker.values())
-    assert sorted(n for ordinals in by_worker.values() for n in ordinals) == [n for n in range(24) if n % 3]
+    told: dict[int, dict[int, int]] = {}  # ordinal -> pid -> owner
+    number: dict[int, int] = {}  # pid -> process number
+    for name in os.listdir(claimed):
+        pid, ordinal, owner, process = map(int, name.split("-"))
+        told.setdefault(ordinal, {})[pid] = owner
+        number[pid] = process
+    assert sorted(told) == list(range(24)) and sorted(number.values()) == [0, 1, 2]
+    assert all(len(by_pid) == 3 and len(set(by_pid.values())) == 1 for by_pid in told.values()), told
+    owners = [next(iter(by_pid.values())) for _, by_pid in sorted(told.items())]
+    assert len(set(owners)) >= 2, owners  # shared out
     assert waiting and max(waiting) <= workers.MAX_AHEAD * 2
     assert all(p.exitcode is not None for p in shares[0].processes)
     _same(tmp_path / "one", tmp_path / "three")
