@@ -169,8 +169,11 @@ class WorkerShare:
     def __init__(self, index: int, claims: Claims, fd: int) -> None:
         self.index, self.claims, self.fd = index, claims, fd
         self._begun = 0
+        self._parent = os.getppid()
 
     def begin(self, make: MakeBuilder, deliver: Deliver) -> Compile:
+        if os.getppid() != self._parent:  # the main process is gone (killed): so is the report
+            os._exit(1)
         mine = self.claims.claim(self._begun, self.index) == self.index
         self._begun += 1
         return IsolatedCompile(make, self.send) if mine else SkippedCompile()

@@ -9,6 +9,8 @@ Hand-written logs (tests/support/report_logs.py), the command run in-process: no
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -26,6 +28,7 @@ def report(capsys, *args) -> tuple[int, str]:
 
 
 MB = 1 << 20
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("size", "cpus", "count"), [
@@ -157,6 +160,51 @@ def test_each_compile_is_built_once_by_the_first_process_to_reach_it(tmp_path, c
     assert waiting and max(waiting) <= workers.MAX_AHEAD * 2
     assert all(p.exitcode is not None for p in shares[0].processes)
     _same(tmp_path / "one", tmp_path / "three")
+
+
+_SLOW_REPORT = """
+import sys, time
+from provenance.report import workers
+from provenance.report.cli import main
+real = workers.Claims.claim
+def claim(self, ordinal, process):
+    time.sleep(0.05)
+    return real(self, ordinal, process)
+workers.Claims.claim = claim
+main(["report", sys.argv[1], "-o", sys.argv[2], "--no-browser", "-j", "2"])
+"""
+
+
+def _state(pid: int) -> str | None:
+    """A process's state (R, S, Z, ...), None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_worker_stops_when_the_main_process_is_killed(tmp_path):
+    """SIGKILL the main process mid-report (no cleanup runs): its worker notices at its next
+    compile and exits, instead of building the rest of the run for nobody."""
+    log = _log(tmp_path, 200)
+    main_process = subprocess.Popen([sys.executable, "-c", _SLOW_REPORT, str(log), str(tmp_path / "out")],
+                                    stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline, worker = time.monotonic() + 60, None
+    while worker is None and time.monotonic() < deadline and main_process.poll() is None:
+        children = Path(f"/proc/{main_process.pid}/task/{main_process.pid}/children")
+        found = children.read_text().split() if children.exists() else []
+        worker = int(found[0]) if found else None
+        time.sleep(0.02)
+    assert worker is not None, main_process.stderr.read() if main_process.poll() is not None else "no worker"
+    time.sleep(0.3)  # it has begun compiles
+    assert _state(worker) not in (None, "Z")
+    main_process.kill()
+    main_process.wait()
+    deadline = time.monotonic() + 20
+    while _state(worker) not in (None, "Z") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _state(worker) in (None, "Z")  # gone (or a zombie no one reaps: it runs no more)
 
 
 def test_the_read_ahead_scan_reads_in_chunks_and_finds_the_same(tmp_path, monkeypatch):
