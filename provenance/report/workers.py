@@ -29,6 +29,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pickle
+import re
 import select
 import signal
 import struct
@@ -95,6 +96,9 @@ class Claims:
 
 
 _LENGTH = struct.Struct("<Q")
+# The start of a line a worker may pass over (WorkerShare.skipper): group 1 the compile id
+_HEAVY = re.compile(rb'\{"type":(?:"trace","compile":(\d{1,18}),"list":"(?!prologue")|"memory","compile":(\d{1,18}),)')
+_COUNTED = (b'"type"', b'"compile"', b'"list"')
 
 
 def _send(fd: int, value: Any) -> None:
@@ -181,6 +185,20 @@ class WorkerShare:
     def send(self, result: CompileResult) -> None:
         _send(self.fd, result)
 
+    @staticmethod
+    def skipper(open_compiles: dict[Any, Compile]) -> Callable[[bytes], bool]:
+        """Which lines of a log this worker need not parse: the traces (but prologues, which later
+        recompiles diff against) and memory records of an open compile another process builds,
+        as this package writes them ("type", then "compile", then "list"), each of those keys once
+        and no \\u escape (a line that could parse to another type, compile or list is parsed)."""
+
+        def skip(raw: bytes) -> bool:
+            found = _HEAVY.match(raw)
+            return (found is not None and type(open_compiles.get(int(found[1] or found[2]))) is SkippedCompile
+                    and b"\\u" not in raw and all(raw.count(key) <= 1 for key in _COUNTED))
+
+        return skip
+
     def after(self, action: Callable[[], None]) -> None:
         pass  # problems and Perfetto events: the main process's, from its own reading
 
@@ -265,6 +283,11 @@ class MainShare(Pending):
         if owner == 0:  # built as a worker builds (what it cannot use named in its result): whoever builds it
             return IsolatedCompile(make, lambda result: self._queue(_Done(result), deliver))
         return ElsewhereCompile(make, deliver, self, owner - 1)
+
+    @staticmethod
+    def skipper(open_compiles: dict[Any, Compile]) -> None:
+        """The main process reads every line: it lists the logs' problems."""
+        return None
 
     def wait_for(self, compile_: ElsewhereCompile) -> None:
         self._waiting += 1

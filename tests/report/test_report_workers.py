@@ -158,6 +158,48 @@ def test_each_compile_is_built_once_by_the_first_process_to_reach_it(tmp_path, c
     _same(tmp_path / "one", tmp_path / "three")
 
 
+def test_a_worker_passes_over_only_lines_that_cannot_read_otherwise(tmp_path, capsys, monkeypatch):
+    """A worker parses no trace or memory record of a compile another process builds (it lists no
+    problem), unless the line could parse to another type, compile or list than its start says: a
+    repeated "compile" key (the last wins: a compile begun by that record), a "type" spelled with
+    a \\u escape (a prov record), a repeated "list" (a prologue, which recompiles diff against).
+    The report is the one -j 1 writes either way."""
+    log = _log(tmp_path, 12)
+    lines = log.read_bytes().splitlines(keepends=True)
+    tails = {b'"compile":3,': b',"compile":40}\n', b'"compile":5,': b',"\\u0074ype":"prov","id":999}\n',
+             b'"compile":7,': b',"list":"prologue"}\n'}
+    for n, line in enumerate(lines):
+        for compile_, tail in tails.items():
+            if line.startswith(b'{"type":"trace",' + compile_ + b'"list":"computation","index":1'):
+                lines[n] = line.rstrip(b"}\n") + tail
+    log.write_bytes(b"".join(lines))
+    code, err = report(capsys, log, "-o", tmp_path / "one", "-j", "1")
+    assert code == 0, err
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    real = workers.WorkerShare.skipper
+
+    def skipper(open_compiles):  # in the worker: each line it passed over, and each it parsed of the crafted ones
+        skip = real(open_compiles)
+
+        def recorded(raw):
+            passed = skip(raw)
+            if passed or raw.endswith(tuple(tails.values())):
+                (seen / f"{'skipped' if passed else 'parsed'}-{len(list(seen.iterdir()))}").write_bytes(raw)
+            return passed
+        return recorded
+
+    monkeypatch.setattr(workers.WorkerShare, "skipper", staticmethod(skipper))
+    monkeypatch.setattr(workers.Claims, "claim", lambda self, ordinal, process: ordinal % 2)  # the worker: odd ones
+    code, err = report(capsys, log, "-o", tmp_path / "two", "-j", "2")
+    assert code == 0 and "worker processes were stopped" not in err and "compile 40 without" in err, err
+    _same(tmp_path / "one", tmp_path / "two")
+    skipped = [f.read_bytes() for f in seen.glob("skipped-*")]
+    parsed = [f.read_bytes() for f in seen.glob("parsed-*")]
+    assert skipped and all(b'"list":"prologue"' not in line[:80] for line in skipped)
+    assert sorted(next(t for t in tails.values() if line.endswith(t)) for line in parsed) == sorted(tails.values())
+
+
 def test_a_compile_is_claimed_by_the_first_process_to_reach_it(tmp_path):
     """Claims: the first claim of a compile wins; every later one, by any process, is told the
     winner; a claim made in a forked process is seen by its parent."""

@@ -180,6 +180,8 @@ class RunBuilder:
         log_file = LogFile(log.path, read_ahead=READ_AHEAD)
         found, profiles = read_ahead(log.path)
         file = FilePass(self, log, log_file, profiles)
+        if self.share is not None:  # a worker passes over what only another process's compiles use
+            log_file.skip = self.share.skipper(file.open_compiles)
         for line, reason in found.problems:
             self.malformed(log, line, reason)
         if found.more_problems:

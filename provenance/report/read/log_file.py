@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,6 +128,9 @@ class LogFile:
     # Types a reader of their own checks, ahead of the pass (the report's profile records): not
     # checked again here, so a problem is counted once.
     read_ahead: frozenset[str] = frozenset()
+    # A line this reader may pass over unparsed (counted, never checked): a report worker's
+    # (workers.py), for the records of compiles another process builds; None: every line is read.
+    skip: Callable[[bytes], bool] | None = field(default=None, repr=False)
     _prov: dict[int, dict] = field(default_factory=dict, repr=False)
     _spans: dict[int, dict] = field(default_factory=dict, repr=False)
     _depth: dict[int, int] = field(default_factory=dict, repr=False)  # prov id -> nesting depth
@@ -136,6 +139,7 @@ class LogFile:
     _built_spans: dict[int, Span] = field(default_factory=dict, repr=False)
 
     def __iter__(self) -> Iterator[LogRecord]:
+        skip = self.skip
         with open(self.path, "rb") as f:
             for number, raw in enumerate(f, 1):
                 self.lines = number
@@ -144,6 +148,8 @@ class LogFile:
                     self.truncated = True
                     self._bad(number, "truncated last line (the process stopped while writing it)", raw)
                     break
+                if skip is not None and skip(raw):
+                    continue
                 record = self._parse(number, raw)
                 if record is not None:
                     yield record
