@@ -11,5 +11,5 @@ pipeline (docs/report.md lists every module):
   templates.
 
 cli.py is the command's options (the work of each imported when it runs: report_command.py), build.py
-the pipeline (build_report), jobs.py how many worker processes, workers.py the pool.
+the pipeline (build_report), jobs.py how many processes, workers.py the forked workers that read the logs too.
 """

@@ -63,7 +63,7 @@ class LoggedTrace:
 
 @dataclass(repr=False)
 class LoggedProfile:
-    """A compile's profile as its log says (picklable: it travels to report workers)."""
+    """A compile's profile as its log says (every report process reads it ahead for itself)."""
 
     compile: Any
     traces: dict[str, LoggedTrace] = field(default_factory=dict)
