@@ -151,8 +151,11 @@ def test_each_compile_is_built_once_by_the_first_process_to_reach_it(tmp_path, c
         pid, ordinal, owner, process = map(int, name.split("-"))
         told.setdefault(ordinal, {})[pid] = owner
         number[pid] = process
-    assert sorted(told) == list(range(24)) and sorted(number.values()) == [0, 1, 2]
-    assert all(len(by_pid) == 3 and len(set(by_pid.values())) == 1 for by_pid in told.values()), told
+    # every compile claimed, by a process that was told it was its own, and no process told otherwise
+    # (a worker the scheduler kept back may claim none before the main process is done and stops it)
+    assert sorted(told) == list(range(24)) and 0 in number.values() and set(number.values()) <= {0, 1, 2}
+    assert all(len(set(by_pid.values())) == 1 for by_pid in told.values()), told
+    assert all(any(number[pid] == owner for pid, owner in by_pid.items()) for by_pid in told.values()), told
     assert waiting and max(waiting) <= workers.MAX_AHEAD * 2
     assert all(p.exitcode is not None for p in shares[0].processes)
     _same(tmp_path / "one", tmp_path / "three")
