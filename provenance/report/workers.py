@@ -109,9 +109,18 @@ def _send(fd: int, value: Any) -> None:
         data = data[os.write(fd, data):]
 
 
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether a value (or the pipe's end) waits in the pipe, within `timeout` seconds."""
+    poller = select.poll()  # not select(): any descriptor number
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
+
+
 def _read(fd: int, n: int) -> bytes:
     chunks = []
     while n:
+        if not _readable(fd, HUNG_S):  # a worker stopped in the middle of a value hangs no more than before one
+            raise TimeoutError(f"hung: no compile delivered in {HUNG_S:g} s")
         chunk = os.read(fd, min(n, 1 << 20))
         if not chunk:
             raise EOFError("the worker's pipe closed")
@@ -123,11 +132,6 @@ def _read(fd: int, n: int) -> bytes:
 def _receive(fd: int) -> Any:
     (n,) = _LENGTH.unpack(_read(fd, _LENGTH.size))
     return pickle.loads(_read(fd, n))
-
-
-def _readable(fd: int, timeout: float) -> bool:
-    """Whether a value (or the pipe's end) waits in the pipe, within `timeout` seconds."""
-    return bool(select.select([fd], [], [], timeout)[0])
 
 
 class Worker:
@@ -343,6 +347,8 @@ class MainShare(Pending):
                 self._give_up(result.why)
             else:
                 self._give_up(f"hung: no compile delivered in {HUNG_S:g} s")
+        except TimeoutError as exc:
+            self._give_up(str(exc))
         except (EOFError, OSError) as exc:
             self._give_up(self._ended(worker, exc))
         except Exception as exc:  # noqa: BLE001 - a result that does not unpickle: built here instead

@@ -72,14 +72,17 @@ def _same(one: Path, two: Path) -> list[Path]:
 KILL = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"  # as the OOM killer would
 HANG = "import time; time.sleep(3600)"
 FAIL = "raise RuntimeError('out of luck')"
+# its next result stops after a part of its length (the rest would say 16 bytes follow)
+MIDWAY = ("import os, time; from provenance.report import workers; "
+          "workers._send = lambda fd, value: (os.write(fd, bytes([16, 0, 0])), time.sleep(3600))")
 
 
-@pytest.mark.parametrize("how", [KILL, HANG, FAIL], ids=["killed", "hung", "failed"])
+@pytest.mark.parametrize("how", [KILL, HANG, MIDWAY, FAIL], ids=["killed", "hung", "hung midway", "failed"])
 def test_a_worker_killed_hung_or_failing_costs_its_compiles_a_rebuild_here(tmp_path, capsys, monkeypatch, how):
     """A worker SIGKILLed as it begins its second compile, one that stops answering (past
-    HUNG_S), or one that fails: the workers are stopped, every compile not delivered is built in
-    the main process, one warning line says why, and the report is byte for byte the one -j 1
-    writes."""
+    HUNG_S) before a result or in the middle of one, or one that fails: the workers are stopped,
+    every compile not delivered is built in the main process, one warning line says why, and the
+    report is byte for byte the one -j 1 writes."""
     log = _log(tmp_path, 24)
     code, err = report(capsys, log, "-o", tmp_path / "one", "-j", "1")
     assert code == 0, err
@@ -105,7 +108,7 @@ def test_a_worker_killed_hung_or_failing_costs_its_compiles_a_rebuild_here(tmp_p
     assert code == 0 and "Traceback" not in err, err
     assert "worker processes were stopped" in err and "the report is complete" in err, err
     why = {KILL: "(one died, killed by SIGKILL)", HANG: "(hung: no compile delivered in 3 s)",
-           FAIL: "(one failed: RuntimeError: out of luck)"}[how]
+           MIDWAY: "(hung: no compile delivered in 3 s)", FAIL: "(one failed: RuntimeError: out of luck)"}[how]
     assert why in err, err
     assert len([line for line in err.splitlines() if "warning" in line]) == 1
     assert shares[0].rebuilt >= 1
