@@ -7,11 +7,11 @@ compile's pages need of earlier ones: their page names, their final prologues), 
 the compiles it claims: each compile is built by the first process to reach it (`Claims`), so a
 process that is ahead, less busy, or given more of a loaded machine's CPUs builds more. A worker
 writes its compiles' pages and sends their small results (CompileResult) to the main process over
-a pipe; nothing is shipped to a worker, which costs it a second parse of the logs (about a tenth
-of a -j 1 report's work) instead. The main process builds what it claims, takes the workers'
-results in the order the compiles ended, and alone lists problems and writes the run's pages, the
-Perfetto trace and compile_directory.json: the report does not depend on -j, nor on which process
-built which compile.
+a pipe; nothing is shipped to a worker, which reads the logs a second time instead (passing over,
+unparsed, the traces and memory records of compiles another process builds: `skipper`). The main
+process builds what it claims, takes the workers' results in the order the compiles ended, and
+alone lists problems and writes the run's pages, the Perfetto trace and compile_directory.json:
+the report does not depend on -j, nor on which process built which compile.
 
 Memory stays bounded: the main process keeps the records of a compile a worker builds (parsed
 anyway: references, no copy) until the worker's result comes, and once it keeps more than
@@ -96,7 +96,8 @@ class Claims:
 
 
 _LENGTH = struct.Struct("<Q")
-# The start of a line a worker may pass over (WorkerShare.skipper): group 1 the compile id
+# The start of a line a worker may pass over (WorkerShare.skipper): the compile id in group 1 (a
+# trace) or 2 (a memory record)
 _HEAVY = re.compile(rb'\{"type":(?:"trace","compile":(\d{1,18}),"list":"(?!prologue")|"memory","compile":(\d{1,18}),)')
 _COUNTED = (b'"type"', b'"compile"', b'"list"')
 
@@ -338,15 +339,11 @@ class MainShare(Pending):
             then(result)
 
     def _receive(self, worker: int) -> CompileResult | None:
-        fd = self._workers[worker].fd
         try:
-            if _readable(fd, HUNG_S):
-                result = _receive(fd)
-                if not isinstance(result, _Failed):
-                    return result
-                self._give_up(result.why)
-            else:
-                self._give_up(f"hung: no compile delivered in {HUNG_S:g} s")
+            result = _receive(self._workers[worker].fd)  # waits at most HUNG_S for each part of it
+            if not isinstance(result, _Failed):
+                return result
+            self._give_up(result.why)
         except TimeoutError as exc:
             self._give_up(str(exc))
         except (EOFError, OSError) as exc:
