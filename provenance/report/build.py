@@ -35,6 +35,7 @@ class Report:
     compiles: int
     failed: int
     bytes_read: int
+    processes: int  # that read the logs: 1, or -j's (at most Claims.MAX_PROCESSES; 1 where fork is not available)
 
 
 def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None = None,
@@ -87,7 +88,8 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
         for template, file, context in page.subpages(model):
             (out / file).parent.mkdir(parents=True, exist_ok=True)
             writer.write(template, file, root="../" * file.count("/"), **context)
-    return Report(out, model, builder.problems, len(builder.summaries), model.totals.failed, builder.bytes_read)
+    return Report(out, model, builder.problems, len(builder.summaries), model.totals.failed, builder.bytes_read,
+                  share.processes if share is not None else 1)
 
 
 def _files(registered: list[type[pages.Page]]) -> dict[str, str]:

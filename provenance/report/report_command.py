@@ -222,7 +222,7 @@ def _report(args: argparse.Namespace, spool: _Spool) -> int:
         gc.unfreeze()
         progress.close()
     index = out / "index.html"
-    workers = f" ({jobs} processes)" if jobs > 1 else ""
+    workers = f" ({report.processes} processes)" if report.processes > 1 else ""
     rebuilt = sum(1 for f in files if f in spool.files)
     spans = f" ({rebuilt} read from OTel spans)" if rebuilt else ""
     say(f"thunder-trace: {plural(report.compiles, 'compile')} ({report.failed} failed) from "

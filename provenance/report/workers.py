@@ -279,8 +279,13 @@ class MainShare(Pending):
         self.rebuilt = 0  # compiles a lost worker had, built here
 
     @property
-    def processes(self) -> list[Worker]:
+    def workers(self) -> list[Worker]:
         return list(self._workers)
+
+    @property
+    def processes(self) -> int:
+        """How many read the logs: the workers and this one."""
+        return len(self._workers) + 1
 
     def begin(self, make: MakeBuilder, deliver: Deliver) -> Compile:
         owner = self.claims.claim(self._begun, 0) if self.lost is None else 0

@@ -114,7 +114,7 @@ def test_a_worker_killed_hung_or_failing_costs_its_compiles_a_rebuild_here(tmp_p
     assert shares[0].rebuilt >= 1
     pages = [f for f in _same(tmp_path / "one", tmp_path / "two") if f.parts[0] == "compiles"]
     assert len(pages) >= 24
-    assert all(p.exitcode is not None for p in shares[0].processes)  # none left behind
+    assert all(p.exitcode is not None for p in shares[0].workers)  # none left behind
     assert not list((tmp_path / "two").rglob("*.tmp"))
 
 
@@ -160,7 +160,7 @@ def test_each_compile_is_built_once_by_the_first_process_to_reach_it(tmp_path, c
     assert all(len(set(by_pid.values())) == 1 for by_pid in told.values()), told
     assert all(any(number[pid] == owner for pid, owner in by_pid.items()) for by_pid in told.values()), told
     assert waiting and max(waiting) <= workers.MAX_AHEAD * 2
-    assert all(p.exitcode is not None for p in shares[0].processes)
+    assert all(p.exitcode is not None for p in shares[0].workers)
     _same(tmp_path / "one", tmp_path / "three")
 
 
@@ -204,6 +204,21 @@ def test_a_worker_passes_over_only_lines_that_cannot_read_otherwise(tmp_path, ca
     parsed = [f.read_bytes() for f in seen.glob("parsed-*")]
     assert skipped and all(b'"list":"prologue"' not in line[:80] for line in skipped)
     assert sorted(next(t for t in tails.values() if line.endswith(t)) for line in parsed) == sorted(tails.values())
+
+
+def test_the_last_line_says_how_many_processes_read_the_logs(tmp_path, capsys, monkeypatch):
+    """-j N says the processes that ran: at most Claims.MAX_PROCESSES, and one (nothing said)
+    where fork is not available; the report is -j 1's either way."""
+    log = _log(tmp_path, 6)
+    report(capsys, log, "-o", tmp_path / "one", "-j", "1")
+    monkeypatch.setattr(workers.Claims, "MAX_PROCESSES", 3)
+    code, err = report(capsys, log, "-o", tmp_path / "capped", "-j", "40")
+    assert code == 0 and "(3 processes)" in err, err
+    monkeypatch.setattr(workers, "can_fork", lambda: False)
+    code, err = report(capsys, log, "-o", tmp_path / "unforked", "-j", "4")
+    assert code == 0 and "processes" not in err, err
+    _same(tmp_path / "one", tmp_path / "capped")
+    _same(tmp_path / "one", tmp_path / "unforked")
 
 
 def test_a_compile_is_claimed_by_the_first_process_to_reach_it(tmp_path):
