@@ -34,7 +34,7 @@ from provenance.kept import Kept
 from provenance.record import Provenance
 
 __all__ = ["BY", "Block", "CompileMemory", "MemOp", "MemoryRow", "RematChange", "Saved", "TraceMemory",
-           "compiles", "register", "rollup", "summary", "table"]
+           "compiles", "register", "rollup", "rollups", "summary", "table"]
 
 FORWARD, BACKWARD = "forward", "backward"
 BY = ("line", "module_line", "module", "role", "op")
@@ -232,13 +232,35 @@ def _keys(record: Provenance | None, by: str, trace: str, compile_id: int) -> tu
 
 def rollup(memories: Iterable[CompileMemory], by: str = "line") -> list[MemoryRow]:
     """Rows by `by`, sorted by saved-for-backward bytes, then by peak bytes (largest first)."""
-    if by not in BY:
-        raise ValueError(f"by must be one of {', '.join(BY)}, got {by!r}")
-    by_op = by == "op"
-    # Bytes by (record, trace, compile, op) first, then each of those charged to its rows once:
-    # a record has many blocks (its outputs, saved, live at the peak) and few rows. Keyed by id:
-    # the records outlive the call, held by `memories`.
-    charges: dict[tuple, tuple[Provenance | None, str, int, str | None, list[int]]] = {}
+    return rollups(memories, (by,))[by]
+
+
+def rollups(memories: Iterable[CompileMemory], bys: Iterable[str]) -> dict[str, list[MemoryRow]]:
+    """`rollup` by each of `bys`, the blocks charged once for all of them (a report's compile
+    shows its lines and its modules)."""
+    bys = tuple(bys)
+    for by in bys:
+        if by not in BY:
+            raise ValueError(f"by must be one of {', '.join(BY)}, got {by!r}")
+    memories = list(memories)
+    out: dict[str, list[MemoryRow]] = {}
+    by_key = [by for by in bys if by != "op"]
+    if by_key:
+        charges = _charges(memories, by_op=False)
+        out.update((by, _rows(charges, by)) for by in by_key)
+    if "op" in bys:
+        out["op"] = _rows(_charges(memories, by_op=True), "op")
+    return {by: out[by] for by in bys}
+
+
+_Charges = dict  # (id(record), trace, compile, op) -> (record, trace, compile, op, figures)
+
+
+def _charges(memories: list[CompileMemory], by_op: bool) -> _Charges:
+    """Bytes by (record, trace, compile, op) first, each then charged to its rows once: a record
+    has many blocks (its outputs, saved, live at the peak) and few rows. Keyed by id: the
+    records outlive the call, held by `memories`."""
+    charges: _Charges = {}
 
     def charge(record: Provenance | None, trace: str, cid: int, op: str | None, figure: int, value: int) -> None:
         key = (id(record), trace, cid, op if by_op else None)
@@ -272,10 +294,13 @@ def rollup(memories: Iterable[CompileMemory], by: str = "line") -> list[MemoryRo
         for change in memory.remat:
             charge(change.record, FORWARD, cid, None, _REMOVED if change.change == "removed" else _ADDED,
                    change.nbytes)
+    return charges
 
+
+def _rows(charges: _Charges, by: str) -> list[MemoryRow]:
     rows: dict[str, MemoryRow] = {}
     for record, trace, cid, op, figures in charges.values():
-        if by_op:
+        if by == "op":
             keys, own, members = [op or "(unknown)"], op or "(unknown)", ()
         else:
             keys, own, members = _keys(record, by, trace, cid)

@@ -111,6 +111,16 @@ def test_the_report_rolls_the_log_up_as_the_process_did_and_draws_it(tmp_path, b
         assert [(r.key, r.saved_bytes, r.forward_peak_bytes, r.backward_peak_bytes, r.allocated_bytes)
                 for r in static_memory.rollup([rebuilt], by)] == [
             (r.key, r.saved_bytes, r.forward_peak_bytes, r.backward_peak_bytes, r.allocated_bytes) for r in rows]
+    # every `by` at once (the report's lines and modules) charges the blocks as each alone does
+    together = static_memory.rollups([rebuilt], static_memory.BY)
+    assert list(together) == list(static_memory.BY)
+    for by, rows in together.items():
+        assert [(r.key, r.kind, r.members, r.saved_bytes, r.peak_bytes, r.allocated_bytes) for r in rows] == [
+            (r.key, r.kind, r.members, r.saved_bytes, r.peak_bytes, r.allocated_bytes)
+            for r in static_memory.rollup([rebuilt], by)]
+        assert rows, by
+    with pytest.raises(ValueError, match="by must be one of"):
+        static_memory.rollups([rebuilt], ("line", "file"))
     out = tmp_path / "out"
     assert main(["report", str(tmp_path / "logs"), "-o", str(out), "--no-browser", "--strict"]) == 0
     [page_path] = [p for p in (out / "compiles").glob("*.html") if not p.name.endswith("-source.html")]

@@ -308,15 +308,16 @@ class CompileBuilder:
 
     def _memory(self, page: CompilePage, summary: CompileSummary, source: SourcePage | None) -> None:
         """The Memory section, the run's figures and the source view's memory gutter."""
-        from provenance.static_memory import rollup
+        from provenance.static_memory import rollups
         from provenance.static_memory import summary as totals_of
 
         try:
             found = compile_memory(self.memory, self.provs.record, self.compile or 0, self.fn)
             if found is None:
                 return
-            totals, by_line = totals_of([found]), rollup([found], "line")
-            page.memory = compile_memory_view(found, summary.finals, totals, by_line)
+            totals, rows = totals_of([found]), rollups([found], ("line", "module"))
+            by_line = rows["line"]
+            page.memory = compile_memory_view(found, summary.finals, totals, by_line, rows["module"])
             page.static_memory = found
             summary.memory = totals
             if self.profile is not None and self.profile.has_memory:  # CUDA: the allocator's readings

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from provenance import attribution
@@ -37,7 +38,6 @@ from provenance.static_memory import (
     Saved,
     TraceMemory,
     line_texts,
-    rollup,
     size,
 )
 
@@ -61,17 +61,23 @@ def _trace(data: dict, record_of: RecordOf) -> TraceMemory | None:
     if name not in (FORWARD, BACKWARD):
         return None
     raw = data.get("ops")
+    ops = [e for e in raw if type(e) is list and len(e) == 6 and type(e[0]) is int and type(e[3]) is int
+           and type(e[4]) is int and type(e[5]) is int] if isinstance(raw, list) else []
+    raw = data.get("blocks")
+    blocks = [e for e in raw if type(e) is list and len(e) == 5 and type(e[1]) is int
+              and (e[3] is None or type(e[3]) is int) and (e[4] is None or type(e[4]) is int)] \
+        if isinstance(raw, list) else []
+    # each record looked up once: a trace's thousands of ops and blocks name a few hundred
+    found = {i: record_of(i) for i in {e[2] for e in chain(ops, blocks) if isinstance(e[2], int)}}.get
     make = MemOp._make
-    ops = [make((e[0], str(e[1]), record_of(e[2]), e[3], e[4], e[5])) for e in raw
-           if type(e) is list and len(e) == 6 and type(e[0]) is int and type(e[3]) is int and type(e[4]) is int
-           and type(e[5]) is int] if isinstance(raw, list) else []
-    blocks = []
-    for e in data.get("blocks") if isinstance(data.get("blocks"), list) else ():
-        if type(e) is list and len(e) == 5 and type(e[1]) is int and (e[3] is None or type(e[3]) is int) and (
-                e[4] is None or type(e[4]) is int):
-            blocks.append(Block(str(e[0]), e[1], record_of(e[2]), e[3] if e[3] is not None else -1, e[4]))
-    return TraceMemory(name, tuple(ops), tuple(blocks), _int(data.get("inputs")) or 0, _int(data.get("start")) or 0,
-                       str(data.get("list") or ""), _int(data.get("index")))
+    return TraceMemory(
+        name,
+        tuple(make((e[0], e[1] if type(e[1]) is str else str(e[1]),
+                    found(e[2]) if isinstance(e[2], int) else None, e[3], e[4], e[5])) for e in ops),
+        tuple(Block(str(e[0]), e[1], found(e[2]) if isinstance(e[2], int) else None, e[3] if e[3] is not None else -1,
+                    e[4]) for e in blocks),
+        _int(data.get("inputs")) or 0, _int(data.get("start")) or 0, str(data.get("list") or ""),
+        _int(data.get("index")))
 
 
 def _entries(value: Any) -> list[list]:
@@ -98,30 +104,32 @@ def _where(record: Provenance | None) -> str:
 
 def _timeline(trace: TraceMemory, anchor: str | None) -> MemoryTimeline:
     ops = trace.ops
+    n = len(ops)
     top = max(trace.peak, 1)
     peak_at = trace.peak_position
     peak_index = next((i for i, o in enumerate(ops) if o.position == peak_at), -1)
-    groups = max(1, -(-len(ops) // MAX_BARS)) if ops else 1
+    groups = max(1, -(-n // MAX_BARS)) if ops else 1
     if groups == 1:  # an op a bar (a trace of up to MAX_BARS ops)
-        chosen, counts = list(ops), [1] * len(ops)
+        chosen, counts = ops, [1] * n
     else:  # a bar for each group of ops: its largest op (the first of them)
         lives = [o.live for o in ops]
-        starts = range(0, len(ops), groups)
-        chosen = [ops[max(range(i, min(i + groups, len(ops))), key=lives.__getitem__)] for i in starts]
-        counts = [min(groups, len(ops) - i) for i in starts]
-    # The bars' texts (op names, lines, sizes), each sent once and referenced by index
-    records = {id(o.record): o.record for o in chosen}  # a line's ops share their record (the trace holds them)
-    line_of = {key: _where(record) for key, record in records.items()}
-    size_of = {n: size(n) for n in {*(o.allocated for o in chosen), *(o.freed for o in chosen if o.freed),
-                                     *(o.live for o in chosen)}}
-    texts = {t: i for i, t in enumerate(dict.fromkeys((*(o.name for o in chosen), *line_of.values(),
-                                                         *size_of.values())))}
+        chosen = []
+        for i in range(0, n, groups):
+            group = lives[i:i + groups]
+            chosen.append(ops[i + group.index(max(group))])
+        counts = [groups] * (len(chosen) - 1) + [n - groups * (len(chosen) - 1)]
+    # The bars' texts (op names, lines, sizes), each sent once and referenced by index; a column at a time
+    _, names, records, allocated, freed, live = zip(*chosen) if chosen else ((),) * 6
+    distinct = {id(r): r for r in records}  # a line's ops share their record (the trace holds them)
+    line_of = {key: _where(record) for key, record in distinct.items()}
+    size_of = {b: size(b) for b in {*allocated, *(f for f in freed if f), *live}}
+    texts = {t: i for i, t in enumerate(dict.fromkeys((*names, *line_of.values(), *size_of.values())))}
     line_of = {key: texts[t] for key, t in line_of.items()}
-    size_of = {n: texts[t] for n, t in size_of.items()}
-    bars: list[int] = []
-    for o, count in zip(chosen, counts):
-        bars += (round(10_000 * o.live / top), texts[o.name], line_of[id(o.record)], size_of[o.allocated],
-                 size_of[o.freed] if o.freed else -1, size_of[o.live], count)
+    size_of = {b: texts[t] for b, t in size_of.items()}
+    sized = size_of.__getitem__
+    bars = list(chain.from_iterable(zip(
+        [round(10_000 * b / top) for b in live], map(texts.__getitem__, names), [line_of[id(r)] for r in records],
+        map(sized, allocated), [size_of[f] if f else -1 for f in freed], map(sized, live), counts)))
     peak_bar = peak_index // groups if peak_index >= 0 else -1
     peak_op = ops[peak_index] if peak_index >= 0 else None
     peak_x = 100 * (peak_bar + 0.5) / len(chosen) if peak_bar >= 0 else 0.0
@@ -148,13 +156,13 @@ def _short(key: str) -> str:
 
 
 def compile_memory_view(memory: CompileMemory, anchors: dict[str, str], totals: dict,
-                        by_line: list[MemoryRow]) -> CompileMemoryView:
-    """The compile page's Memory section; `totals` and `by_line`: its summary and line rows
-    (static_memory.summary, rollup by line), made once for the section, the run and the source view."""
+                        by_line: list[MemoryRow], modules: list[MemoryRow]) -> CompileMemoryView:
+    """The compile page's Memory section; `totals`, `by_line` and `modules`: its summary and its rows
+    by line and by module (static_memory.summary, rollups), made once for the section, the run and
+    the source view."""
     texts = line_texts([memory])
     total = totals["saved_bytes"]
     by_peak = sorted(by_line, key=lambda r: (-r.peak_bytes, r.key))
-    modules = [r for r in rollup([memory], "module")]
     lists = {FORWARD: "computation", BACKWARD: "backward"}
     return CompileMemoryView(
         saved=size(total), saved_inputs=size(totals["saved_input_bytes"]),

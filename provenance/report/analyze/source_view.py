@@ -69,20 +69,23 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
     counts: dict[tuple[int, int], list[int]] = {}
     path_of = {index: path for path, index in files.items()}
     panes = []
+    counted: dict[Any, tuple[int | None, tuple]] = {}  # prov id -> (its column, None: the trace's; its lines)
     for view in finals:
         slot = 0 if view.list == "computation" else 1
         for op in view.ops:
             prov = op[PROV]
-            info = provs.get(prov) if prov is not None else None
-            if info is None or info.kind == Kind.BOOKKEEPING:
-                continue
-            if info.kind == Kind.FUSION:
-                direct = {k for m in info.members for k in direct_keys.get(m, ())}
-                column = 2
-            else:
-                direct = set(direct_keys.get(prov, ()))
-                column = slot
-            for key in direct:
+            found = counted.get(prov)
+            if found is None:  # a record's ops count at the same lines: worked out once per record
+                info = provs.get(prov) if prov is not None else None
+                if info is None or info.kind == Kind.BOOKKEEPING:
+                    found = (None, ())
+                elif info.kind == Kind.FUSION:
+                    found = (2, tuple({k for m in info.members for k in direct_keys.get(m, ())}))
+                else:
+                    found = (None, tuple(set(direct_keys.get(prov, ()))))
+                counted[prov] = found
+            column = slot if found[0] is None else found[0]
+            for key in found[1]:
                 counts.setdefault(key, [0, 0, 0])[column] += 1
                 if line_ops is not None:
                     _quote(line_ops, (path_of[key[0]], key[1]), column, view, op, key[0],
