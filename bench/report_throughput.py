@@ -24,7 +24,7 @@ thunder-trace runs twice: by default (see provenance/report/jobs.py auto_jobs; e
 count and the load average when it started are printed) and all in one process (-j 1).
 
     python bench/report_throughput.py [--sizes 3,30,300] [--runs 5] [--conditions quiet,loaded]
-        [--many-base LOG --many-mb 30] [--ranks 64,256,1024] [--work DIR] [--keep] [--json FILE]
+        [--many-base LOG --many-mb 30] [--ranks 64,256,1024] [--work DIR] [--keep] [--out DIR] [--json FILE]
         [--before CHECKOUT]  (an earlier commit's report in the same rounds: `git worktree add DIR REV`)
 """
 
@@ -189,11 +189,13 @@ def _tree_peaks(root: int, peaks: dict[int, int]) -> None:
         peaks[pid] = max(peaks.get(pid, 0), hwm)
 
 
-def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, str, float]:
+def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, str, float, float]:
     """Wall seconds, peak RSS in MB (the peaks of the whole process tree, workers included,
     summed: sampled every 20 ms from /proc), exit status, stderr, CPU seconds (user + system, of
     the process and the children it waited for: our workers, tlparse's threads), which other work
-    on a shared machine disturbs less than the wall time."""
+    on a shared machine disturbs less than the wall time, and the system part of them alone (on
+    this VM's disk, creating a file costs 0.03 to 0.6 ms of system time by the moment and the
+    directory: `--out` on a tmpfs takes that out of both tools' figures)."""
     start = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     peaks: dict[int, int] = {}
@@ -208,7 +210,7 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[floa
     err = child.stderr.read().decode(errors="replace") if child.stderr else ""
     if child.returncode != 0:
         print(err[-2000:], file=sys.stderr)
-    return wall, sum(peaks.values()) / 1024, child.returncode, err, usage.ru_utime + usage.ru_stime
+    return wall, sum(peaks.values()) / 1024, child.returncode, err, usage.ru_utime + usage.ru_stime, usage.ru_stime
 
 
 def workers_used(stderr: str) -> int:
@@ -312,22 +314,25 @@ def ours(log: Path, out: Path, jobs: int | None) -> list[str]:
     return command + (["-j", str(jobs)] if jobs is not None else [])
 
 
-def rounds(tools: dict[str, tuple[Path, Callable[[Path], list[str]]]], runs: int, work: Path,
+def rounds(tools: dict[str, tuple[Path, Callable[[Path], list[str]]]], runs: int, outs: Path,
            condition: str, envs: dict[str, dict[str, str] | None] | None = None) -> dict[str, dict]:
     """`runs` rounds, the tools alternating (each round's order rotated): per tool its runs'
-    wall and CPU seconds, peak RSS, exit status, worker count, load; the output's size."""
+    wall and CPU seconds, peak RSS, exit status, worker count, load; the output's size. Each tool
+    writes its report under `outs`, to the same directory every round."""
     results: dict[str, dict] = {}
     names = list(tools)
     for run in range(runs):
         for name in names[run % len(names):] + names[:run % len(names)]:
             log, command = tools[name]
-            out = work / f"out_{abs(hash(name)) % 10**6}"
+            out = outs / f"out_{abs(hash(name)) % 10**6}"
             load = os.getloadavg()[0]
             env = (envs or {}).get(name) or _env(PYTHONPATH=str(ROOT))  # this checkout's package
-            wall, rss, status, err, cpu = measure(command(out), env)
+            wall, rss, status, err, cpu, sys_cpu = measure(command(out), env)
             r = results.setdefault(name, {"log_mb": du(log) / 1e6 if log.is_dir() else log.stat().st_size / 1e6,
-                                          "wall": [], "rss": [], "status": [], "workers": [], "load": [], "cpu": []})
-            for key, value in (("wall", wall), ("cpu", cpu), ("rss", rss), ("status", status), ("load", load)):
+                                          "wall": [], "rss": [], "status": [], "workers": [], "load": [], "cpu": [],
+                                          "sys": []})
+            for key, value in (("wall", wall), ("cpu", cpu), ("sys", sys_cpu), ("rss", rss), ("status", status),
+                               ("load", load)):
                 r[key].append(value)
             r["workers"].append(workers_used(err) if name.startswith("ours") else None)
             r["out_mb"] = du(out) / 1e6 if out.exists() else 0.0
@@ -337,6 +342,7 @@ def rounds(tools: dict[str, tuple[Path, Callable[[Path], list[str]]]], runs: int
     for r in results.values():
         r["median_wall"] = statistics.median(r["wall"])
         r["median_cpu"] = statistics.median(r["cpu"])
+        r["median_sys"] = statistics.median(r["sys"])
         r["median_rss"] = statistics.median(r["rss"])
         r["mb_per_s"] = r["log_mb"] / r["median_wall"]
     return results
@@ -382,12 +388,16 @@ def main() -> None:
     parser.add_argument("--tlparse", default=shutil.which("tlparse") or str(BIN / "tlparse"))
     parser.add_argument("--work", type=Path, help="work directory (default: a temporary one, removed)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--out", type=Path, help="where the tools write their reports (default: the work "
+                        "directory; a tmpfs such as /dev/shm keeps the disk's file-creation cost out)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--before", type=Path, help="a checkout of an earlier commit (git worktree): its report "
                         "runs too, as `ours -j 1 (before)`, in the same rounds")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="report_bench."))
     work.mkdir(parents=True, exist_ok=True)
+    outs = args.out or work
+    outs.mkdir(parents=True, exist_ok=True)
     # As a wheel install leaves it (pip byte-compiles), whatever PYTHONDONTWRITEBYTECODE says:
     # else every run of ours would compile the package's modules first (~0.1 s).
     compileall.compile_dir(str(ROOT / "provenance"), quiet=1)
@@ -415,7 +425,7 @@ def main() -> None:
             for condition in [c for c in args.conditions.split(",") if c]:
                 load = burners(cpus) if condition == "loaded" else []
                 try:
-                    got = rounds(tools, args.runs, work, f"{size_mb:g} MB {condition}", before.envs)
+                    got = rounds(tools, args.runs, outs, f"{size_mb:g} MB {condition}", before.envs)
                 finally:
                     stop(load)
                 results[f"{size_mb:g} MB {condition}"] = got
@@ -425,7 +435,7 @@ def main() -> None:
         if args.ranks:
             table.extend(_ranks(args, work, results, thunder_base_path))
         print("| log | condition | tool | input | median time | MB/s | of the ceiling | vs tlparse (per round) "
-              "| median CPU | peak RSS | output (× input) |")
+              "| median CPU (of it system) | peak RSS | output (× input) |")
         print("| --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
         print("\n".join(table))
         if args.json:
@@ -445,8 +455,12 @@ def _row(log: str, condition: str, name: str, r: dict, ceiling: dict | None, the
     workers = sorted({w for w in r["workers"] if w})
     shown = name + (f" [{'/'.join(map(str, workers))} proc]" if name == "ours (default)" and workers else "")
     return (f"| {log} | {condition} | {shown} | {r['log_mb']:.1f} MB | {r['median_wall']:.2f} s | "
-            f"{r['mb_per_s']:.1f} | {of_ceiling} | {versus} | {r['median_cpu']:.2f} s | {r['median_rss']:.0f} MB | "
+            f"{r['mb_per_s']:.1f} | {of_ceiling} | {versus} | {_cpu(r)} | {r['median_rss']:.0f} MB | "
             f"{output} |")
+
+
+def _cpu(r: dict) -> str:
+    return f"{r['median_cpu']:.2f} s ({r['median_sys']:.2f} sys)"
 
 
 def _rows(size_mb: float, condition: str, got: dict) -> list[str]:
@@ -469,7 +483,7 @@ def _many(args: argparse.Namespace, work: Path, results: dict, before: BeforeToo
     tools = {"parse-only (Thunder log)": (log, lambda out: [sys.executable, "-c", PARSE_ONLY, str(log), "jsonl"]),
              "ours -j 1": (log, lambda out: ours(log, out, 1)),
              "ours (default)": (log, lambda out: ours(log, out, None))} | before(log)
-    got = rounds(tools, max(3, args.runs // 2 + 1), work, "many compiles", before.envs)
+    got = rounds(tools, max(3, args.runs // 2 + 1), args.out or work, "many compiles", before.envs)
     results["many compiles"] = {"compiles": compiles, **got}
     name = f"many compiles ({compiles} compiles)"
     return [_row(name, f"quiet (load {statistics.median(r['load']):.1f})", tool, r,
@@ -488,14 +502,14 @@ def _ranks(args: argparse.Namespace, work: Path, results: dict, base: Path) -> l
         if not directory.exists():
             write_ranks(base, directory, n)
         tools[f"{n} ranks"] = (directory, lambda out, d=directory: ours(d, out, 1))
-    got = rounds(tools, 3, work, "ranks")
+    got = rounds(tools, 3, args.out or work, "ranks")
     results["ranks"] = got
     first = got["1 rank"]
     for name, r in got.items():
         per_mb = r["median_wall"] / r["log_mb"]
         rows.append(f"| {name} (-j 1) | quiet (load {statistics.median(r['load']):.1f}) | ours -j 1 | "
                     f"{r['log_mb']:.1f} MB | {r['median_wall']:.2f} s | {r['mb_per_s']:.1f} | "
-                    f"{per_mb * 1e3:.0f} ms/MB | | {r['median_cpu']:.2f} s | {r['median_rss']:.0f} MB "
+                    f"{per_mb * 1e3:.0f} ms/MB | | {_cpu(r)} | {r['median_rss']:.0f} MB "
                     f"({r['median_rss'] / first['median_rss']:.2f}× 1 rank) | {r['out_mb']:.0f} MB |")
     return rows
 
