@@ -333,7 +333,9 @@ def test_thunderfx_report_shows_graphs_pieces_splits_breaks_and_lines_across_pie
     page = browser.open(fx_report / "graphs" / "log0-g1.html")
     assert page.locator(".sl.fx-fallback").count() == 1 and page.locator(".sl.fx-break").count() == 1
     # the graph's compile to scale and every phase in a table, drawn from their data (report.js phaseBars)
-    assert "dynamo_trace" in page.inner_text("#compile-time .timeline.phases")
+    # dynamo_trace in the bar: its title names it (its label shows only if it took 2% of the compile,
+    # which a loaded machine's slower Inductor compile can take from it)
+    assert page.locator("#compile-time .timeline.phases .seg[title*='dynamo_trace']").count() >= 1
     assert page.locator("#compile-time table.phases tbody tr").count() >= page.locator(
         "#compile-time .timeline.phases .seg:not(.g-other)").count() >= 3
     page.locator(".sl", has_text="h = self.up(x)").click()
