@@ -253,7 +253,8 @@ def rollups(memories: Iterable[CompileMemory], bys: Iterable[str]) -> dict[str, 
     return {by: out[by] for by in bys}
 
 
-_Charges = dict  # (id(record), trace, compile, op) -> (record, trace, compile, op, figures)
+# (id(record), trace, compile, op) -> (record, trace, compile, op, its figures)
+_Charges = dict[tuple[int, str, int, str | None], tuple[Provenance | None, str, int, str | None, list[int]]]
 
 
 def _charges(memories: list[CompileMemory], by_op: bool) -> _Charges:
