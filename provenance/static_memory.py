@@ -243,14 +243,14 @@ def rollups(memories: Iterable[CompileMemory], bys: Iterable[str]) -> dict[str, 
         if by not in BY:
             raise ValueError(f"by must be one of {', '.join(BY)}, got {by!r}")
     memories = list(memories)
+    charged: dict[bool, _Charges] = {}  # by op or not: every key but "op" shares the one charging
     out: dict[str, list[MemoryRow]] = {}
-    by_key = [by for by in bys if by != "op"]
-    if by_key:
-        charges = _charges(memories, by_op=False)
-        out.update((by, _rows(charges, by)) for by in by_key)
-    if "op" in bys:
-        out["op"] = _rows(_charges(memories, by_op=True), "op")
-    return {by: out[by] for by in bys}
+    for by in bys:
+        by_op = by == "op"
+        if by_op not in charged:
+            charged[by_op] = _charges(memories, by_op)
+        out[by] = _rows(charged[by_op], by)
+    return out
 
 
 # (id(record), trace, compile, op) -> (record, trace, compile, op, its figures)

@@ -43,8 +43,9 @@ FORMAT = 1  # of COMPILED's contents
 class _Environment(jinja2.Environment):
     """A template's globals as one flat dict, not jinja2's ChainMap over the environment's: every
     render copies them into its context and every `{% import %}` compares their keys, which a
-    ChainMap does through the generic, slow paths (~5% of a small compile's CPU). The report sets
-    its globals once, before any template loads (html.environment), so a snapshot is the same."""
+    ChainMap does through the generic, slow paths (2.5% of the instructions of a report of small
+    compiles, by callgrind). The report sets its globals once, before any template loads
+    (html.environment), so a snapshot is the same."""
 
     def make_globals(self, d: MutableMapping[str, Any] | None) -> MutableMapping[str, Any]:
         return {**self.globals, **d} if d else dict(self.globals)
