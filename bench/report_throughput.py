@@ -396,7 +396,7 @@ def main() -> None:
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="report_bench."))
     work.mkdir(parents=True, exist_ok=True)
-    outs = args.out or work
+    outs = args.out = args.out or work  # _many and _ranks write there too
     outs.mkdir(parents=True, exist_ok=True)
     # As a wheel install leaves it (pip byte-compiles), whatever PYTHONDONTWRITEBYTECODE says:
     # else every run of ours would compile the package's modules first (~0.1 s).
@@ -483,7 +483,7 @@ def _many(args: argparse.Namespace, work: Path, results: dict, before: BeforeToo
     tools = {"parse-only (Thunder log)": (log, lambda out: [sys.executable, "-c", PARSE_ONLY, str(log), "jsonl"]),
              "ours -j 1": (log, lambda out: ours(log, out, 1)),
              "ours (default)": (log, lambda out: ours(log, out, None))} | before(log)
-    got = rounds(tools, max(3, args.runs // 2 + 1), args.out or work, "many compiles", before.envs)
+    got = rounds(tools, max(3, args.runs // 2 + 1), args.out, "many compiles", before.envs)
     results["many compiles"] = {"compiles": compiles, **got}
     name = f"many compiles ({compiles} compiles)"
     return [_row(name, f"quiet (load {statistics.median(r['load']):.1f})", tool, r,
@@ -502,7 +502,7 @@ def _ranks(args: argparse.Namespace, work: Path, results: dict, base: Path) -> l
         if not directory.exists():
             write_ranks(base, directory, n)
         tools[f"{n} ranks"] = (directory, lambda out, d=directory: ours(d, out, 1))
-    got = rounds(tools, 3, args.out or work, "ranks")
+    got = rounds(tools, 3, args.out, "ranks")
     results["ranks"] = got
     first = got["1 rank"]
     for name, r in got.items():
