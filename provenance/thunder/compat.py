@@ -18,7 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 __all__ = ["SUPPORTED_THUNDER", "TABLES", "Series", "UnsupportedThunderVersion", "api", "check_version", "resolve",
-           "loaded", "series", "thunder_version"]
+           "loaded", "present_one", "series", "thunder_version"]
 
 
 class UnsupportedThunderVersion(RuntimeError):
@@ -40,6 +40,8 @@ class Series:
     # objects resolved only once the program imported their module (`loaded()`): nvFuser's, which
     # Thunder imports only where nvFuser is installed
     if_loaded: frozenset[str] = field(default_factory=frozenset)
+    # our name -> patch points of which a release of torch has one (`present_one`)
+    one_of: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
 _THUNDER_0_2 = Series(
@@ -89,6 +91,7 @@ _THUNDER_0_2 = Series(
         "DDPTransform": "thunder.distributed.transforms.ddp_v2:DDPTransform",
         # the torch Thunder 0.2 runs on (2.7.1 to 2.12)
         "symbolic_convert": "torch._dynamo.symbolic_convert:",
+        "InstructionTranslatorBase": "torch._dynamo.symbolic_convert:InstructionTranslatorBase",
         "convert_frame": "torch._dynamo.convert_frame:",
         "dynamo_callbacks": "torch._dynamo.callback:callback_handler",
         "OptimizedModule": "torch._dynamo.eval_frame:OptimizedModule",
@@ -125,7 +128,7 @@ _THUNDER_0_2 = Series(
         ("nvFuserExecutor", "fusion_pass"), ("nvfuser", "rematerialize"),
         # thunderfx.py: ThunderFX's backend, its splitter's trial runs, Dynamo's graph-break log
         ("ThunderCompiler", "__call__"), ("dynamo_utils", "try_execute_thunder_symbol"),
-        ("symbolic_convert", "log_graph_break"),
+        ("symbolic_convert", "log_graph_break"), ("InstructionTranslatorBase", "log_graph_break"),
         # fx_compile.py: the splitter's inductor compiles, Dynamo's recompile reasons
         ("dynamo_compiler", "_splitter"), ("convert_frame", "get_and_maybe_log_recompilation_reasons"),
     ),
@@ -147,6 +150,11 @@ _THUNDER_0_2 = Series(
     },
     optional=frozenset({"distributed_utils"}),
     if_loaded=frozenset({"nvfuser", "nvFuserExecutor"}),
+    # Dynamo's graph-break log: a function of the module up to torch 2.10
+    # (code_options, reason, exc_info, user_stack), a method of the instruction translator from
+    # torch 2.11 (self, code_options, reason, exc), the user stack then on the exception
+    one_of={"graph_break_log": (("symbolic_convert", "log_graph_break"),
+                                ("InstructionTranslatorBase", "log_graph_break"))},
 )
 
 TABLES: dict[str, Series] = {"0.2.6": _THUNDER_0_2}
@@ -217,6 +225,17 @@ def api() -> SimpleNamespace:
                         objects[name] = None
                 _api.append(SimpleNamespace(**objects, names=dict(table.names), table=table))
     return _api[0]
+
+
+def present_one(name: str) -> tuple[str, str]:
+    """The first patch point of the `one_of` group `name` that this torch has: (owner, attribute).
+    Checks the owner's own attributes, not inherited ones (a method's class, a function's module)."""
+    found = api()
+    points = found.table.one_of[name]
+    for owner, attribute in points:
+        if attribute in vars(getattr(found, owner)):
+            return owner, attribute
+    raise AttributeError(f"none of {', '.join(f'{o}.{a}' for o, a in points)} is in this torch")
 
 
 def loaded(name: str) -> Any:

@@ -25,6 +25,7 @@ State is per thread and bounded: at most MAX_PENDING frame compiles and MAX_GRAP
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 from collections import OrderedDict
@@ -190,11 +191,18 @@ def _splitter(orig: Callable) -> Callable:
 
 
 def _recompilation_reasons(orig: Callable) -> Callable:
+    # (cache_entry, frame, skip_logging=False) up to torch 2.10; torch 2.11 put `backend` before
+    # skip_logging: where a positional skip_logging would be, after cache_entry and frame
+    try:
+        skip_at = list(inspect.signature(orig).parameters).index("skip_logging") - 2
+    except (TypeError, ValueError):
+        skip_at = -1  # keyword only, then
+
     def get_and_maybe_log_recompilation_reasons(cache_entry: Any, frame: Any, *args: Any, **kwargs: Any) -> Any:
         reasons = orig(cache_entry, frame, *args, **kwargs)
         try:
             check_fault("dynamo_recompile")
-            skip = kwargs.get("skip_logging", args[0] if args else False)
+            skip = kwargs.get("skip_logging", args[skip_at] if 0 <= skip_at < len(args) else False)
             compile_id = T.CompileContext.current_compile_id()
             if not skip and compile_id is not None and reasons is not None:
                 code = frame.f_code

@@ -8,9 +8,11 @@
 - `thunder.dynamo.utils.try_execute_thunder_symbol`: the splitter runs each FX node's Thunder
   symbol (often with autograd) on proxies to see whether Thunder takes it; those symbols are
   thrown away, so capture is suspended meanwhile (it cost as much as capturing a compile).
-- `torch._dynamo.symbolic_convert.log_graph_break`: torch 2.9 calls it for every graph break
-  (it writes the `dynamo_graph_break_reason` artifact of TORCH_TRACE and the `graph_breaks`
-  log), with the reason and the user stack. Kept when the frame's backend is a ThunderCompiler.
+- Dynamo's `log_graph_break`: torch calls it for every graph break (it writes the
+  `dynamo_graph_break_reason` artifact of TORCH_TRACE and the `graph_breaks` log), with the reason
+  and the user stack: a function of `torch._dynamo.symbolic_convert` up to torch 2.10, a method of
+  its `InstructionTranslatorBase` from 2.11 (compat.py's `one_of`). Kept when the frame's backend is
+  a ThunderCompiler.
 
 Registries are bounded and weak: nothing here keeps a model, a backend or a piece alive.
 """
@@ -22,6 +24,7 @@ import re
 import sys
 import threading
 import time
+import warnings
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -34,7 +37,7 @@ from provenance.graphs import DynamoGraph, GraphBreak, Piece, SplitReason
 from provenance.record import Frame
 from provenance.session import SESSION
 from provenance.thunder import capture, emit, fx_compile, fx_source, state
-from provenance.thunder.compat import api
+from provenance.thunder.compat import api, present_one
 from provenance.thunder.frames import frame_at
 from provenance.thunder.patching import Patcher
 from provenance.thunder.state import CompileState, check_fault, fail
@@ -138,6 +141,7 @@ def _compiler_call(orig: Callable) -> Callable:
 
 
 def _log_graph_break(orig: Callable) -> Callable:
+    """torch <= 2.10: log_graph_break(code_options, reason="", exc_info=False, user_stack=None)."""
     def log_graph_break(*args: Any, **kwargs: Any) -> Any:
         try:
             check_fault("thunderfx")
@@ -147,6 +151,23 @@ def _log_graph_break(orig: Callable) -> Callable:
         except Exception as exc:
             fail("thunderfx", exc)
         return orig(*args, **kwargs)
+
+    return log_graph_break
+
+
+def _log_graph_break_method(orig: Callable) -> Callable:
+    """torch >= 2.11: InstructionTranslatorBase.log_graph_break(self, code_options, reason, exc),
+    which logs an exception once (`exc.logged`) and takes its user stack from `exc.real_stack`."""
+    def log_graph_break(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            check_fault("thunderfx")
+            reason = kwargs.get("reason", args[1] if len(args) > 1 else "")
+            exc = kwargs.get("exc", args[2] if len(args) > 2 else None)
+            if not getattr(exc, "logged", False):
+                _record_break(str(reason), getattr(exc, "real_stack", None))
+        except Exception as exc:
+            fail("thunderfx", exc)
+        return orig(self, *args, **kwargs)
 
     return log_graph_break
 
@@ -165,7 +186,14 @@ def _suspended(orig: Callable) -> Callable:
 def install(patcher: Patcher) -> None:
     patcher.wrap(ThunderCompiler, "__call__", _compiler_call)
     patcher.wrap(T.dynamo_utils, "try_execute_thunder_symbol", _suspended)
-    patcher.wrap(symbolic_convert, "log_graph_break", _log_graph_break)
+    try:
+        owner, attribute = present_one("graph_break_log")
+    except AttributeError as exc:  # a torch that moved it again: everything else is still captured
+        warnings.warn(f"thunder-provenance: Dynamo's graph breaks are not recorded on torch {torch.__version__} "
+                      f"({exc}); the rest of ThunderFX is.", RuntimeWarning, stacklevel=2)
+        return
+    wrapper = _log_graph_break if owner == "symbolic_convert" else _log_graph_break_method
+    patcher.wrap(getattr(T, owner), attribute, wrapper)
 
 
 # -- reading Dynamo and the splitter ----------------------------------------------------------

@@ -22,13 +22,34 @@ def test_every_object_and_patch_point_of_the_table_resolves_on_the_installed_thu
             continue
         found = getattr(api, name)
         assert found is not None or name in table.optional, (name, ref)
+    alternatives = {point for points in table.one_of.values() for point in points}
+    assert alternatives <= set(table.patch_points)
     for owner, attribute in table.patch_points:
         obj = compat.loaded(owner) if owner in table.if_loaded else getattr(api, owner)
         if obj is None:
             assert owner in table.optional | table.if_loaded, owner
             continue
+        if (owner, attribute) in alternatives:
+            continue  # a torch release has one of its group: checked below
         present = attribute in obj if isinstance(obj, dict) else hasattr(obj, attribute)
         assert attribute == "_provenance" or present, (owner, attribute)  # ours: BSYM_ATTR
+    for name, points in table.one_of.items():
+        owner, attribute = compat.present_one(name)
+        assert (owner, attribute) in points and attribute in vars(getattr(api, owner))
+
+
+def test_a_torch_without_any_of_a_groups_points_is_named_in_the_error(monkeypatch):
+    table = _table()
+    monkeypatch.setitem(table.one_of, "graph_break_log", (("symbolic_convert", "no_such_function"),))
+    with pytest.raises(AttributeError, match="symbolic_convert.no_such_function"):
+        compat.present_one("graph_break_log")
+    # ...and capture goes on without that hook, saying so once
+    with pytest.warns(RuntimeWarning, match="graph breaks are not recorded.*no_such_function"):
+        provenance.enable()
+    try:
+        assert provenance.enabled() and capture.ACTIVE is not None
+    finally:
+        provenance.disable()
 
 
 def test_the_hooks_patch_only_what_the_table_lists():
