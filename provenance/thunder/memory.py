@@ -54,6 +54,11 @@ VIEWS = frozenset({"view", "view_as", "torch_slice_prim_impl", "narrow", "select
                    "chunk", "tensor_split", "diagonal", "as_strided", "movedim", "expand_as", "unfold"})
 
 
+# A fusion's members are prims, whose ids are not the names Thunder's alias list holds
+# (prims.reshape's is PrimIDs.RESHAPE): inside a fusion the alias ops are known by name.
+_FUSED_VIEWS = frozenset(_MC.thunder_alias_operator_list) | VIEWS
+
+
 def _impl(bsym: Any) -> Callable | None:
     if bsym.sym.id in VIEWS or bsym.sym.name in VIEWS:
         return _MC.track_alias_op_memory
@@ -88,6 +93,29 @@ def _producers(bsym: Any) -> dict[str, Provenance | None]:
             if record is not None:
                 out.setdefault(o.name, record)
     return out
+
+
+def _fusion_views(bsym: Any) -> dict[str, str]:
+    """A fusion's outputs its members make as views (Thunder's alias ops and VIEWS, followed through
+    chains) -> the name they view. nvFuser returns such an output as a view of its base, another
+    output or an input, allocating nothing for it (the CUDA allocator showed it:
+    bench/gpu_check.py's memory step)."""
+    base_of: dict[str, str] = {}
+    todo = list(bsym.subsymbols)[::-1]
+    alias = _MC.track_alias_op_memory
+    while todo:
+        sub = todo.pop()
+        if sub.sym.is_fusion and sub.subsymbols:
+            todo.extend(reversed(sub.subsymbols))
+            continue
+        if _impl(sub) is alias or sub.sym.name in _FUSED_VIEWS:
+            args = sub.flat_proxy_args
+            if args:
+                base = base_of.get(args[0].name, args[0].name)
+                for out in sub.flat_proxy_outs:
+                    base_of[out.name] = base
+    outs = {o.name for o in bsym.flat_proxy_outs}
+    return {name: base_of[name] for name in outs if name in base_of}
 
 
 class _Storage:
@@ -157,8 +185,15 @@ def timeline(trace: Any, name: str, saved_in: dict[str, tuple[int, int, Provenan
                     freed += storage.nbytes
         elif impl is None:  # Thunder's default: its tensor outputs allocate
             producers = _producers(bsym) if bsym.sym.is_fusion else None
-            for out in bsym.flat_proxy_outs:
-                if not isinstance(out, _TENSORS) or out.name in storages:
+            views = _fusion_views(bsym) if bsym.sym.is_fusion else {}
+            outs = [out for out in bsym.flat_proxy_outs if isinstance(out, _TENSORS)]
+            for out in sorted(outs, key=lambda o: o.name in views):  # a view's base first
+                if out.name in storages:
+                    continue
+                base = storages.get(views.get(out.name, ""))
+                if base is not None:  # a view of an input or of another output: no allocation
+                    base.refs += 1
+                    storages[out.name] = base
                     continue
                 record = producers.get(out.name) or _record(bsym) if producers is not None else _record(bsym)
                 storage = _Storage(out.name, _nbytes(out), record, position, held=False)

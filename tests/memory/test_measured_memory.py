@@ -169,3 +169,24 @@ def test_the_environment_turns_the_readings_off(monkeypatch):
     monkeypatch.setenv("THUNDER_TRACE_PROFILE_MEMORY", "1")
     assert capture.Capture().profile_memory
 
+
+
+@pytest.mark.slow  # inductor's C++ build
+def test_a_fusion_output_that_views_another_allocates_nothing(profiled, monkeypatch):
+    """A fusion returns `y` and `y.reshape(-1)`: inductor (and nvFuser: bench/gpu_check.py found it on
+    the GPU) return the second as a view of the first, so the static timeline charges one block."""
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    def f(x):
+        y = torch.sin(x) * 2
+        return y, y.reshape(-1)
+
+    x = torch.randn(256, 256)
+    _on_cuda_stand_ins(torch.nn.Module(), [x], monkeypatch)
+    jf = thunder.jit(f, executors=[torch_compile_ex])
+    for _ in range(4):
+        y, flat = jf(x)
+    assert flat.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()  # what the rule assumes
+    (check,) = provenance.memory_checks(jf)
+    assert check.agree == check.ops and not check.differ, check.differ
+    assert check.static_peak == check.measured_peak == 256 * 256 * 4
