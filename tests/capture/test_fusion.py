@@ -39,7 +39,8 @@ def _check_fusions(trace, *, expect_backward: bool) -> None:
         lines = sorted({line for _, _, line in _lines(fused)})
         assert f"lines models.py:{','.join(map(str, lines))}" in text
         if expect_backward:
-            assert any(m.kind == Kind.BACKWARD for m in record.members)
+            assert any(m.kind == Kind.BACKWARD for m in record.members), [
+                (m.kind, m.lineage, sorted(_lines([m]))) for m in record.members]
     # each fused line is tagged with its own provenance
     fused_lines = [line for line in text.splitlines() if line.startswith("    # ") and " = " in line]
     assert fused_lines and all(line.endswith("]") for line in fused_lines)
@@ -80,11 +81,15 @@ def _check_fused_ops_logged(trace) -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="nvFuser needs a CUDA GPU")
 def test_nvfuser_fusion_on_gpu(traced):
-    pytest.importorskip("nvfuser")
-    from thunder.executors.nvfuserex import nvfuserex
+    from thunder.executors.nvfuserex import nvfuserex  # None where neither nvfuser nor nvfuser_direct imports
 
-    jm = thunder.jit(models.Net(n=8, depth=1).cuda(), executors=[nvfuserex, *thunder.get_default_executors()])
-    models.forward_backward(jm, torch.randn(3, 8, device="cuda"))
+    if nvfuserex is None:
+        pytest.skip("nvFuser does not import here")
+    net = models.Net(n=8, depth=1).cuda()
+    x = torch.randn(3, 8, device="cuda")
+    jm = thunder.jit(net, executors=[nvfuserex, *thunder.get_default_executors()])
+    torch.testing.assert_close(jm(x), net(x))  # the fusions compute what eager does
+    models.forward_backward(jm, x)
     fw, bw = thunder.last_traces(jm)[-1], thunder.last_backward_traces(jm)[-1]
     assert any(f.sym.name.startswith("nvFusion") for f in _fusions(fw))
     _check_fusions(fw, expect_backward=False)
