@@ -308,7 +308,7 @@ class _ProcessorHooks:
         record = passes.derived(proc.record, self.mode)
         for new in proc.created:
             if _BACKWARD in new.tags:
-                passes.stamp(new, record)
+                passes.restamp(new, record)
 
 
 def _fix_up_labelled(trace: TraceCtx) -> None:

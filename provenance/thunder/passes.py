@@ -160,6 +160,23 @@ def stamp(bsym: Any, record: Provenance) -> None:
         fill_subsymbols(bsym.subsymbols, record)
 
 
+def restamp(bsym: Any, record: Provenance) -> None:
+    """Give `bsym` `record`, and the symbols of its decomposition that carry its old record too.
+
+    Autograd binds a backward op (and its decomposition, bound first) while it processes a forward
+    op: all of them get that op's record, and the backward one is derived only once autograd has
+    tagged the op. The decomposition shares the op's old record; an executor that claims prims
+    (nvFuser) fuses it, so it must be the backward's too. Other records in it are kept."""
+    old = bsym._provenance  # ATTR
+    set_record(bsym, record)
+    todo = list(bsym.subsymbols)
+    while todo:
+        sub = todo.pop()
+        if sub._provenance is None or sub._provenance is old:
+            sub._provenance = record
+            todo.extend(sub.subsymbols)
+
+
 def fill_subsymbols(subsymbols: Iterable[Any], record: Provenance) -> None:
     """Subsymbols with no record inherit their parent's (decomposition).
 

@@ -58,3 +58,35 @@ def test_pass_names():
     assert pass_name("Grad transform pass (took 234 milliseconds)") == "grad"
     assert pass_name("My Custom pass!") == "my_custom_pass"
     assert pass_name("") == "unnamed_pass"
+
+
+def test_a_backward_ops_decomposition_is_backward_too(traced, monkeypatch):
+    """What an executor that claims prims fuses (nvFuser: bench/README.md, issue 26) is a backward op's
+    decomposition: it carries the backward record, not the forward op's autograd was processing."""
+    import models
+
+    seen = []
+    transform = thunder.transform_for_execution
+
+    def transform_for_execution(trace, *args, **kwargs):
+        seen.append(trace)
+        return transform(trace, *args, **kwargs)
+
+    monkeypatch.setattr(thunder, "transform_for_execution", transform_for_execution)
+    jm = thunder.jit(models.Net(n=8, depth=1))
+    models.forward_backward(jm, torch.randn(3, 8))
+
+    def decomposition(bsym):
+        for sub in bsym.subsymbols:
+            yield sub
+            yield from decomposition(sub)
+
+    checked = 0
+    for trace in seen:
+        for bsym in trace.bound_symbols:
+            record = provenance.of(bsym)
+            if record is not None and record.kind == Kind.BACKWARD:
+                for sub in decomposition(bsym):
+                    assert provenance.of(sub) is record, (bsym.sym.name, sub.sym.name, provenance.of(sub))
+                    checked += 1
+    assert checked > 20  # the Net's backward: linear, gelu and tanh gradients, in prims
