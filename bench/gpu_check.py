@@ -250,7 +250,8 @@ def steps(runner: Runner, only: frozenset[str] = frozenset(STEPS), nvfuser_path:
         parts = "nanogpt,breaks,llama"
         rc, text, s = runner.run("traced_models", [py, "-c", _MODELS, device, parts], 900 if dry_run else 240,
                                  {"THUNDER_TRACE": str(logs)}, reserve=60)
-        detail, status = f"{_last_line(text)}; {_records(logs)}", "PASS" if rc == 0 else "FAIL"
+        said = next((line for line in text.splitlines() if line.startswith("ran ")), _last_line(text))
+        detail, status = f"{said}; {_records(logs)}", "PASS" if rc == 0 else "FAIL"
         if rc != 0:  # ours, or theirs? the same programs without tracing: SKIP where they fail too
             rc2, text2, s2 = runner.run("untraced_models", [py, "-c", _MODELS, device, parts], 240, reserve=30)
             detail += (f"; without THUNDER_TRACE: {'the same programs run' if rc2 == 0 else 'they fail too'}"
