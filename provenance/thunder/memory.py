@@ -20,7 +20,7 @@ the tensors the forward would save are worked out before and after it with the r
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from provenance.record import BSYM_ATTR as ATTR
@@ -79,19 +79,23 @@ def _record(bsym: Any) -> Provenance | None:
     return bsym.__dict__.get(ATTR)
 
 
+def _fused_ops(bsym: Any) -> Iterator[Any]:
+    """A fusion's ops in order, the ops of a fusion inside it in its place."""
+    for sub in bsym.subsymbols:
+        if sub.sym.is_fusion and sub.subsymbols:
+            yield from _fused_ops(sub)
+        else:
+            yield sub
+
+
 def _producers(bsym: Any) -> dict[str, Provenance | None]:
     """A fusion's outputs by name -> the record of the member that produced each."""
     out: dict[str, Provenance | None] = {}
-    todo = list(bsym.subsymbols)
-    while todo:
-        sub = todo.pop()
-        if sub.sym.is_fusion and sub.subsymbols:
-            todo.extend(sub.subsymbols)
-            continue
+    for sub in _fused_ops(bsym):
         record = _record(sub)
-        for o in sub.flat_proxy_outs:
-            if record is not None:
-                out.setdefault(o.name, record)
+        if record is not None:
+            for o in sub.flat_proxy_outs:
+                out[o.name] = record
     return out
 
 
@@ -101,19 +105,13 @@ def _fusion_views(bsym: Any) -> dict[str, str]:
     output or an input, allocating nothing for it (the CUDA allocator showed it:
     bench/gpu_check.py's memory step)."""
     base_of: dict[str, str] = {}
-    todo = list(bsym.subsymbols)[::-1]
     alias = _MC.track_alias_op_memory
-    while todo:
-        sub = todo.pop()
-        if sub.sym.is_fusion and sub.subsymbols:
-            todo.extend(reversed(sub.subsymbols))
-            continue
-        if _impl(sub) is alias or sub.sym.name in _FUSED_VIEWS:
-            args = sub.flat_proxy_args
-            if args:
-                base = base_of.get(args[0].name, args[0].name)
-                for out in sub.flat_proxy_outs:
-                    base_of[out.name] = base
+    for sub in _fused_ops(bsym):
+        args = sub.flat_proxy_args
+        if args and (_impl(sub) is alias or sub.sym.name in _FUSED_VIEWS):
+            base = base_of.get(args[0].name, args[0].name)
+            for out in sub.flat_proxy_outs:
+                base_of[out.name] = base
     outs = {o.name for o in bsym.flat_proxy_outs}
     return {name: base_of[name] for name in outs if name in base_of}
 
