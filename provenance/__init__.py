@@ -76,7 +76,9 @@ def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bo
     With `directory`, also log every compile there as JSONL (one file per process; what
     `THUNDER_TRACE=directory` does with no code change; a directory already logged to, by
     THUNDER_TRACE or an earlier enable(), keeps its one file). A directory that cannot be created
-    or written gets one warning, and the program runs on untraced: returns False.
+    or written gets one warning, and the program runs on untraced: returns False. A Thunder this
+    package does not support, or one that cannot import on the installed torch, raises
+    UnsupportedThunderVersion naming the versions (and Thunder's own error), before anything is created.
     When OpenTelemetry is configured (an application TracerProvider, or OTEL_EXPORTER_OTLP_*
     endpoints; see exporters/otel.py), spans and metrics also go there.
     `wait_counters` (default: THUNDER_TRACE_WAIT_COUNTERS=1) counts time blocked in collective
@@ -94,6 +96,7 @@ def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bo
 
     if wait_counters is None:
         wait_counters = os.environ.get("THUNDER_TRACE_WAIT_COUNTERS", "").strip().lower() in ("1", "true")
+    integration.check()  # before any log directory exists: a refused stack leaves none behind
     if directory is not None and _logging_to(directory):
         directory = None  # one process, one file per directory
     if directory is not None:

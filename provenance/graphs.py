@@ -20,6 +20,8 @@ from provenance.record import Frame, user_frame
 
 __all__ = ["DynamoGraph", "GraphBreak", "Piece", "SplitReason"]
 
+_GENERIC_FIRST_LINE = "Encountered graph break when attempting to trace"
+
 
 @dataclass(frozen=True, slots=True)
 class GraphBreak:
@@ -32,7 +34,12 @@ class GraphBreak:
 
     @property
     def summary(self) -> str:
-        return self.reason.strip().partition("\n")[0]
+        """What broke, in torch's words: the reason's first line, or from torch 2.10 the line after its
+        generic first line ("Encountered graph break when attempting to trace CALL: a function call, ...")."""
+        lines = [line.strip() for line in self.reason.strip().splitlines() if line.strip()]
+        if len(lines) > 1 and lines[0].startswith(_GENERIC_FIRST_LINE):
+            return lines[1]
+        return lines[0] if lines else ""
 
     @property
     def user_frame(self) -> Frame | None:

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import threading
 
-from provenance.thunder.compat import SUPPORTED_THUNDER, UnsupportedThunderVersion, check_version, thunder_version
+from provenance.thunder.compat import (
+    SUPPORTED_THUNDER,
+    UnsupportedThunderVersion,
+    check_stack,
+    check_version,
+    thunder_version,
+)
 
-__all__ = ["SUPPORTED_THUNDER", "UnsupportedThunderVersion", "check_version", "compile_stats_of", "install",
+__all__ = ["SUPPORTED_THUNDER", "UnsupportedThunderVersion", "check", "check_version", "compile_stats_of", "install",
            "installed", "profile_setting", "thunder_version", "uninstall"]
 
 _lock = threading.Lock()
@@ -24,6 +30,12 @@ def _torch_version() -> str:
     return str(torch.__version__)
 
 
+def check() -> str:
+    """The installed Thunder's version once it is supported and imports on this torch; else
+    UnsupportedThunderVersion (compat.check_stack). Imports Thunder."""
+    return check_stack()
+
+
 def install(*, wait_counters: bool = False, profile: int = 0, warmup: int | None = None) -> None:
     """Install every hook (idempotent); `wait_counters` also counts collective waits; `profile`
     times the ops of that many calls (after `warmup` untimed ones; None: unchanged) of every
@@ -31,7 +43,7 @@ def install(*, wait_counters: bool = False, profile: int = 0, warmup: int | None
     headers name the torch and Thunder versions from then on. The hooks and all they keep belong
     to one `capture.Capture`, dropped by uninstall()."""
     with _lock:
-        check_version()
+        check_stack()
         from provenance.session import SESSION
         from provenance.thunder import capture, hooks, profiling, wait_hooks
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
+import traceback
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["SUPPORTED_THUNDER", "TABLES", "Series", "UnsupportedThunderVersion", "api", "check_version", "resolve",
-           "loaded", "present_one", "series", "thunder_version"]
+__all__ = ["SUPPORTED_THUNDER", "TABLES", "TESTED_TORCH", "Series", "UnsupportedThunderVersion", "api", "check_stack",
+           "check_version", "resolve", "loaded", "present_one", "series", "thunder_version", "torch_version"]
 
 
 class UnsupportedThunderVersion(RuntimeError):
@@ -150,15 +151,20 @@ _THUNDER_0_2 = Series(
     },
     optional=frozenset({"distributed_utils"}),
     if_loaded=frozenset({"nvfuser", "nvFuserExecutor"}),
-    # Dynamo's graph-break log: a function of the module up to torch 2.10
-    # (code_options, reason, exc_info, user_stack), a method of the instruction translator from
-    # torch 2.11 (self, code_options, reason, exc), the user stack then on the exception
+    # Dynamo's graph-break log: a function of the module on torch 2.9 (code_options, reason, exc_info,
+    # user_stack), a method of the instruction translator from torch 2.10, (self, code_options, reason,
+    # user_stack) on 2.10 and (self, code_options, reason, exc) from 2.11, the user stack then on the
+    # exception (`graph_break_stack` reads either shape)
     one_of={"graph_break_log": (("symbolic_convert", "log_graph_break"),
                                 ("InstructionTranslatorBase", "log_graph_break"))},
 )
 
-TABLES: dict[str, Series] = {"0.2.6": _THUNDER_0_2}
+# Thunder's development head (0.2.7.dev0, commit 1e22aac, 2026-01-29) keeps every name above where 0.2.6
+# does (tests/capture/test_compat.py resolves them on each stack of the support matrix).
+TABLES: dict[str, Series] = {"0.2.6": _THUNDER_0_2, "0.2.7.dev0": _THUNDER_0_2}
 SUPPORTED_THUNDER = tuple(TABLES)  # release series this integration was written and tested against
+# The torch releases of the support matrix (README, "Compatibility"); another one is tried, not refused.
+TESTED_TORCH = ("2.9", "2.10", "2.11", "2.12")
 
 
 def thunder_version() -> str:
@@ -170,19 +176,55 @@ def thunder_version() -> str:
         return getattr(thunder, "__version__", "unknown")
 
 
+def torch_version() -> str:
+    """The installed torch's version, from its metadata (importing torch is not needed to say it)."""
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
+def _ours() -> str:
+    from provenance._version import __version__
+
+    return f"thunder-provenance {__version__}"
+
+
 def series(version: str | None = None) -> str:
     """The supported series `version` (default: the installed one) belongs to, or
-    UnsupportedThunderVersion."""
+    UnsupportedThunderVersion. A release's post and local versions (0.2.6.post1, 0.2.6+cu) are its
+    series; a development version is supported only as the one tested (0.2.7.dev0, not 0.2.7.dev3)."""
     version = version or thunder_version()
     base = version.split("+")[0]
-    found = next((v for v in SUPPORTED_THUNDER if base == v or base.startswith(v + ".")), None)
+    found = next((v for v in SUPPORTED_THUNDER
+                  if base == v or (".dev" not in v and base.startswith(v + ".post"))), None)
     if found is None:
         raise UnsupportedThunderVersion(
-            f"thunder-provenance supports lightning-thunder {', '.join(SUPPORTED_THUNDER)}, "
-            f"but {version} is installed. Install a supported release "
-            f"(pip install 'lightning-thunder=={SUPPORTED_THUNDER[-1]}') or upgrade thunder-provenance."
+            f"{_ours()} supports lightning-thunder {' and '.join(SUPPORTED_THUNDER)}, but {version} is "
+            f"installed. Install a supported one (pip install 'lightning-thunder=="
+            f"{SUPPORTED_THUNDER[0]}') or a thunder-provenance that supports {version}; the program can run "
+            f"untraced (unset THUNDER_TRACE)."
         )
     return found
+
+
+def check_stack() -> str:
+    """The installed Thunder's version, once it is supported and imports; else UnsupportedThunderVersion
+    naming both versions and, where Thunder itself cannot import on this torch, Thunder's error and where it
+    was raised (lightning-thunder 0.2.6 on torch 2.13 and newer). Imports Thunder."""
+    version = check_version()
+    try:
+        import thunder  # noqa: F401
+    except Exception as exc:
+        where = next((f"{frame.filename.rpartition('site-packages/')[2]}:{frame.lineno}"
+                      for frame in reversed(traceback.extract_tb(exc.__traceback__))
+                      if "thunder" in frame.filename.replace("\\", "/").split("/")), "")
+        raise UnsupportedThunderVersion(
+            f"lightning-thunder {version} does not import on torch {torch_version()}: "
+            f"{type(exc).__name__}: {exc}{f' ({where})' if where else ''}. {_ours()} is tested on torch "
+            f"{', '.join(TESTED_TORCH)}; the program fails the same way without tracing."
+        ) from exc
+    return version
 
 
 def check_version(version: str | None = None) -> str:
@@ -242,3 +284,15 @@ def loaded(name: str) -> Any:
     """The object `name` (one of the series' `if_loaded`) if the program imported its module, else None."""
     ref = api().table.objects[name]
     return resolve(ref) if ref.partition(":")[0] in sys.modules else None
+
+
+def graph_break_stack(arguments: dict[str, Any]) -> tuple[str, Any] | None:
+    """Dynamo's graph-break log's bound arguments -> (reason, the user stack at the break), in either
+    shape the `graph_break_log` group has: `user_stack` (torch 2.9 and 2.10) or the exception's
+    `real_stack` (2.11 and newer, which log an exception once: None when `exc.logged`)."""
+    if "user_stack" in arguments:
+        return str(arguments.get("reason", "")), arguments["user_stack"]
+    exc = arguments.get("exc")
+    if getattr(exc, "logged", False):
+        return None
+    return str(arguments.get("reason", "")), getattr(exc, "real_stack", None)

@@ -10,15 +10,16 @@
   thrown away, so capture is suspended meanwhile (it cost as much as capturing a compile).
 - Dynamo's `log_graph_break`: torch calls it for every graph break (it writes the
   `dynamo_graph_break_reason` artifact of TORCH_TRACE and the `graph_breaks` log), with the reason
-  and the user stack: a function of `torch._dynamo.symbolic_convert` up to torch 2.10, a method of
-  its `InstructionTranslatorBase` from 2.11 (compat.py's `one_of`). Kept when the frame's backend is
-  a ThunderCompiler.
+  and the user stack: a function of `torch._dynamo.symbolic_convert` on torch 2.9, a method of
+  its `InstructionTranslatorBase` from 2.10 (compat.py's `one_of`, `graph_break_stack`). Kept when the
+  frame's backend is a ThunderCompiler.
 
 Registries are bounded and weak: nothing here keeps a model, a backend or a piece alive.
 """
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import re
 import sys
@@ -37,7 +38,7 @@ from provenance.graphs import DynamoGraph, GraphBreak, Piece, SplitReason
 from provenance.record import Frame
 from provenance.session import SESSION
 from provenance.thunder import capture, emit, fx_compile, fx_source, state
-from provenance.thunder.compat import api, present_one
+from provenance.thunder.compat import api, graph_break_stack, present_one
 from provenance.thunder.frames import frame_at
 from provenance.thunder.patching import Patcher
 from provenance.thunder.state import CompileState, check_fault, fail
@@ -141,33 +142,20 @@ def _compiler_call(orig: Callable) -> Callable:
 
 
 def _log_graph_break(orig: Callable) -> Callable:
-    """torch <= 2.10: log_graph_break(code_options, reason="", exc_info=False, user_stack=None)."""
+    """Dynamo's graph-break log, whichever of its shapes this torch has (compat.graph_break_stack)."""
+    signature = inspect.signature(orig)
+
     def log_graph_break(*args: Any, **kwargs: Any) -> Any:
         try:
             check_fault("thunderfx")
-            reason = kwargs.get("reason", args[1] if len(args) > 1 else "")
-            user_stack = kwargs.get("user_stack", args[3] if len(args) > 3 else None)
-            _record_break(str(reason), user_stack)
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            found = graph_break_stack(bound.arguments)
+            if found is not None:
+                _record_break(*found)
         except Exception as exc:
             fail("thunderfx", exc)
         return orig(*args, **kwargs)
-
-    return log_graph_break
-
-
-def _log_graph_break_method(orig: Callable) -> Callable:
-    """torch >= 2.11: InstructionTranslatorBase.log_graph_break(self, code_options, reason, exc),
-    which logs an exception once (`exc.logged`) and takes its user stack from `exc.real_stack`."""
-    def log_graph_break(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            check_fault("thunderfx")
-            reason = kwargs.get("reason", args[1] if len(args) > 1 else "")
-            exc = kwargs.get("exc", args[2] if len(args) > 2 else None)
-            if not getattr(exc, "logged", False):
-                _record_break(str(reason), getattr(exc, "real_stack", None))
-        except Exception as exc:
-            fail("thunderfx", exc)
-        return orig(self, *args, **kwargs)
 
     return log_graph_break
 
@@ -192,8 +180,7 @@ def install(patcher: Patcher) -> None:
         warnings.warn(f"thunder-provenance: Dynamo's graph breaks are not recorded on torch {torch.__version__} "
                       f"({exc}); the rest of ThunderFX is.", RuntimeWarning, stacklevel=2)
         return
-    wrapper = _log_graph_break if owner == "symbolic_convert" else _log_graph_break_method
-    patcher.wrap(getattr(T, owner), attribute, wrapper)
+    patcher.wrap(getattr(T, owner), attribute, _log_graph_break)
 
 
 # -- reading Dynamo and the splitter ----------------------------------------------------------

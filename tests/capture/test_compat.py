@@ -79,4 +79,54 @@ def test_another_series_is_refused_with_a_clear_error(other):
     with pytest.raises(UnsupportedThunderVersion, match=re.escape(f"but {other} is installed")) as raised:
         compat.series(other)
     assert "pip install 'lightning-thunder==" in str(raised.value)
-    assert compat.series(f"{compat.SUPPORTED_THUNDER[-1]}.post1") == compat.SUPPORTED_THUNDER[-1]
+    assert compat.series(f"{compat.SUPPORTED_THUNDER[0]}.post1") == compat.SUPPORTED_THUNDER[0]
+
+
+def test_an_unknown_thunder_is_refused_before_any_log_directory_exists(monkeypatch, tmp_path):
+    """A Thunder the seam does not know: one clear error naming both versions, and no directory left
+    behind, whether enable() was called or THUNDER_TRACE asked for it (the bootstrap warns instead)."""
+    monkeypatch.setattr(compat, "thunder_version", lambda: "0.2.9")
+    logs = tmp_path / "logs"
+    with pytest.raises(UnsupportedThunderVersion, match=r"thunder-provenance \S+ supports lightning-thunder "
+                       r"0\.2\.6 and 0\.2\.7\.dev0, but 0\.2\.9 is installed") as raised:
+        provenance.enable(logs)
+    assert not isinstance(raised.value.__cause__, AttributeError)
+    assert not provenance.enabled() and not logs.exists()
+    from provenance import bootstrap
+
+    with pytest.warns(RuntimeWarning, match=r"THUNDER_TRACE=.* could not be enabled.*but 0\.2\.9 is installed"):
+        bootstrap._enable(str(logs))
+    assert not provenance.enabled() and not logs.exists()
+
+
+def test_a_thunder_that_cannot_import_on_this_torch_is_named_with_its_own_error(tmp_path):
+    """Thunder 0.2.6 on torch 2.13 and newer fails at import (`Tensor.align_as`): enable() says so in our
+    words, with Thunder's error and where it was raised, instead of raising Thunder's AttributeError."""
+    import subprocess
+    import sys
+    import textwrap
+
+    broken = tmp_path / "thunder"
+    broken.mkdir()
+    # an installed Thunder's metadata (0.2.6), whose import fails as 0.2.6's does on a newer torch
+    (broken / "__init__.py").write_text("import torch\nraise AttributeError(\"type object 'Tensor' has no "
+                                        "attribute 'align_as'\")\n")
+    program = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import provenance
+        from provenance.thunder import UnsupportedThunderVersion
+        try:
+            provenance.enable({str(tmp_path / 'logs')!r})
+        except UnsupportedThunderVersion as exc:
+            print("REFUSED", exc)
+    """)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in __import__("os").environ.items() if not k.startswith("THUNDER_TRACE")})
+    assert done.returncode == 0, done.stderr
+    refused = done.stdout.strip()
+    assert refused.startswith(f"REFUSED lightning-thunder {compat.thunder_version()} does not import on torch "
+                              f"{compat.torch_version()}: AttributeError: type object 'Tensor' has no attribute "
+                              f"'align_as' (")
+    assert "thunder/__init__.py:2)" in refused and "fails the same way without tracing" in refused
+    assert not (tmp_path / "logs").exists()

@@ -19,7 +19,7 @@ from thunder.core.trace import TraceCtx
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
 import provenance
-from provenance.thunder import UnsupportedThunderVersion, capture, check_version, hooks, state
+from provenance.thunder import UnsupportedThunderVersion, capture, check_version, compat, hooks, state
 
 _PRINT_CODE = textwrap.dedent("""
     import re, sys, torch, thunder
@@ -108,7 +108,8 @@ _TARGETS = [
     (thunder, "CacheEntry"),
     (__import__("thunder.transforms.autodiff", fromlist=["_"]), "split_into_forward_and_backward"),
     (__import__("thunder.dynamo", fromlist=["_"]).ThunderCompiler, "__call__"),
-    (__import__("torch._dynamo.symbolic_convert", fromlist=["_"]), "log_graph_break"),
+    # Dynamo's graph-break log, wherever this torch keeps it (a function on 2.9, a method from 2.10)
+    (lambda owner, attribute: (getattr(compat.api(), owner), attribute))(*compat.present_one("graph_break_log")),
 ]
 
 
@@ -165,7 +166,8 @@ def test_tracing_context_restores_previous_state():
 def test_version_gate():
     assert check_version("0.2.6") == "0.2.6"
     assert check_version("0.2.6.post1")
-    for bad in ("0.2.7", "0.3.0", "0.2.60"):
+    assert check_version("0.2.7.dev0+g1e22aac") == "0.2.7.dev0+g1e22aac"  # Thunder's head, as tested
+    for bad in ("0.2.7", "0.3.0", "0.2.60", "0.2.7.dev3", "0.2.6.1"):
         with pytest.raises(UnsupportedThunderVersion, match=re.escape(f"but {bad} is installed")):
             check_version(bad)
 
