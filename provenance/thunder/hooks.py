@@ -55,6 +55,7 @@ from provenance.thunder.state import (
     active_compile,
     ambient_record,
     check_fault,
+    compile_of,
     current_compile,
     end_compile,
     fail,
@@ -83,7 +84,8 @@ _PROCESSOR_MODES = {T.names["grad_processor"]: "grad", T.names["recompute_proces
 def _post_init(orig: Callable, running: Capture) -> Callable:
     # Runs for every bound symbol Thunder creates (~30 000 in a small model's compile): the
     # lookups of current_compile() and stamp() are inlined, module globals bound to locals.
-    get_compile_data, get_processing, no_dict = read_compile_data, processing.get, NO_DICT
+    get_compile_data, get_processing, get_active = read_compile_data, processing.get, active_compile.get
+    no_dict = NO_DICT
     fill, is_bookkeeping, fusion_of = passes.fill_subsymbols, passes.is_bookkeeping, passes.fusion_of
 
     def __post_init__(self: BoundSymbol) -> None:
@@ -91,7 +93,9 @@ def _post_init(orig: Callable, running: Capture) -> Callable:
         try:
             if running.fault_injection is not None:
                 check_fault("bind")
-            state = getattr(get_compile_data()[1], "__dict__", no_dict).get(COMPILE_ATTR) or current_compile()
+            cs, state = get_compile_data()[1], get_active()  # compile_of(cs), inlined
+            if state is None or state.stats_id != id(cs):
+                state = getattr(cs, "__dict__", no_dict).get(COMPILE_ATTR) or current_compile()
             if state.disabled:  # e.g. the splitter's trial symbols: as cheap as possible
                 return
             proc = get_processing()
@@ -120,14 +124,14 @@ def _post_init(orig: Callable, running: Capture) -> Callable:
 
 
 def _from_bsym(orig: Callable, running: Capture) -> Callable:
-    get_compile_data, no_dict = read_compile_data, NO_DICT
+    get_compile_data = read_compile_data
 
     def from_bsym(self: BoundSymbol, **kwargs: Any) -> BoundSymbol:
         # A copy is not a new op: it keeps its original's record (and is not stamped with a
         # scope opened around the copying), unless it is a fusion with new members, whose
         # record the bind hook derives from them. In a compile, the bind hook stamps the copy
         # (the record is handed over on the CompileState); outside one, this hook does.
-        state = getattr(get_compile_data()[1], "__dict__", no_dict).get(COMPILE_ATTR)
+        state = compile_of(get_compile_data()[1])
         record = getattr(self, ATTR, None)  # disable() may have removed the class default meanwhile
         new_members = "subsymbols" in kwargs
         if new_members and kwargs.get("sym", self.sym).is_fusion:
@@ -522,10 +526,10 @@ def _cache_entry(orig: type, running: Capture) -> type:
 
         def __new__(cls, *args: Any, **kwargs: Any) -> Any:
             entry = orig.__new__(cls, *args, **kwargs)
+            state = current_compile()  # this thread's: once ended, the function's latest may be another's
             try:
                 if SESSION.active:  # its prologue keeps why it rejects a call, for the recompile that follows
                     entry = entry._replace(prologue_fn=recompile.recording(entry.prologue_fn, _rejected))
-                state = current_compile()
                 if not state.disabled:
                     ours = state.phases.begin("provenance", "fix-up")
                     for traces in (entry.prologue_traces, entry.computation_traces,
@@ -542,9 +546,9 @@ def _cache_entry(orig: type, running: Capture) -> type:
             except Exception as exc:
                 fail("compile", exc)
             finally:
-                end_compile(current_compile())
+                end_compile(state)
             if running.profile:  # never raises: a failure is one warning and Thunder's entry
-                entry = profiling.profiled_entry(running, entry, current_compile(), get_compile_stats())
+                entry = profiling.profiled_entry(running, entry, state, get_compile_stats())
             return entry
 
     CacheEntry.__qualname__ = orig.__qualname__

@@ -41,6 +41,7 @@ class CompileState:
     """What capture knows about one thunder.jit compile."""
 
     id: int  # from the running capture's counter; 0: no compile (_DETACHED, _SUSPENDED)
+    stats_id: int = 0  # id() of the jitted function's CompileStats (not a reference: they hold the model)
     disabled: bool = False
     ended: bool = False
     started: bool = False  # its compile_start was emitted
@@ -123,20 +124,31 @@ def get_compile_stats() -> Any:
 
 
 def current_compile() -> CompileState:
-    # Called for every bound symbol Thunder creates: one contextvar read and one lookup in the
+    # Called for every bound symbol Thunder creates: two contextvar reads and one lookup in the
     # CompileStats' `__dict__` (outside a compile the stats are None, whose missing `__dict__`
-    # gives the empty default). The bind and copy hooks inline the lookup.
-    state = getattr(read_compile_data()[1], "__dict__", NO_DICT).get(COMPILE_ATTR)
+    # gives the empty default). The bind and copy hooks inline `compile_of`.
+    state = compile_of(read_compile_data()[1])
     if state is not None:
         return state
     return _SUSPENDED if suspended.get() else _DETACHED
+
+
+def compile_of(cs: Any) -> CompileState | None:
+    """The compile of `cs` (a jitted function's CompileStats, None outside one) that concerns this
+    thread: the one it is running, if it is of `cs` (two threads may compile one function at once,
+    each its own compile), else the function's latest (a call of the function runs its code)."""
+    state = active_compile.get()
+    if state is not None and state.stats_id == id(cs):
+        return state
+    return getattr(cs, "__dict__", NO_DICT).get(COMPILE_ATTR)
 
 
 read_compile_data = T.compile_data_var.get
 NO_DICT: dict = {}
 
 
-# The compile in progress in this thread/task, for errors raised where no compile data is set.
+# The compile in progress in this thread/task: what its symbols are stamped under, and what an error
+# raised where no compile data is set belongs to.
 active_compile: ContextVar[CompileState | None] = ContextVar("provenance_compile", default=None)
 
 
@@ -147,8 +159,8 @@ def start_compile() -> CompileState | None:
     running = capture.ACTIVE
     if running is None:  # disabled meanwhile (another thread)
         return None
-    state = CompileState(id=next(running.compile_ids), capture=running)
-    setattr(cs, COMPILE_ATTR, state)
+    state = CompileState(id=next(running.compile_ids), capture=running, stats_id=id(cs))
+    setattr(cs, COMPILE_ATTR, state)  # the function's latest compile
     active_compile.set(state)
     _DETACHED.disabled = False  # a failure outside a compile only skipped its own step
     return state
