@@ -11,6 +11,7 @@ import warnings
 import fx_recompile
 import orjson
 import pytest
+import thunder_failures
 import torch
 
 import provenance
@@ -28,7 +29,7 @@ def run(tmp_path_factory):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with provenance.tracing(tmp / "logs"):
-            steps = fx_recompile.main()
+            steps = thunder_failures.run(fx_recompile.main)
     assert [str(w.message) for w in caught if "thunder-provenance" in str(w.message)] == []
     (log,) = (tmp / "logs").glob("*.jsonl")
     records = [orjson.loads(line) for line in log.read_bytes().splitlines()]

@@ -15,6 +15,7 @@ import models
 import pytest
 import thunder
 import thunder.dynamo
+import thunder_failures
 import torch
 from collecting import Collect
 from paths import EXAMPLES
@@ -68,7 +69,7 @@ def breaky(request):
         provenance.add_exporter(collect)
         model, x = models.Breaky(), torch.randn(8, 8)
         expected = model(x)
-        compiled, handle, out = _run(request.param, model, x)
+        compiled, handle, out = thunder_failures.run(lambda: _run(request.param, model, x))
         yield types.SimpleNamespace(entry=request.param, compiled=compiled, handle=handle, out=out,
                                     expected=expected, events=collect.events)
     finally:
@@ -422,7 +423,7 @@ def test_fault_in_thunderfx_hook_warns_once_and_results_stay_correct(traced, mon
     monkeypatch.setattr(capture.ACTIVE, "fault_injection", "thunderfx")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = thunder.dynamo.thunderfx(model)(x)
+        out = thunder_failures.run(lambda: thunder.dynamo.thunderfx(model)(x))  # (it reads capture.ACTIVE)
     ours = [str(w.message) for w in caught if "thunder-provenance" in str(w.message)]
     assert len(ours) == 1 and "'thunderfx'" in ours[0]
     torch.testing.assert_close(out, expected)

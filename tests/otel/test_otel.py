@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import thunder_failures
 from otel_collector import Collector, free_port
 from paths import ROOT
 
@@ -28,6 +29,7 @@ def _env(**extra: str) -> dict:
 
 def _run(cmd, **env):
     done = subprocess.run(cmd, env=_env(**env), capture_output=True, text=True, timeout=600)
+    thunder_failures.check_process(cmd, _env(**env), done, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
