@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,7 +34,7 @@ import orjson
 from provenance.schema import MAX_INT, MAX_SECONDS
 
 __all__ = ["MAX_DIGITS", "MAX_INT", "MAX_SECONDS", "as_count", "as_float", "as_int", "clamp", "dumps",
-           "duration_ns", "int_of_text", "json_safe", "ns_of_ms", "ns_of_seconds", "total"]
+           "duration_ns", "int_of_text", "json_safe", "ns_of_ms", "ns_of_seconds", "path_text", "total", "valid_text"]
 
 MIN_INT = -MAX_INT - 1
 MAX_DIGITS = 18  # digits of a number read from text: every such number fits MAX_INT
@@ -108,8 +109,10 @@ def json_safe(value: Any) -> Any:
             return None
     if type(value) is float:
         return value if math.isfinite(value) else None
+    if type(value) is str:
+        return valid_text(value)
     if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
+        return {valid_text(k) if type(k) is str else k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -124,3 +127,22 @@ def dumps(value: Any, option: int = 0) -> bytes:
         return orjson.dumps(value, option=option)
     except TypeError:
         return orjson.dumps(json_safe(value), option=option)
+
+
+def valid_text(text: str) -> str:
+    """`text` as valid Unicode, which every page and JSON file can hold: a file name's undecodable bytes
+    (os.fsdecode's surrogate escapes) as `\\xff`, any other lone surrogate as `\\ud800`."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def path_text(path: str | os.PathLike[str]) -> str:
+    """The base name of `path` as text a page can show (a file name need not be UTF-8)."""
+    return valid_text(os.path.basename(os.fspath(path)))

@@ -448,3 +448,22 @@ def test_executor_compiles_from_spans_are_the_log_s(tmp_path, capsys):
     assert compiled["seconds"] == pytest.approx(logged["compiles"][0]["seconds"])
     page = (tmp_path / "from_spans" / compiled["pages"]["compile"]).read_text()
     assert "Executor compiles at the first call" in page and compiled["executor_compiles"][0]["fusion"] in page
+
+
+def test_file_names_that_are_not_utf8_are_shown_escaped(run, tmp_path, capsys):
+    """A log and an export whose names hold a byte that is not UTF-8 (0xff), in a directory given to
+    report: both reported, each name shown as `\\xff` on the pages and in compile_directory.json."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (Path(os.fsdecode(bytes(logs) + b"/thunder_trace.\xff.jsonl"))).write_bytes(run["log"].read_bytes())
+    other = tmp_path / "other"
+    other.mkdir()
+    (Path(os.fsdecode(bytes(other) + b"/export\xfe.json"))).write_bytes(run["export"].read_bytes())
+    for given, shown in ((logs, "thunder_trace.\\xff.jsonl"), (other, "export\\xfe.json")):
+        out = tmp_path / f"out_{given.name}"
+        code, directory = _report(given, out, "--strict")
+        assert code == 0, capsys.readouterr().err
+        assert len(directory["compiles"]) == 3
+        (file,) = [log["file"] for log in directory["logs"]]  # an export's: named after it, as a log of its process
+        assert file == shown if given is logs else file.startswith("export_xfe.json.")
+        assert file in (out / "index.html").read_text()

@@ -37,6 +37,7 @@ import orjson
 from provenance.attribution import BOOKKEEPING
 from provenance.events import SCHEMA_VERSION
 from provenance.record import Kind
+from provenance.report.numbers import path_text
 from provenance.report.read.exports import SIGNAL, is_otlp, open_export, otlp_files
 
 __all__ = ["MAX_LINE_BYTES", "OtlpExport", "OtlpProcess", "is_otlp", "otlp_files"]
@@ -133,7 +134,7 @@ class OtlpExport:
         from google.protobuf import json_format
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-        name = os.path.basename(path)
+        name = path_text(path)
         for number, raw in self._lines(path, name):
             if not raw.strip():
                 continue

@@ -3,14 +3,13 @@ prefix of its compiles' page names."""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from provenance.report.model import LogHeader
-from provenance.report.numbers import as_int
+from provenance.report.numbers import as_int, path_text
 
 __all__ = ["RunLog", "header_view", "label_logs"]
 
@@ -28,7 +27,7 @@ class RunLog:
 
     @property
     def name(self) -> str:
-        return os.path.basename(self.path)
+        return path_text(self.path)
 
     @property
     def rank(self) -> int | None:
