@@ -5,8 +5,8 @@ THUNDER_TRACE_PROFILE=3 (no provenance code in the programs traced):
 1. nanoGPT (Thunder's own copy, 1 layer, n_embd 32) under `thunder.jit` with Thunder's torch.compile
    executor in front of the default ones (inductor fuses the model on the CPU): a few training
    steps; an evaluation on another batch shape under `torch.no_grad()`, which Thunder compiles
-   again; a sequence longer than the model's block size, whose compile fails; and a small
-   transformer with a graph break under ThunderFX (`thunder.dynamo.thunderfx`);
+   again; a sequence longer than the model's block size, whose compile fails; then, in a process
+   of its own, a small transformer with a graph break under ThunderFX (`thunder.dynamo.thunderfx`);
 2. the tensor-parallel example on 2 ranks (`torchrun`, gloo);
 
 then builds the report (`thunder-trace report`) and prints a short summary: the compiles, their
@@ -16,7 +16,9 @@ status and recompile reasons, the lines that took the most time, where the repor
 
 `--traces` first prints nanoGPT's annotated forward and backward traces (examples/annotate_nanogpt.py).
 Every line it prints starts with `demo:`; what the programs it runs print goes to
-DIR/thunder_trace_demo.log (shown if one of them fails).
+DIR/thunder_trace_demo.log (shown if one of them fails). A program that fails is run again untraced:
+where Thunder itself fails it that way too (ThunderFX on torch 2.12), the demo says so, with Thunder's
+error, and goes on with the rest (exit 0); any other failure ends it (exit 1).
 """
 
 from __future__ import annotations
@@ -40,19 +42,27 @@ def say(text: str = "") -> None:
 
 # -- the traced program (`demo.py workload`): plain Thunder, nothing of thunder-provenance --------------
 
-def workload(layers: int, steps: int, eval_calls: int, fx_steps: int, threads: int) -> None:
+def workload(part: str, layers: int, steps: int, threads: int) -> None:
     import warnings
 
     warnings.filterwarnings("ignore", message="transformer_engine module not found")
-    import thunder
-    import thunder.dynamo
     import torch
-    from thunder.executors.torch_compile import torch_compile_ex
-    from thunder.tests.nanogpt_model import GPT, GPTConfig
 
     if threads:  # on a small CPU shared with other work, torch's thread pool makes op times swing 10-100x
         torch.set_num_threads(threads)
     torch.manual_seed(0)
+    if part == "nanogpt":
+        run_nanogpt(layers, steps, eval_calls=PROFILE + 1)
+    else:
+        run_thunderfx(fx_steps=PROFILE + 1)
+
+
+def run_nanogpt(layers: int, steps: int, eval_calls: int) -> None:
+    import thunder
+    import torch
+    from thunder.executors.torch_compile import torch_compile_ex
+    from thunder.tests.nanogpt_model import GPT, GPTConfig
+
     config = GPTConfig(n_layer=layers, n_head=2, n_embd=32, block_size=16, vocab_size=64, dropout=0.0)
     model = GPT(config)
     jmodel = thunder.jit(model, executors=[torch_compile_ex, *thunder.get_default_executors()])
@@ -87,6 +97,11 @@ def workload(layers: int, steps: int, eval_calls: int, fx_steps: int, threads: i
     else:
         raise SystemExit("demo: expected the over-long sequence to fail")
 
+
+def run_thunderfx(fx_steps: int) -> None:
+    import thunder.dynamo
+    import torch
+
     sys.path.insert(0, str(HERE))
     from thunderfx import TinyTransformer  # examples/thunderfx.py's model: one graph break
 
@@ -107,9 +122,29 @@ class Step:
 
     def __init__(self, log: Path) -> None:
         self.log = log
+        self.could_not_run: list[str] = []  # steps Thunder itself fails on this stack
         log.write_text("")
 
-    def run(self, command: list[str], env: dict[str, str] | None = None, passthrough: bool = True) -> None:
+    def run(self, command: list[str], env: dict[str, str] | None = None, passthrough: bool = True,
+            what: str | None = None) -> bool:
+        """Run `command`; False if it failed where Thunder itself fails it untraced too (said, with
+        Thunder's error, for the step `what`); any other failure ends the demo."""
+        code = self._run(command, env, passthrough)
+        if code == 0:
+            return True
+        error = _last_line(self.log)
+        if what is not None and "Error" in error:  # Thunder's failure, or ours? the same program untraced decides
+            untraced = {k: v for k, v in (env or os.environ).items() if not k.startswith("THUNDER_TRACE")}
+            if self._run(command, untraced, passthrough=False) != 0 and _last_line(self.log) == error:
+                say(f"  {what} could not run: Thunder itself fails it on this stack, untraced too: {error}")
+                self.could_not_run.append(what)
+                return False
+        tail = self.log.read_text().splitlines()[-40:]
+        for line in tail:
+            say(f"  | {line}")
+        raise SystemExit(f"demo: `{' '.join(command)}` failed (exit {code}); its output: {self.log}")
+
+    def _run(self, command: list[str], env: dict[str, str] | None, passthrough: bool) -> int:
         with open(self.log, "a") as out:
             out.write(f"$ {' '.join(command)}\n")
             out.flush()
@@ -120,13 +155,13 @@ class Step:
                 out.write(line)
                 if passthrough and line.startswith("demo:"):
                     print(line, end="", flush=True)
-            if child.wait() != 0:
-                out.flush()
-                tail = self.log.read_text().splitlines()[-40:]
-                for line in tail:
-                    say(f"  | {line}")
-                raise SystemExit(f"demo: `{' '.join(command)}` failed (exit {child.returncode}); "
-                                 f"its output: {self.log}")
+            return child.wait()
+
+
+def _last_line(log: Path) -> str:
+    """The last line a program wrote to the log: a traceback's exception."""
+    lines = [line.strip() for line in log.read_text().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def traced_env(logs: Path) -> dict[str, str]:
@@ -175,7 +210,7 @@ def summary(report: Path, logs: Path, top: int = 5) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("workload", nargs="?", help=argparse.SUPPRESS)  # the traced program
+    parser.add_argument("workload", nargs="*", help=argparse.SUPPRESS)  # the traced program: workload nanogpt|thunderfx
     parser.add_argument("--traces", action="store_true", help="print nanoGPT's annotated traces first")
     parser.add_argument("--out", type=Path, default=Path.cwd(),
                         help="where thunder_trace/ (the logs) and thunder_trace_report/ go (default: here)")
@@ -185,11 +220,11 @@ def main() -> None:
                         help="torch's intra-op threads in the traced program (0: torch's default; default 1)")
     parser.add_argument("--no-tp", action="store_true", help="skip the tensor-parallel run (torchrun)")
     args = parser.parse_args()
-    if args.workload == "workload":
-        workload(args.layers, args.steps, eval_calls=PROFILE + 1, fx_steps=PROFILE + 1, threads=args.threads)
+    if args.workload[:1] == ["workload"] and args.workload[1:] in (["nanogpt"], ["thunderfx"]):
+        workload(args.workload[1], args.layers, args.steps, threads=args.threads)
         return
-    if args.workload is not None:
-        parser.error(f"unknown argument {args.workload!r}")
+    if args.workload:
+        parser.error(f"unknown argument {' '.join(args.workload)!r}")
 
     began = time.perf_counter()
     out = args.out.resolve()
@@ -211,15 +246,18 @@ def main() -> None:
         f"the programs' own output: {step.log.name}")
     layers = f"{args.layers} layer{'s' if args.layers != 1 else ''}"
     say(f"1. nanoGPT ({layers}) under thunder.jit, torch.compile executor first; then ThunderFX")
-    step.run([sys.executable, str(Path(__file__).resolve()), "workload", "--layers", str(args.layers),
-              "--steps", str(args.steps), "--threads", str(args.threads)], env=traced_env(logs))
+    for part in ("nanogpt", "thunderfx"):
+        step.run([sys.executable, str(Path(__file__).resolve()), "workload", part, "--layers", str(args.layers),
+                  "--steps", str(args.steps), "--threads", str(args.threads)], env=traced_env(logs),
+                 what="ThunderFX" if part == "thunderfx" else "nanoGPT")
     if not args.no_tp:
         t = time.perf_counter()
         say("2. tensor parallel (examples/tensor_parallel.py) on 2 ranks with torchrun, gloo")
         # torchrun sets OMP_NUM_THREADS=1 for its workers anyway; set, it does not warn about it
-        step.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                  str(HERE / "tensor_parallel.py")], env={"OMP_NUM_THREADS": "1", **traced_env(logs)})
-        say(f"  2 ranks logged ({time.perf_counter() - t:.1f} s)")
+        if step.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                     str(HERE / "tensor_parallel.py")], env={"OMP_NUM_THREADS": "1", **traced_env(logs)},
+                    what="tensor parallel"):
+            say(f"  2 ranks logged ({time.perf_counter() - t:.1f} s)")
     say(f"3. thunder-trace report {logs.name} -o {report.name}")
     step.run([sys.executable, "-m", "provenance.report", "report", str(logs), "-o", str(report), "--overwrite",
               "--no-browser"], env={k: v for k, v in os.environ.items() if k != "THUNDER_TRACE"})
@@ -227,6 +265,8 @@ def main() -> None:
     say(f"report: {report / 'index.html'}")
     say(f"done in {time.perf_counter() - began:.0f} s"
         + ("" if args.traces else "; nanoGPT's annotated traces: ./dev demo --traces"))
+    if step.could_not_run:
+        say(f"not run on this stack (Thunder's failure, see above): {', '.join(step.could_not_run)}")
 
 
 if __name__ == "__main__":
