@@ -467,3 +467,39 @@ def test_file_names_that_are_not_utf8_are_shown_escaped(run, tmp_path, capsys):
         (file,) = [log["file"] for log in directory["logs"]]  # an export's: named after it, as a log of its process
         assert file == shown if given is logs else file.startswith("export_xfe.json.")
         assert file in (out / "index.html").read_text()
+
+
+def test_a_compressed_export_that_expands_without_bound_is_cut_at_its_bound(run, tmp_path, capsys, monkeypatch):
+    """A few KB of gzip that inflate to many MB: read up to MAX_EXPANSION times the file's size (or
+    MIN_EXPANDED_BYTES), the rest skipped and counted; what came before the bomb is reported."""
+    import gzip
+
+    from provenance.report.read import exports
+
+    monkeypatch.setattr(exports, "MIN_EXPANDED_BYTES", 1 << 20)
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(run["export"].read_bytes() + b"\n" * (64 << 20)))
+    assert bomb.stat().st_size * exports.MAX_EXPANSION < 64 << 20  # so the bound is what stops the reading
+    code, directory = _report(bomb, tmp_path / "out")
+    assert code == 0, capsys.readouterr().err
+    assert len(directory["compiles"]) == 3
+    reasons = [p["reason"] for p in directory["problems"]["entries"]]
+    assert any("expands past" in r and "the rest is skipped" in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize("damage", ["cut short", "bytes after its end"])
+def test_a_damaged_compressed_export_is_bad_lines_never_refused_whole(run, tmp_path, capsys, damage):
+    """docs/report.md: a cut file is counted as bad lines, never fatal; so is a gzip file with bytes
+    after its end (a second write appended to it)."""
+    import gzip
+
+    lines = run["export"].read_bytes()
+    whole = gzip.compress(lines + lines)  # the same requests twice (a resent batch): cut in the second
+    path = tmp_path / "export.json.gz"
+    path.write_bytes(whole[: len(whole) * 3 // 4] if damage == "cut short" else whole + b"not gzip at all")
+    code, directory = _report(path, tmp_path / "out")
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "not a THUNDER_TRACE log" not in err and len(directory["compiles"]) == 3
+    reasons = [p["reason"] for p in directory["problems"]["entries"]]
+    assert any("the compressed file ends early or is corrupt" in r for r in reasons), reasons

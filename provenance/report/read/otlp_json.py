@@ -38,7 +38,7 @@ from provenance.attribution import BOOKKEEPING
 from provenance.events import SCHEMA_VERSION
 from provenance.record import Kind
 from provenance.report.numbers import path_text
-from provenance.report.read.exports import SIGNAL, is_otlp, open_export, otlp_files
+from provenance.report.read.exports import SIGNAL, TooExpanded, is_otlp, open_export, otlp_files
 
 __all__ = ["MAX_LINE_BYTES", "OtlpExport", "OtlpProcess", "is_otlp", "otlp_files"]
 
@@ -183,6 +183,8 @@ class OtlpExport:
                     yield number, raw  # a last line without its newline too: whole if it parses (read's _bad)
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             self._problem("bad line", name, number + 1, f"the compressed file ends early or is corrupt ({exc})")
+        except TooExpanded as exc:
+            self._problem("bad line", name, number + 1, f"the compressed file is cut: {exc}")
         except OSError as exc:
             self._problem("bad line", name, number + 1, f"cannot be read ({exc.strerror or exc})")
 
