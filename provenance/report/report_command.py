@@ -87,17 +87,27 @@ def _select(path: str, latest: bool, rank: int | None, spool: _Spool | None = No
     return files, headers, skipped
 
 
+class SpoolError(OSError):
+    """Neither TMPDIR nor OUT's directory could hold the logs rebuilt from OTLP/JSON exports."""
+
+
 class _Spool:
     """Where the logs rebuilt from OTLP/JSON exports are written (a temporary directory, made only
-    when there is an export, removed after the report) and what that found: read/otlp_json.py."""
+    when there is an export, removed after the report, also when the report is ended by SIGTERM or
+    SIGHUP) and what that found: read/otlp_json.py. In TMPDIR, or beside OUT when TMPDIR cannot
+    take them (full, read-only): a full TMPDIR does not stop a report whose OUT has room."""
 
-    def __init__(self) -> None:
+    def __init__(self, out: str | os.PathLike[str] = ".") -> None:
         self._dir: tempfile.TemporaryDirectory | None = None
+        self._beside = os.path.dirname(os.path.abspath(out))
+        self._signals: dict[int, Any] = {}
         self.rebuilt: Any = None
 
-    def _path(self) -> Path:
+    def _path(self, where: str | None = None) -> Path:
         if self._dir is None:
-            self._dir = tempfile.TemporaryDirectory(prefix="thunder-trace-otlp-")
+            self._catch_signals()
+            self._dir = tempfile.TemporaryDirectory(prefix=".thunder-trace-otlp-" if where else "thunder-trace-otlp-",
+                                                    dir=where)
         return Path(self._dir.name)
 
     def rebuild(self, path: str, files: list[Path], headers: list[dict | None],
@@ -107,10 +117,38 @@ class _Spool:
             return
         from provenance.report.read.otlp_json import rebuild
 
-        self.rebuilt = found = rebuild(path, skipped, headers, self._path, files, exports)
+        try:
+            found = rebuild(path, list(skipped), headers[:], self._path, files, exports)
+        except OSError as first:  # TMPDIR full or not writable: the logs go beside OUT
+            self._remove()
+            try:
+                os.makedirs(self._beside, exist_ok=True)
+                found = rebuild(path, list(skipped), headers[:], lambda: self._path(self._beside), files, exports)
+            except OSError as second:
+                self._remove()
+                raise SpoolError(f"cannot write the logs read from OTLP/JSON exports: in TMPDIR "
+                                 f"({first.strerror or first}), nor in {self._beside} ({second.strerror or second})"
+                                 ) from second
+        self.rebuilt = found
         files += found.files
         headers += found.headers
         skipped[:] = found.skipped
+
+    def _catch_signals(self) -> None:
+        """SIGTERM and SIGHUP end the report as an exception would, so its spool is removed (the
+        handlers before are back at close(); a forked worker's exit is its own, os._exit)."""
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            self._signals[signum] = signal.signal(signum, _terminated)
+
+    def _remove(self) -> None:
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
 
     @property
     def problems(self) -> list:
@@ -121,8 +159,17 @@ class _Spool:
         return set(self.rebuilt.files) if self.rebuilt is not None else set()
 
     def close(self) -> None:
-        if self._dir is not None:
-            self._dir.cleanup()
+        self._remove()
+        if self._signals:
+            import signal
+
+            for signum, handler in self._signals.items():
+                signal.signal(signum, handler)
+            self._signals.clear()
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # the shell's status for a process ended by that signal
 
 
 class _Progress:
@@ -185,7 +232,7 @@ def _report_problems(report: Report, out: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """`thunder-trace report`: the logs chosen, the report built, what happened said; the exit status."""
-    spool = _Spool()
+    spool = _Spool(args.out)
     try:
         return _report(args, spool)
     finally:
@@ -197,7 +244,7 @@ def _report(args: argparse.Namespace, spool: _Spool) -> int:
         files, headers, skipped = _select(args.path, args.latest, args.rank, spool)
     except FileNotFoundError as exc:
         return fail(str(exc.args[0] if exc.args else exc))
-    except (SchemaError, NotALog) as exc:
+    except (SchemaError, NotALog, SpoolError) as exc:
         return fail(str(exc))
     for file, reason in skipped:
         say(f"thunder-trace: {file.name}: {reason}")

@@ -503,3 +503,58 @@ def test_a_damaged_compressed_export_is_bad_lines_never_refused_whole(run, tmp_p
     assert "not a THUNDER_TRACE log" not in err and len(directory["compiles"]) == 3
     reasons = [p["reason"] for p in directory["problems"]["entries"]]
     assert any("the compressed file ends early or is corrupt" in r for r in reasons), reasons
+
+
+def test_a_full_tmpdir_spools_the_export_beside_out(run, tmp_path, capsys, monkeypatch):
+    """TMPDIR full (a real 16 KB tmpfs, filled) while OUT has room: the logs read from the export are
+    written beside OUT instead, and removed after; the report is the same."""
+    import errno
+    import tempfile
+
+    full = tmp_path / "full"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(full)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (not root, or no mount namespace of our own)")
+    try:
+        with pytest.raises(OSError) as filled:
+            (full / "filler").write_bytes(b"x" * (1 << 20))
+        assert filled.value.errno == errno.ENOSPC
+        monkeypatch.setattr(tempfile, "tempdir", str(full))
+        code, directory = _report(run["export"], tmp_path / "out")
+        assert code == 0, capsys.readouterr().err
+        assert len(directory["compiles"]) == 3
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "out"]  # the spool beside OUT: gone
+        assert sorted(p.name for p in full.iterdir()) == ["filler"]
+    finally:
+        subprocess.run(["umount", str(full)], check=True)
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_report_ended_by_a_signal_removes_its_spool(run, tmp_path, signame):
+    import signal
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    program = textwrap.dedent(f"""
+        import sys, time
+        import provenance.report.build as build
+        from provenance.report.cli import main
+        def slow(*args, **kwargs):
+            print("building", flush=True)
+            time.sleep(60)
+        build.build_report = slow
+        import provenance.report.report_command as command
+        command.build_report = slow
+        sys.exit(main(["report", {str(run["export"])!r}, "-o", {str(tmp_path / "out")!r}, "--no-browser"]))
+    """)
+    child = subprocess.Popen([sys.executable, "-c", program], env=_env(TMPDIR=str(tmp)), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "building\n", child.stderr.read()
+        (spool,) = tmp.iterdir()
+        assert spool.name.startswith("thunder-trace-otlp-") and any(spool.iterdir())
+        child.send_signal(getattr(signal, signame))
+        assert child.wait(timeout=30) == 128 + getattr(signal, signame)
+    finally:
+        child.kill()
+    assert list(tmp.iterdir()) == []
