@@ -558,3 +558,17 @@ def test_a_report_ended_by_a_signal_removes_its_spool(run, tmp_path, signame):
     finally:
         child.kill()
     assert list(tmp.iterdir()) == []
+
+
+def test_unicode_digits_in_a_top_line_are_not_a_line_number(run, tmp_path, capsys):
+    """`str.isdigit()` takes '١٢' (Arabic-Indic digits) and superscripts; a line number is ASCII digits:
+    such a top line is a line of its own name, and nothing raises."""
+    text = run["export"].read_text()
+    program = str(run["program"])
+    assert f'"{program}:10"' in text
+    for digits in ("\u0661\u0662", "\u00b2"):
+        path = tmp_path / f"export_{len(digits)}.json"
+        path.write_text(text.replace(f'"{program}:10"', f'"{program}:{digits}"'))
+        code, directory = _report(path, tmp_path / f"out_{len(digits)}")
+        assert code == 0, capsys.readouterr().err
+        assert len(directory["compiles"]) == 3

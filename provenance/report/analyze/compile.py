@@ -49,7 +49,7 @@ from provenance.report.model import (
     coverage,
     site_of,
 )
-from provenance.report.numbers import as_float, as_int
+from provenance.report.numbers import as_float, as_int, int_of_text
 from provenance.report.read.profile_records import LoggedProfile, compile_profile
 
 if TYPE_CHECKING:
@@ -411,9 +411,9 @@ def _link_lines(time: Any, kept: Any, source: SourcePage, page: str | None) -> N
     name = page.rsplit("/", 1)[-1]
     for row in time.lines:
         path, _, line = row.key.rpartition(":")
-        if path in files and line.isdigit():
+        if path in files and int_of_text(line) is not None:
             row.href = f"{name}#L{files[path]}-{line}"
     for row in kept.lines[:cost.HREFS_KEPT]:
         path, _, line = row.key.rpartition(":")
-        if path in files and line.isdigit():
+        if path in files and int_of_text(line) is not None:
             kept.hrefs[row.key] = f"{page}#L{files[path]}-{line}"

@@ -34,6 +34,7 @@ from provenance.report.model import (
     TimeSummary,
     TraceView,
 )
+from provenance.report.numbers import int_of_text
 from provenance.report.read.coerce import hashable
 from provenance.report.read.log_file import LogFile, log_files
 from provenance.report.read.profile_records import (
@@ -133,10 +134,10 @@ def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Proven
     keyed = {r.key: r for r in by_line}
     for row in by_line:
         path, _, number = row.key.rpartition(":")
-        if row.kind in ("key", "in_fusion") and path and number.isdigit():
+        if row.kind in ("key", "in_fusion") and path and (line := int_of_text(number)) is not None:
             fusion = in_fusion(row, keyed) if row.kind == "in_fusion" else ""
             share = row.shared_ns / wall if fusion and wall else row.share
-            lines[(path, int(number))] = LineTime(
+            lines[(path, line)] = LineTime(
                 _ms(row.median_ns if not fusion else row.shared_ns), _ms(row.forward_ns), _ms(row.backward_ns),
                 _ms(row.recompute_ns), _ms(row.shared_ns), share, heat(share),
                 "" if fusion else row.time.describe(), fusion)

@@ -27,6 +27,7 @@ from provenance.report.model import (
     RunMemoryCell,
     RunMemoryRow,
 )
+from provenance.report.numbers import int_of_text
 from provenance.static_memory import (
     BACKWARD,
     FORWARD,
@@ -152,7 +153,7 @@ def _row(row: MemoryRow, total: int, texts: dict[str, str], labels: dict[str, st
 
 def _short(key: str) -> str:
     path, sep, line = key.rpartition(":")
-    return f"{os.path.basename(path)}:{line}" if sep and line.isdigit() else key
+    return f"{os.path.basename(path)}:{line}" if sep and int_of_text(line) is not None else key
 
 
 def compile_memory_view(memory: CompileMemory, anchors: dict[str, str], totals: dict,
@@ -193,8 +194,8 @@ def line_memory(by_line: list[MemoryRow]) -> dict[tuple[str, int], tuple[str, st
     out: dict[tuple[str, int], tuple[str, str]] = {}
     for row in by_line:
         path, sep, line = row.key.rpartition(":")
-        if sep and line.isdigit() and (row.saved_bytes or row.peak_bytes):
-            out[(path, int(line))] = (size(row.saved_bytes), f"saved for backward {size(row.saved_bytes)}; live at "
+        if sep and (number := int_of_text(line)) is not None and (row.saved_bytes or row.peak_bytes):
+            out[(path, number)] = (size(row.saved_bytes), f"saved for backward {size(row.saved_bytes)}; live at "
                                       f"the forward peak {size(row.forward_peak_bytes)}, at the backward peak "
                                       f"{size(row.backward_peak_bytes)}; allocated {size(row.allocated_bytes)}")
     return out

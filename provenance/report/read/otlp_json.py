@@ -37,7 +37,7 @@ import orjson
 from provenance.attribution import BOOKKEEPING
 from provenance.events import SCHEMA_VERSION
 from provenance.record import Kind
-from provenance.report.numbers import path_text
+from provenance.report.numbers import int_of_text, path_text
 from provenance.report.read.exports import SIGNAL, TooExpanded, is_otlp, open_export, otlp_files
 
 __all__ = ["MAX_LINE_BYTES", "OtlpExport", "OtlpProcess", "is_otlp", "otlp_files"]
@@ -447,12 +447,12 @@ def _profile(compile_id: int, runs: list[dict], next_prov: int) -> tuple[list[di
                     provs.append({"type": "prov", "id": prov, "kind": Kind.BOOKKEEPING, "source": [], "module": None,
                                   "module_type": None, "transforms": [], "role": None, "span": None,
                                   "derived_from": None, "members": []})
-                elif file and line.isdigit() and len(line) < 10:
+                elif file and (number := int_of_text(line)) is not None and len(line) < 10:
                     text = texts[i] if i < len(texts) and isinstance(texts[i], str) else ""
                     function = run.get("code.function.name") if i == 0 else None
                     prov, next_prov = next_prov, next_prov + 1
                     provs.append({"type": "prov", "id": prov, "kind": Kind.OP if trace == "forward" else Kind.BACKWARD,
-                                  "source": [[file, int(line), function if isinstance(function, str) else "?", text,
+                                  "source": [[file, number, function if isinstance(function, str) else "?", text,
                                               True]], "module": None, "module_type": None, "transforms": [],
                                   "role": None, "span": None, "derived_from": None, "members": []})
                 lines[key] = (len(lines), prov)
