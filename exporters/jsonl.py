@@ -30,18 +30,23 @@ class UnwritableDirectory(OSError):
 _OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
 
 
+_MIN_INT, _MAX_INT = -(1 << 63), (1 << 63) - 1  # the log's integers (docs/log-schema.md)
+
+
 def _plain(value: Any) -> Any:
-    """`value` with what orjson refuses made text: strings with lone surrogates escaped, integers
-    beyond 64 bits and unknown objects as their repr."""
+    """`value` with what orjson refuses made writable: strings with lone surrogates escaped, integers
+    saturated at the log's 64-bit bounds (a count or sum past them is at least that large), unknown
+    objects as their repr."""
     if isinstance(value, str):
         return text(value)
     if isinstance(value, dict):
         return {(text(k) if isinstance(k, str) else _plain(k)): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    if value is None or isinstance(value, (bool, float)) or (isinstance(value, int)
-                                                              and -(1 << 63) <= value < (1 << 64)):
+    if value is None or isinstance(value, (bool, float)):
         return value
+    if isinstance(value, int):
+        return min(max(int(value), _MIN_INT), _MAX_INT)
     try:
         return text(repr(value))
     except Exception:

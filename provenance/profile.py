@@ -178,11 +178,15 @@ def durations(stamps: Sequence[int]) -> tuple[int, ...]:
     return tuple(map(operator.sub, stamps[1:], stamps[:-1]))
 
 
+MAX_COUNT = (1 << 63) - 1  # a count of calls the log can hold (its integers are 64-bit)
+
+
 def parse_count(value: Any, source: str) -> int:
-    """A number of calls to profile: a non-negative int; anything else is a clear error."""
+    """A number of calls to profile: an int from 0 to MAX_COUNT, or ASCII digits that say one;
+    anything else is a clear error."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ValueError(f"{source} must be a number of calls (an integer >= 0), got {value!r}")
+        raise ValueError(f"{source} must be a number of calls (an integer from 0 to {MAX_COUNT}), got {value!r}")
     text = str(value).strip()
-    if not text.isdigit():
-        raise ValueError(f"{source} must be a number of calls (an integer >= 0), got {value!r}")
+    if not (text.isascii() and text.isdigit()) or len(text) > 19 or int(text) > MAX_COUNT:
+        raise ValueError(f"{source} must be a number of calls (an integer from 0 to {MAX_COUNT}), got {value!r}")
     return int(text)

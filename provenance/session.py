@@ -61,7 +61,8 @@ if TYPE_CHECKING:
 def _env_int(*names: str) -> int | None:
     for name in names:
         value = os.environ.get(name)
-        if value is not None and value.strip().lstrip("-").isdigit():
+        digits = value.strip().removeprefix("-") if value is not None else ""
+        if digits.isascii() and digits.isdigit() and len(digits) <= 18:  # a rank, a world size: ASCII digits
             return int(value)
     return None
 

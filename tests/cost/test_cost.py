@@ -26,7 +26,7 @@ from paths import SUPPORT
 
 import provenance
 from provenance import Kind, rollup
-from provenance.profile import BACKWARD, FORWARD, MAX_CALLS
+from provenance.profile import BACKWARD, FORWARD, MAX_CALLS, parse_count
 from provenance.rollup import BETWEEN
 from provenance.thunder import capture, profiling
 
@@ -610,3 +610,20 @@ def test_thunderfx_pieces_are_profiled_and_the_torch_fallback_is_said_untimed(pr
     # the det ran in torch (inductor): its time is in no row, and print_cost says so, with its line
     assert re.search(r"Not timed: 1 piece\(s\) of Dynamo graph \d+/\d+ ran in torch \(inductor\), not Thunder: "
                      rf"fx_program\.py:{fx_program.line_of('fxp fallback')}\. Their time is in no row\.", out), out
+
+
+@pytest.mark.parametrize("value", [str(2**64), "99999999999999999999999", "\u00b3", "\u0663"])
+def test_a_profile_count_past_the_logs_integers_or_not_ascii_is_refused(value, monkeypatch):
+    """THUNDER_TRACE_PROFILE past 64 bits was accepted and written as a string, and the report then
+    refused every profile record of the log: it is refused where it is parsed, as any bad count is."""
+    monkeypatch.setenv("THUNDER_TRACE_PROFILE", value)
+    with pytest.warns(RuntimeWarning, match=f"THUNDER_TRACE_PROFILE must be a number of calls \\(an integer from 0 to "
+                                            f"{2**63 - 1}\\), got '{value}'"):
+        provenance.enable()
+    try:
+        assert capture.ACTIVE.profile == 0 and provenance.enabled()
+    finally:
+        provenance.disable()
+    with pytest.raises(ValueError, match="profile must be a number of calls"):
+        provenance.enable(profile=2**63)
+    assert parse_count(str(2**63 - 1), "x") == 2**63 - 1

@@ -285,3 +285,15 @@ def test_a_failed_compile_headlines_the_user_line_without_our_frames(tmp_path, c
     # what did trace before the failure: the linear, then the interpreter stopped at the matmul
     assert "traced before the failure" in page and "ltorch.linear" in page and "matmul" not in page.split(
         "traced before the failure")[1].split("Traceback")[0]
+
+
+def test_an_integer_past_64_bits_is_written_saturated_not_as_text(tmp_path):
+    """A count or sum the writer is handed past the log's 64-bit integers is written as the largest
+    one (at least that large), as the report reads sums; never as a string the reader refuses."""
+    from exporters.jsonl import JsonlExporter
+
+    exporter = JsonlExporter(str(tmp_path))
+    exporter.emit({"type": "calls", "fn": "f", "calls": 2**70, "cache_hits": -(2**70), "cache_misses": 1})
+    (line,) = Path(exporter.path).read_bytes().splitlines()
+    assert orjson.loads(line) == {"type": "calls", "fn": "f", "calls": 2**63 - 1, "cache_hits": -(2**63),
+                                  "cache_misses": 1}
