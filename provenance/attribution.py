@@ -13,6 +13,8 @@ a log, or the OTel exporter's view of the `prov` events it received.
   code that led to it), else its user line; backward ops take their forward op's.
 - An op with no user line is `(bookkeeping)` (a bookkeeping symbol) or `(no user line)`.
 - A fusion's module is its members' innermost common module; "" is the root (`<root>`).
+- A module's row includes its submodules': `ancestors` are the rows a module path is charged to, at
+  most MAX_MODULE_DEPTH levels (a deeper path is charged to its ancestor at that depth).
 """
 
 from __future__ import annotations
@@ -22,13 +24,23 @@ from typing import Any, Protocol
 
 from provenance.record import Kind
 
-__all__ = ["BOOKKEEPING", "NO_LINE", "ROOT", "charged", "common_module", "keys", "line_frame", "line_key",
-           "location", "module_line_frame", "module_line_key", "module_of", "modules", "role_of"]
+__all__ = ["BOOKKEEPING", "MAX_MODULE_DEPTH", "NO_LINE", "ROOT", "ancestors", "charged", "common_module", "keys",
+           "line_frame", "line_key", "location", "module_line_frame", "module_line_key", "module_of", "modules",
+           "role_of"]
 
 BOOKKEEPING = "(bookkeeping)"
 NO_LINE = "(no user line)"
 ROOT = "<root>"
 MAX_DEPTH = 64  # derived_from chains are a few records long; a bound against a cyclic log
+MAX_MODULE_DEPTH = 64  # module tree levels rolled up; a deeper path is charged to its ancestor at this depth
+
+
+def ancestors(path: str) -> list[str]:
+    """`h.0.attn` -> ['h.0.attn', 'h.0', 'h', ROOT]; '' (the root module) -> [ROOT]. A path of more
+    than MAX_MODULE_DEPTH parts counts as its ancestor at that depth (what a log names is
+    untrusted: every ancestor of a path of n parts is n**2 / 2 parts)."""
+    parts = path.split(".", MAX_MODULE_DEPTH)[:MAX_MODULE_DEPTH] if path else []
+    return [".".join(parts[:i]) for i in range(len(parts), 0, -1)] + [ROOT]
 
 
 class Located(Protocol):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provenance import attribution
-from provenance.attribution import BOOKKEEPING, NO_LINE, ROOT, line_key
+from provenance.attribution import BOOKKEEPING, NO_LINE, ROOT, ancestors, line_key
 from provenance.profile import BACKWARD, FORWARD, CompileProfile, Op
 from provenance.record import Frame, Kind, Provenance
 from provenance.timing import Excluded, Spread, spread
@@ -133,17 +133,6 @@ def _kind_key(trace: str, record: Provenance | None) -> str:
     return column(trace, record)
 
 
-MAX_MODULE_DEPTH = 64  # module tree levels rolled up; a deeper path is charged to its ancestor at this depth
-
-
-def _ancestors(path: str) -> list[str]:
-    """`h.0.attn` -> ['h.0.attn', 'h.0', 'h', ROOT]; '' (the root module) -> [ROOT]. A path of more
-    than MAX_MODULE_DEPTH parts counts as its ancestor at that depth (what a log names is
-    untrusted: every ancestor of a path of n parts is n**2 / 2 parts)."""
-    parts = path.split(".", MAX_MODULE_DEPTH)[:MAX_MODULE_DEPTH] if path else []
-    return [".".join(parts[:i]) for i in range(len(parts), 0, -1)] + [ROOT]
-
-
 class _Compile:
     """The rows of one compile while its ops are added: key -> figures."""
 
@@ -232,8 +221,8 @@ def _charges(by: str, profile: CompileProfile, trace: str, op: Op) -> list[Charg
         if not paths:
             return [(NO_MODULE, col, True, {})]
         common = attribution.common_module(paths)
-        above = _ancestors(common)
-        below = dict.fromkeys(a for path in paths for a in _ancestors(path) if a not in above)
+        above = ancestors(common)
+        below = dict.fromkeys(a for path in paths for a in ancestors(path) if a not in above)
         return [(k, col, True, {}) for k in above] + [(k, "shared", False, {}) for k in below]
     key_of = {"line": line_key, "module_line": attribution.module_line_key}.get(by, role_key)
     found = attribution.keys(record, key_of)

@@ -29,7 +29,6 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from provenance import attribution
-from provenance.attribution import ROOT
 from provenance.kept import Kept
 from provenance.record import Provenance
 
@@ -203,13 +202,12 @@ _SAVED, _FORWARD_PEAK, _BACKWARD_PEAK, _ALLOCATED, _REMOVED, _ADDED = range(6)
 
 
 def _module_keys(record: Provenance | None) -> tuple[list[str], str]:
-    """A record's module rows (every ancestor, `<root>` first) and its own one."""
+    """A record's module rows (every ancestor, `<root>` first, at most MAX_MODULE_DEPTH levels) and its
+    own one (the deepest of them)."""
     paths = attribution.modules(record)
     if not paths:
         return [NO_MODULE], NO_MODULE
-    path = attribution.common_module(paths) if len(paths) > 1 else paths[0]
-    parts = path.split(".") if path else []
-    keys = [ROOT] + [".".join(parts[:i + 1]) for i in range(len(parts))]
+    keys = attribution.ancestors(attribution.common_module(paths) if len(paths) > 1 else paths[0])[::-1]
     return keys, keys[-1]
 
 

@@ -776,17 +776,17 @@ def test_the_perfetto_trace_is_sorted_in_bounded_runs_spooled_inside_out(tmp_pat
 
 
 def test_a_module_path_deeper_than_the_roll_up_is_charged_to_its_ancestor_at_that_depth(tmp_path, capsys):
-    from provenance import rollup
+    from provenance import attribution, rollup
 
-    assert rollup._ancestors("a.b.c") == ["a.b.c", "a.b", "a", rollup.ROOT]
+    assert attribution.ancestors("a.b.c") == ["a.b.c", "a.b", "a", rollup.ROOT]
     deep = ".".join(f"m{i}" for i in range(1000))
-    found = rollup._ancestors(deep)
-    assert len(found) == rollup.MAX_MODULE_DEPTH + 1 and found[0] == ".".join(f"m{i}" for i in range(64))
+    found = attribution.ancestors(deep)
+    assert len(found) == attribution.MAX_MODULE_DEPTH + 1 and found[0] == ".".join(f"m{i}" for i in range(64))
     from provenance.report.analyze.cost import load_profiles
 
     log = report_logs.write(tmp_path / "a.jsonl", report_logs.profiled(module=deep))
     rows = {r.key: r for r in rollup.rollup(load_profiles(log), "module")}
-    assert max(len(key.split(".")) for key in rows) == rollup.MAX_MODULE_DEPTH
+    assert max(len(key.split(".")) for key in rows) == attribution.MAX_MODULE_DEPTH
     assert rows[found[0]].median_ns == rows["m0"].median_ns > 0  # the deeper parts' time, at depth 64
     out = tmp_path / "out"
     code, err = report(capsys, log, "-o", out, "--strict")
