@@ -52,11 +52,11 @@ def run(args: argparse.Namespace) -> int:
     data = view(diff, violations, [r.text for r in rules], reports=out is not None)
     for side, name in ((a, "A"), (b, "B")):
         if side.problems.total:
-            print(f"thunder-trace diff: warning: {name} ({side.path}): {side.problems.total} bad or malformed "
-                  "input lines skipped", file=sys.stderr)
+            print(f"thunder-trace diff: warning: {name} ({printable(str(side.path))}): {side.problems.total} bad "
+                  "or malformed input lines skipped", file=sys.stderr)
     if out is not None:
         page = html(data, out)
-        print(f"thunder-trace diff: {page}", file=sys.stderr)
+        print(f"thunder-trace diff: {printable(str(page))}", file=sys.stderr)
     if args.json:
         sys.stdout.buffer.write(json_bytes(data) + b"\n")
         sys.stdout.flush()

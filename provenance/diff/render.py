@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from provenance.diff.compare import IMPROVEMENT, REGRESSION, RUN, STRUCTURE, Change, Diff, label
 from provenance.diff.gate import Violation
 from provenance.diff.read import Side
+from provenance.report.console import printable
 from provenance.report.numbers import dumps
 from provenance.static_memory import size
 
@@ -82,10 +83,14 @@ def _shown(data: dict[str, Any], everything: bool, top: int) -> tuple[list[dict]
 
 
 def terminal(data: dict[str, Any], out: TextIO | None = None, everything: bool = False, top: int = 40) -> None:
-    """The summary: rich tables on a terminal, plain text otherwise."""
+    """The summary: rich tables on a terminal, plain text otherwise. What comes from the logs (function
+    names, line texts, paths) is untrusted: its control characters are escaped (console.printable),
+    so no escape sequence, BEL, CR or BS in a log reaches the terminal."""
     out = out or sys.stdout
     changes, more = _shown(data, everything, top)
-    a, b = data["a"], data["b"]
+    changes = [{**c, "title": printable(c["title"]), "details": [printable(d) for d in c["details"]],
+                "compile": printable(c["compile"]) if c["compile"] else c["compile"]} for c in changes]
+    a, b = ({**side, "path": printable(str(side["path"]))} for side in (data["a"], data["b"]))
     head = (f"A: {a['path']} ({a['compiles']} compiles, {a['logs']} logs)  "
             f"B: {b['path']} ({b['compiles']} compiles, {b['logs']} logs)")
     counts = data["compiles"]
@@ -124,7 +129,7 @@ def terminal(data: dict[str, Any], out: TextIO | None = None, everything: bool =
     if data["more"]:
         print(f"({data['more']} changes past the diff's bound not kept)", file=out)
     for failed in data["gate"]["failed"]:
-        print(f"FAIL {failed}", file=out)
+        print(f"FAIL {printable(failed)}", file=out)
 
 
 def terminal_text(data: dict[str, Any], everything: bool = False, top: int = 40) -> str:
