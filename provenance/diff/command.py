@@ -5,6 +5,7 @@ input (a side with no readable log, a bad rule, OUT in the way)."""
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -23,13 +24,23 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _discard(out: Path | None, made: bool) -> None:
+    """A diff that could not be made leaves nothing in OUT (A's report when B is bad): OUT itself if
+    this run made it, else the side reports it wrote there."""
+    if out is None:
+        return
+    for path in ([out] if made else [out / name for name in REPORTS]):
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         rules = [parse_rule(text) for text in args.fail_on or ()]
     except ValueError as exc:
         return _fail(str(exc))
-    out = None
+    out, made = None, False
     if args.out is not None:
+        made = not Path(args.out).exists()
         out, reason = prepare_out(Path(args.out), args.overwrite, [Path(args.a), Path(args.b)])
         if reason is not None:
             return _fail(reason)
@@ -43,8 +54,10 @@ def run(args: argparse.Namespace) -> int:
                 report.mkdir()
             sides.append(read_side(path, report))
     except BadInput as exc:
+        _discard(out, made)
         return _fail(str(exc))
     except OSError as exc:
+        _discard(out, made)
         return _fail(f"cannot write into {out}: {exc.strerror or exc}")
     a, b = sides
     diff = compare(a, b)
