@@ -895,3 +895,16 @@ def test_the_perfetto_merge_tree_writes_what_one_sort_writes(tmp_path, monkeypat
     monkeypatch.setattr(perfetto, "MAX_RUNS", max_runs)  # several levels of runs merged
     assert written("merged.json") == one
     assert sorted(p.name for p in tmp_path.iterdir()) == ["merged.json", "one.json"]  # no spool left
+
+
+def test_a_memory_record_of_an_unknown_compile_is_skipped_not_a_phantom_compile(tmp_path, capsys):
+    """Traces of a compile whose start is missing still get a page (begun for them); a memory record
+    alone has nothing to show (its ops are a trace's): counted and skipped, no 'incomplete' compile."""
+    records = report_logs.records()
+    end = next(i for i, r in enumerate(records) if r["type"] == "compile_end")
+    records[end + 1:end + 1] = report_logs.memory(compile_id=99)
+    out = tmp_path / "out"
+    code, err = report(capsys, report_logs.write(tmp_path / "a.jsonl", records), "-o", out)
+    assert code == 0, err
+    assert [(c["compile"], c["status"]) for c in directory(out)["compiles"]] == [(1, "ok")]
+    assert "memory of compile 99 without its compile_start: skipped" in err

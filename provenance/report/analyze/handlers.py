@@ -52,11 +52,16 @@ class Handler:
 
     type: ClassVar[str]
     route: ClassVar[Route]
+    # A COMPILE record whose compile has no start: one is begun for it (its traces are worth a page),
+    # unless the record only annotates a compile (memory: a timeline of ops no trace of the log has).
+    stands_for_compile: ClassVar[bool] = True
 
     def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
         route = self.route
         if route is Route.COMPILE:
-            file.compile_of(record).add(record.data)
+            compile_ = file.compile_of(record, begin=self.stands_for_compile)
+            if compile_ is not None:
+                compile_.add(record.data)
         elif route is Route.AFTER_END:
             file.after_end(record.data)
         elif route is Route.READ_AHEAD:
@@ -247,6 +252,7 @@ class Memory(Handler):
     """A final trace's static memory timeline: the compile's Memory section (analyze/memory.py)."""
 
     type, route = "memory", Route.COMPILE
+    stands_for_compile = False
 
     def compile(self, builder: CompileBuilder, data: dict) -> None:
         if data.get("trace") in ("forward", "backward"):

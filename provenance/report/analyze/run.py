@@ -16,7 +16,7 @@ import zlib
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 from provenance.report.analyze.call_sites import CallSites
 from provenance.report.analyze.compile import CompileBuilder
@@ -95,14 +95,22 @@ class FilePass:
             self.open_compiles.pop(cid).finish(None)
         self.open_compiles[cid] = self.run.begin(self, record.data)
 
-    def compile_of(self, record: LogRecord) -> Compile:
-        """The open compile a record belongs to (one begun for it, if its start is missing)."""
+    @overload
+    def compile_of(self, record: LogRecord) -> Compile: ...
+
+    @overload
+    def compile_of(self, record: LogRecord, begin: bool) -> Compile | None: ...
+
+    def compile_of(self, record: LogRecord, begin: bool = True) -> Compile | None:
+        """The open compile a record belongs to; if its start is missing, one begun for it (`begin`),
+        else None (the record is counted and skipped)."""
         cid = hashable(record.get("compile"))
         found = self.open_compiles.get(cid)
         if found is None:
-            self.run.malformed(self.log, record.line,
-                               f"{record.type} of compile {_short.repr(cid)} without its compile_start")
-            found = self.open_compiles[cid] = self.run.begin(self, {"compile": record.get("compile")})
+            self.run.malformed(self.log, record.line, f"{record.type} of compile {_short.repr(cid)} without its "
+                                                      f"compile_start{'' if begin else ': skipped'}")
+            if begin:
+                found = self.open_compiles[cid] = self.run.begin(self, {"compile": record.get("compile")})
         return found
 
     def close(self, record: LogRecord, ok: bool) -> None:
