@@ -65,10 +65,11 @@ from provenance.thunder.state import (
     start_compile,
 )
 
-# Fault-injection names (state.check_fault) of the hooks that run in every compile with autograd;
-# distributed.py's are "distributed" and "rematerialize".
+# Fault-injection names (state.check_fault) of the hooks that run in every compile with autograd
+# (memory.py's "memory": its timeline at the compile's end); distributed.py's are "distributed" and
+# "rematerialize"; the rest are injected where they run (tests/capture/test_fault_points.py).
 CORE_HOOKS = ("bind", "from_bsym", "source_location", "processor", "set_provenance", "pass", "compile", "jit",
-              "phases")
+              "phases", "memory")
 # Run only when a call misses a cache that holds entries (tests/capture/test_recompile.py injects its fault).
 RECOMPILE_HOOK = "recompile"
 

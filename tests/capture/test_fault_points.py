@@ -1,0 +1,88 @@
+"""The fault points that run only in some programs, each injected where it runs: one warning, the
+program's results unchanged, the log still whole (report --strict clean). The hooks of every compile
+are tests/capture/test_safety.py's (hooks.CORE_HOOKS)."""
+
+from __future__ import annotations
+
+import warnings
+
+import fx_recompile
+import models
+import orjson
+import thunder
+import thunder_failures
+import torch
+
+import provenance
+from provenance.report.cli import main as report_main
+from provenance.thunder import capture
+
+
+def _ours(caught) -> list[str]:
+    return [str(w.message) for w in caught if "thunder-provenance" in str(w.message)]
+
+
+def _strict(logs, tmp_path) -> list[dict]:
+    assert report_main(["report", str(logs), "-o", str(tmp_path / "report"), "--strict", "--no-browser"]) == 0
+    (log,) = logs.glob("*.jsonl")
+    return [orjson.loads(line) for line in log.read_bytes().splitlines()]
+
+
+def test_a_fault_logging_a_profile_leaves_it_profiled_and_the_log_without_it(tmp_path, monkeypatch):
+    model, x = models.Net(n=8, depth=1), torch.randn(4, 8)
+    expected = model(x)
+    provenance.enable(tmp_path / "logs", profile=2)
+    try:
+        monkeypatch.setattr(capture.ACTIVE, "fault_injection", "profile_log")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            jm = thunder.jit(model)
+            outs = [jm(x) for _ in range(3)]
+        (profile,) = provenance.profiles(jm)
+    finally:
+        provenance.disable()
+    (message,) = _ours(caught)
+    assert "cannot log the profile" in message and "InjectedFault" in message
+    for out in outs:
+        torch.testing.assert_close(out, expected)
+    assert profile.calls == 2 and profile.error is None  # profiled all the same
+    records = _strict(tmp_path / "logs", tmp_path)
+    assert [r["type"] for r in records].count("compile_end") == 1
+    assert not any(r["type"] in ("profile_ops", "profile_call") for r in records)
+
+
+def test_a_fault_reading_dynamos_recompile_reasons_warns_once_and_the_run_is_whole(tmp_path, monkeypatch):
+    """tests/support/fx_recompile.py: the sequence length changes, Dynamo compiles graph [0/1]."""
+    provenance.enable(tmp_path / "logs")
+    try:
+        monkeypatch.setattr(capture.ACTIVE, "fault_injection", "dynamo_recompile")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch._dynamo.reset()
+            thunder_failures.run(fx_recompile.main)
+    finally:
+        provenance.disable()
+    (message,) = _ours(caught)
+    assert "hook 'dynamo_recompile'" in message and "that step was skipped" in message
+    records = _strict(tmp_path / "logs", tmp_path)
+    graphs = [r for r in records if r["type"] == "dynamo_graph"]
+    assert len(graphs) == 2 and graphs[1]["recompile"] is None  # [0/1] is there, without Dynamo's reasons
+    ends = sum(r["type"] == "compile_end" for r in records)
+    assert ends == sum(r["type"] == "compile_start" for r in records) > 0
+
+
+def test_every_fault_point_is_injected_by_a_test():
+    """Every name the capture hooks check (state.check_fault) is injected somewhere in the suite:
+    named in a test's fault_injection, or one of the hooks test_safety.py injects one by one."""
+    import pathlib
+    import re
+
+    from provenance.thunder import hooks
+
+    root, tests = pathlib.Path(provenance.__file__).parent, pathlib.Path(__file__).parent.parent
+    checked = {m for p in root.rglob("*.py") for m in re.findall(r'check_fault\("(\w+)"\)', p.read_text())}
+    injected = {m for p in tests.rglob("*.py")
+                for m in re.findall(r'fault_injection"?,? =? ?"(\w+)"', p.read_text())}
+    injected |= set(hooks.CORE_HOOKS) | {hooks.RECOMPILE_HOOK}
+    assert {"memory", "dynamo_recompile", "profile_log"} <= checked
+    assert checked <= injected, checked - injected
