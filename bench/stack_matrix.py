@@ -59,7 +59,9 @@ def suite(python: Path) -> str:
     done = subprocess.run([str(python), "-m", "pytest", "-m", "not slow", "-q", "-p", "no:logging"], cwd=ROOT,
                           env=_env(), capture_output=True, text=True, timeout=3600)
     counts = re.findall(r"(\d+) (passed|failed|skipped|xfailed|error|errors|deselected)", _last_line(done.stdout))
-    return ", ".join(f"{n} {what}" for n, what in counts) + f" ({time.perf_counter() - began:.0f} s)"
+    failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+    return (", ".join(f"{n} {what}" for n, what in counts) + f" ({time.perf_counter() - began:.0f} s)"
+            + "".join(f"\n  {line}" for line in failed))
 
 
 def report(python: Path, logs: Path, out: Path) -> str:
