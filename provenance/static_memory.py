@@ -29,10 +29,12 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from provenance import attribution
+from provenance.attribution import ROOT
 from provenance.kept import Kept
 from provenance.record import Provenance
 
-__all__ = ["BY", "Block", "CompileMemory", "MemOp", "MemoryRow", "RematChange", "Saved", "TraceMemory",
+# ROOT: attribution's, re-exported as the module rows' root key (as provenance.rollup does)
+__all__ = ["BY", "ROOT", "Block", "CompileMemory", "MemOp", "MemoryRow", "RematChange", "Saved", "TraceMemory",
            "compiles", "register", "rollup", "rollups", "summary", "table"]
 
 FORWARD, BACKWARD = "forward", "backward"
