@@ -36,7 +36,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from provenance import attribution
 from provenance._version import __version__
-from provenance.events import Event
+from provenance.events import TYPES, Event
 from provenance.record import user_frame
 
 WaitSnapshot = Callable[[], dict[tuple[str | None, str | None], tuple[float, int]]]  # provenance.waits
@@ -71,6 +71,13 @@ class OtelExporter:
 
     name = "otel"
     needs_trace_text = False  # pass timings only: the session skips printing traces for us
+    # What this consumer of the event stream does with each type of provenance/events.py: handled by
+    # its `_on_<type>` method (HANDLERS, found once below), or ignored, with why. Every type is one or
+    # the other (tests/otel/test_otel.py checks it against events.TYPES).
+    IGNORED: dict[str, str] = {
+        "library": "the libraries a process imported: the report's run table; nothing here to time or count",
+    }
+    HANDLERS: dict[str, Callable[[OtelExporter, Event], None]] = {}
 
     def __init__(self, tracer_provider: Any, meter_provider: Any, *, owned: bool = False,
                  rank: int | None = None, span_exporter: CountingExporter | None = None,
@@ -130,9 +137,9 @@ class OtelExporter:
     # -- events ------------------------------------------------------------------------------
     def emit(self, event: Event) -> None:
         self._events += 1
-        handler = getattr(self, f"_on_{event['type']}", None)
+        handler = self.HANDLERS.get(event["type"])
         if handler is not None:
-            handler(event)
+            handler(self, event)
 
     def _on_header(self, event: Event) -> None:
         if event.get("rank") is not None:
@@ -623,6 +630,9 @@ def service_name() -> str:
         return name
     script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") else "python"
     return script.removesuffix(".py") or "python"
+
+
+OtelExporter.HANDLERS = {t: getattr(OtelExporter, f"_on_{t}") for t in TYPES if t not in OtelExporter.IGNORED}
 
 
 def from_environment(rank: int | None = None, waits: WaitSnapshot | None = None,

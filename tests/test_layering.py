@@ -213,6 +213,19 @@ def test_every_event_type_has_exactly_one_report_handler():
         handlers.registry([handlers.Trace(), handlers.Trace()])
 
 
+def test_the_otel_exporter_handles_or_names_as_ignored_every_event_type():
+    """The other consumer of the event stream declares what it does with each type the same way:
+    a method per handled type, the rest named with why; a type added to events.py is neither until
+    it says (importing the exporter fails while a type is in neither)."""
+    from exporters.otel import OtelExporter
+    from provenance import events
+
+    handled, ignored = set(OtelExporter.HANDLERS), set(OtelExporter.IGNORED)
+    assert handled | ignored == set(events.TYPES) and not handled & ignored
+    assert all(OtelExporter.IGNORED[t].strip() for t in ignored)
+    assert all(callable(h) and h.__name__ == f"_on_{t}" for t, h in OtelExporter.HANDLERS.items())
+
+
 def test_every_name_a_report_module_exports_exists():
     """`__all__` of the report's and the diff's modules names only what they define: a stale name
     (a class moved or removed) breaks `from module import *`, which model/__init__.py uses."""
