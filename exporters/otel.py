@@ -38,6 +38,7 @@ from provenance import attribution
 from provenance._version import __version__
 from provenance.events import TYPES, Event
 from provenance.record import user_frame
+from provenance.static_memory import live_after, peak_position
 
 WaitSnapshot = Callable[[], dict[tuple[str | None, str | None], tuple[float, int]]]  # provenance.waits
 
@@ -395,14 +396,10 @@ class OtelExporter:
                     saved[key] = saved.get(key, 0) + nbytes
             for (module, role), nbytes in saved.items():
                 self._saved_bytes.record(nbytes, self._profiled.labels(self._common, fn, None, module, role))
-        ops = event.get("ops") or ()
-        best, where = event.get("start") or 0, -1
-        for position, _symbol, _prov, _allocated, _freed, live in ops:
-            if live > best:
-                best, where = live, position
+        where = peak_position(event.get("start") or 0, ((op[0], op[5]) for op in event.get("ops") or ()))
         peak: dict[tuple[str, str], int] = {}
         for _name, nbytes, prov_id, position, freed in event.get("blocks") or ():
-            if (position if position is not None else -1) <= where and (freed is None or freed > where):
+            if live_after(position if position is not None else -1, freed, where):
                 key = self._profiled.module_role(prov_id)
                 peak[key] = peak.get(key, 0) + nbytes
         for (module, role), nbytes in peak.items():

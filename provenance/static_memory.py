@@ -35,7 +35,7 @@ from provenance.record import Provenance
 
 # ROOT: attribution's, re-exported as the module rows' root key (as provenance.rollup does)
 __all__ = ["BY", "ROOT", "Block", "CompileMemory", "MemOp", "MemoryRow", "RematChange", "Saved", "TraceMemory",
-           "compiles", "register", "rollup", "rollups", "summary", "table"]
+           "compiles", "live_after", "peak_position", "register", "rollup", "rollups", "summary", "table"]
 
 FORWARD, BACKWARD = "forward", "backward"
 BY = ("line", "module_line", "module", "role", "op")
@@ -105,20 +105,32 @@ class TraceMemory:
 
     @cached_property
     def peak_position(self) -> int:
-        """The op after which the peak is reached (the first, if several; -1: at the start)."""
-        best, where = self.start, -1
-        for op in self.ops:
-            if op.live > best:
-                best, where = op.live, op.position
-        return where
+        return peak_position(self.start, ((op.position, op.live) for op in self.ops))
 
     @property
     def allocated(self) -> int:
         return sum(op.allocated for op in self.ops)
 
     def at_peak(self) -> list[Block]:
-        where = self.peak_position  # live after it: allocated at or before it, freed after it or never
-        return [b for b in self.blocks if b.position <= where and (b.freed is None or b.freed > where)]
+        where = self.peak_position
+        return [b for b in self.blocks if live_after(b.position, b.freed, where)]
+
+
+# The peak's rule, for these records and for the OTel exporter's view of the `memory` events.
+def peak_position(start: int, lives: Iterable[tuple[int, int]]) -> int:
+    """The op after which a trace's peak is reached, from its (position, live bytes after it) in order
+    and the bytes live at its `start`: the first, if several; -1: at the start."""
+    best, where = start, -1
+    for position, live in lives:
+        if live > best:
+            best, where = live, position
+    return where
+
+
+def live_after(allocated_at: int, freed_at: int | None, where: int) -> bool:
+    """Whether a storage is live after op `where`: allocated at or before it (-1: live at the start),
+    freed after it or never."""
+    return allocated_at <= where and (freed_at is None or freed_at > where)
 
 
 @dataclass(eq=False)

@@ -28,7 +28,8 @@ ALLOWED = {
                            "provenance.scope"},
     "exporters.base": {"provenance.events"},
     "exporters.jsonl": {"exporters.base", "provenance.scope"},
-    "exporters.otel": {"provenance._version", "provenance.events", "provenance.record", "provenance.attribution"},
+    "exporters.otel": {"provenance._version", "provenance.events", "provenance.record", "provenance.attribution",
+                       "provenance.static_memory"},  # memory: the peak's rule
     # the API's trace readers get Thunder's printing and bookkeeping rule from their caller
     "provenance.annotation": {"provenance.record"},
     "provenance.coverage_stats": {"provenance.record"},
