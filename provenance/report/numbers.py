@@ -17,8 +17,9 @@ timestamps) or overflow a float to infinity. So:
   `MAX_DIGITS` digits, else unknown (Python refuses to convert more than 4300 digits);
 - sums (`total`) saturate at `MAX_INT`; a duration (`ns_of_seconds`, `ns_of_ms`, `duration_ns`)
   is clamped to [0, MAX_INT];
-- what is written as JSON goes through `dumps`: an integer past 64 bits is written as a float
-  (JSON has one number type: the magnitude is kept), a non-finite float as null, never a failure.
+- what is written as JSON goes through `dumps`: an integer orjson cannot write (past 64 bits)
+  saturates at the int64 bounds (a sum that large is at least MAX_INT, as `total` says), a
+  non-finite float is null, never a failure.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ __all__ = ["MAX_DIGITS", "MAX_INT", "MAX_SECONDS", "as_count", "as_float", "as_i
 
 MIN_INT = -MAX_INT - 1
 MAX_DIGITS = 18  # digits of a number read from text: every such number fits MAX_INT
-_U64 = 2**64 - 1  # the largest integer orjson writes
 
 
 def as_int(value: Any) -> int | None:
@@ -98,15 +98,10 @@ def int_of_text(text: str) -> int | None:
 
 
 def json_safe(value: Any) -> Any:
-    """`value` (dicts, lists, tuples, dataclasses, scalars) with every integer orjson cannot write
-    as a float and every non-finite float as None."""
+    """`value` (dicts, lists, tuples, dataclasses, scalars) with every integer past the int64 bounds
+    saturated at them and every non-finite float as None."""
     if type(value) is int:
-        if MIN_INT <= value <= _U64:
-            return value
-        try:
-            return float(value)
-        except OverflowError:  # past 1.8e308
-            return None
+        return min(max(value, MIN_INT), MAX_INT)
     if type(value) is float:
         return value if math.isfinite(value) else None
     if type(value) is str:
