@@ -57,7 +57,7 @@ def main() -> int:
     x = torch.randn(n, n, device="cuda")
     big_line = next(i for i, text in enumerate(open(__file__), 1) if text.rstrip().endswith("# BIG"))
 
-    def step(jm) -> None:  # noqa: ANN001
+    def step(jm) -> None:
         jm(x).sum().backward()
 
     provenance.enable(profile=3)

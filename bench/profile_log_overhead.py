@@ -28,7 +28,7 @@ import warnings
 warnings.filterwarnings("ignore")
 
 
-def step(jm, x) -> tuple[float, float]:  # noqa: ANN001
+def step(jm, x) -> tuple[float, float]:
     began, cpu = time.perf_counter(), time.process_time()
     out = jm(x)
     (out[0] if isinstance(out, tuple) else out).sum().backward()

@@ -28,7 +28,7 @@ import warnings
 warnings.filterwarnings("ignore")
 
 
-def step(jm, x) -> tuple[float, float]:  # noqa: ANN001
+def step(jm, x) -> tuple[float, float]:
     """One forward + backward: (wall, process CPU time) in seconds."""
     began, cpu = time.perf_counter(), time.process_time()
     out = jm(x)
@@ -36,7 +36,7 @@ def step(jm, x) -> tuple[float, float]:  # noqa: ANN001
     return time.perf_counter() - began, time.process_time() - cpu
 
 
-def jit_with(profile: int, model, x):  # noqa: ANN001, ANN201
+def jit_with(profile: int, model, x):
     """Jit and compile now: the profile setting applies at compile time (the first call)."""
     import thunder
 
@@ -92,7 +92,7 @@ def overhead(layers: int, rounds: int) -> dict:
     }
 
 
-def per_call_coverage(profile) -> float:  # noqa: ANN001
+def per_call_coverage(profile) -> float:
     """Median over the last calls (forward and backward together) of attributed / wall."""
     forward, backward = (profile.traces[name].recent for name in ("forward", "backward"))
     return statistics.median(

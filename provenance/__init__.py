@@ -30,8 +30,12 @@ if TYPE_CHECKING:
     from exporters.base import Exporter
     from provenance.coverage_stats import Coverage
     from provenance.graphs import DynamoGraph, GraphBreak, Piece, SplitReason
+    from provenance.measured_memory import MemoryCheck
+    from provenance.profile import CompileProfile
     from provenance.record import Frame, Kind, Provenance, Span, of
     from provenance.report.read.log_file import Log
+    from provenance.rollup import CostRow
+    from provenance.static_memory import CompileMemory, MemoryRow
 
 __all__ = [
     "Coverage", "DynamoGraph", "Frame", "GraphBreak", "Kind", "Piece", "Provenance", "Span", "SplitReason",
@@ -282,7 +286,7 @@ def load(path: str | os.PathLike[str]) -> Log:
     return Log(path)
 
 
-def profiles(jfn=None) -> list:  # noqa: ANN001 - list[provenance.profile.CompileProfile]
+def profiles(jfn=None) -> list[CompileProfile]:
     """The per-op profiles of `jfn`'s compiles (a function or module from thunder.jit, or what
     `thunder.dynamo.thunderfx` returned: its Thunder pieces' compiles), or of every compile the
     process kept (the last 256) when `jfn` is None. See provenance.profile."""
@@ -310,7 +314,7 @@ def _of(jfn: object, kept: Any) -> list:
     return [k for k in kept() if k.compile_id in ids]
 
 
-def cost(jfn=None, by: str = "line", *, keep_all: bool = False) -> list:  # noqa: ANN001 - list[CostRow]
+def cost(jfn=None, by: str = "line", *, keep_all: bool = False) -> list[CostRow]:
     """Where the profiled calls' time went, as rows sorted by median time per call (largest first).
 
     `by`: "line" (the user's source line; backward and recompute time charged to the forward
@@ -328,7 +332,7 @@ def cost(jfn=None, by: str = "line", *, keep_all: bool = False) -> list:  # noqa
     return rollup(profiles(jfn), by, keep_all=keep_all)
 
 
-def print_cost(jfn=None, by: str = "line", *, top: int | None = 20, file=None,  # noqa: ANN001
+def print_cost(jfn=None, by: str = "line", *, top: int | None = 20, file=None,
                keep_all: bool = False) -> None:
     """Print `cost(jfn, by)` as a table (ms per measured call: the median and the range), with
     the calls left out and what was not timed."""
@@ -357,7 +361,7 @@ def print_cost(jfn=None, by: str = "line", *, top: int | None = 20, file=None,  
         console.print(note)
 
 
-def memory(jfn=None, by: str = "line") -> list:  # noqa: ANN001 - list[provenance.static_memory.MemoryRow]
+def memory(jfn=None, by: str = "line") -> list[MemoryRow]:
     """Where the memory of `jfn`'s compiles goes (the static timeline of its final forward and
     backward traces; on CPU this is the figure): rows by "line" (a backward allocation charged to
     its forward line through `derived_from`), "module_line", "module" (hierarchical), "role" or
@@ -370,14 +374,14 @@ def memory(jfn=None, by: str = "line") -> list:  # noqa: ANN001 - list[provenanc
     return rollup(memory_compiles(jfn), by)
 
 
-def memory_compiles(jfn=None) -> list:  # noqa: ANN001 - list[provenance.static_memory.CompileMemory]
+def memory_compiles(jfn=None) -> list[CompileMemory]:
     """The memory timelines of `jfn`'s compiles (or of every compile the process kept)."""
     from provenance import static_memory
 
     return _of(jfn, static_memory.compiles)
 
 
-def memory_checks(jfn=None) -> list:  # noqa: ANN001 - list[provenance.measured_memory.MemoryCheck]
+def memory_checks(jfn=None) -> list[MemoryCheck]:
     """The CUDA allocator's readings of each profiled compile against its static timeline, per trace
     (profiling on a CUDA device: the first timed call reads the allocator; docs/memory.md). Empty on
     the CPU, where the static timeline is the figure."""
@@ -386,7 +390,7 @@ def memory_checks(jfn=None) -> list:  # noqa: ANN001 - list[provenance.measured_
     return checks(memory_compiles(jfn), profiles(jfn))
 
 
-def print_memory(jfn=None, by: str = "line", *, top: int | None = 20, file=None) -> None:  # noqa: ANN001
+def print_memory(jfn=None, by: str = "line", *, top: int | None = 20, file=None) -> None:
     """Print `memory(jfn, by)` as a table, with the totals: saved for backward, the peaks, inputs."""
     from rich.console import Console
 
@@ -419,7 +423,7 @@ def _untimed(jfn: object) -> list[str]:
     """What the figures do not hold: ThunderFX pieces that torch ran (inductor or eager)."""
     try:
         graphs = fx_graphs(jfn)
-    except Exception:  # noqa: BLE001 - a note, never an error
+    except Exception:  # a note, never an error
         return []
     notes = []
     for graph in graphs:

@@ -144,7 +144,7 @@ def node(hint: Any, signed: bool = False) -> Node:
                 return [f"{where}: not an array"]
             return [p for i, x in enumerate(v) for p in element.explain(x, f"{where}[{i}]", strict)]
 
-        check = (lambda v: type(v) is list and rows(v)) if rows is not None else (  # noqa: E731
+        check = (lambda v: type(v) is list and rows(v)) if rows is not None else (
             lambda v: type(v) is list and all(map(each, v)))
         return Node(hint, check, explain, element=element)
     if origin is dict:

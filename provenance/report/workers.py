@@ -221,7 +221,7 @@ class _Failed:
 def _work(index: int, claims: Claims, fd: int, run: Callable[[WorkerShare], RunBuilder]) -> None:
     try:
         run(WorkerShare(index, claims, fd)).read()
-    except Exception as exc:  # noqa: BLE001 - said by the main process, which builds the rest (no traceback)
+    except Exception as exc:  # said by the main process, which builds the rest (no traceback)
         try:
             _send(fd, _Failed(f"one failed: {type(exc).__name__}: {str(exc)[:200]}"))
         except OSError:
@@ -353,7 +353,7 @@ class MainShare(Pending):
             self._give_up(str(exc))
         except (EOFError, OSError) as exc:
             self._give_up(self._ended(worker, exc))
-        except Exception as exc:  # noqa: BLE001 - a result that does not unpickle: built here instead
+        except Exception as exc:  # a result that does not unpickle: built here instead
             self._give_up(f"{type(exc).__name__}: {str(exc)[:200]}")
         return None
 

@@ -185,7 +185,7 @@ def test_disable_in_another_thread_while_compiling_never_raises_or_warns_in_the_
                 f = eval(f"lambda x: torch.sin(x) * {i} + torch.cos(x)", {"torch": torch})  # a new compile each
                 torch.testing.assert_close(thunder.jit(f)(torch.ones(3)), torch.sin(torch.ones(3)) * i + torch.cos(
                     torch.ones(3)))
-        except BaseException as exc:  # noqa: BLE001 - what the user's thread would see
+        except BaseException as exc:  # what the user's thread would see
             errors.append(repr(exc))
         finally:
             done.set()

@@ -32,7 +32,7 @@ def _at_once(n: int, call) -> list:
         barrier.wait()
         try:
             results[i] = call(i)
-        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+        except BaseException as exc:  # handed to the test's thread
             results[i] = exc
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]

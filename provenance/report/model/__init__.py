@@ -11,10 +11,10 @@ each generated method when the module is imported, most of what importing the mo
 - memory.py: static memory (a compile's Memory section, memory.html).
 """
 
-from provenance.report.model.core import *  # noqa: F403
-from provenance.report.model.cost import *  # noqa: F403
-from provenance.report.model.fx import *  # noqa: F403
-from provenance.report.model.memory import *  # noqa: F403
+from provenance.report.model.core import *
+from provenance.report.model.cost import *
+from provenance.report.model.fx import *
+from provenance.report.model.memory import *
 
 __all__ = [
     "CompileMemoryView",
