@@ -39,10 +39,10 @@ __all__ = [
     "SpanStart", "SplitReasonJSON", "TYPES", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json",
 ]
 
-SCHEMA_VERSION = "1.8"
+SCHEMA_VERSION = "1.8"  # major.minor: readers refuse another major and read a newer minor
 # How deep provenance records (derived_from, members) and spans (parent) nest, at most: the writer
 # writes a deeper one with its references dropped (a chain restarts), the reader drops deeper ones'.
-MAX_NESTING = 64  # major.minor: readers refuse another major and read a newer minor
+MAX_NESTING = 64
 MAX_PHASES = 4096  # phases a `phases` record holds at most
 
 # A stack frame is a JSON array, [file, line, function, source text, user code?], and for code

@@ -6,7 +6,6 @@ and stylesheet (provenance/report/render/html.py), next to the two runs' reports
 
 from __future__ import annotations
 
-import io
 import sys
 from importlib import resources
 from pathlib import Path
@@ -130,12 +129,6 @@ def terminal(data: dict[str, Any], out: TextIO | None = None, everything: bool =
         print(f"({data['more']} changes past the diff's bound not kept)", file=out)
     for failed in data["gate"]["failed"]:
         print(f"FAIL {printable(failed)}", file=out)
-
-
-def terminal_text(data: dict[str, Any], everything: bool = False, top: int = 40) -> str:
-    buffer = io.StringIO()
-    terminal(data, buffer, everything, top)
-    return buffer.getvalue()
 
 
 def html(data: dict[str, Any], out: Path) -> Path:

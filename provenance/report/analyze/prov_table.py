@@ -23,7 +23,7 @@ __all__ = ["ProvTable", "role_color"]
 _ROLE_COLORS = {"column_parallel.pre": 0, "column_parallel.post": 1, "row_parallel.pre": 2,
                 "row_parallel.post": 3, "fsdp.unshard": 4, "fsdp.reduce_scatter": 5,
                 "ddp.sync_param": 6, "ddp.grad_all_reduce": 7}
-N_ROLE_COLORS = 10
+N_ROLE_COLORS = 10  # role0 .. role9 in the stylesheet: the eight above and two for the rest
 
 
 def role_color(role: str | None) -> int | None:
@@ -31,7 +31,8 @@ def role_color(role: str | None) -> int | None:
     if not role:
         return None
     color = _ROLE_COLORS.get(role)
-    return color if color is not None else 8 + zlib.crc32(role.encode("utf-8", "replace")) % 2
+    rest = N_ROLE_COLORS - len(_ROLE_COLORS)
+    return color if color is not None else len(_ROLE_COLORS) + zlib.crc32(role.encode("utf-8", "replace")) % rest
 
 
 def _valid(frame: Any) -> bool:
