@@ -260,7 +260,7 @@ def steps(runner: Runner, only: frozenset[str] = frozenset(STEPS), nvfuser_path:
         step("traced_models", status, s, detail)
     if "report" in only:
         report = runner.out / "report"
-        rc, text, s = runner.run("report", [py, "-m", "provenance.report.cli", "report", str(logs), "-o", str(report),
+        rc, text, s = runner.run("report", [py, "-m", "provenance.cli", "report", str(logs), "-o", str(report),
                                             "--overwrite", "--no-browser", "--strict"], 120)
         step("report", "PASS" if rc == 0 else "FAIL", s, _last_line(text))
     return runner.results

@@ -40,7 +40,7 @@ import torch, thunder, thunder.dynamo
 import real_models
 import provenance
 from provenance import Kind
-from provenance.attribution import charged, line_frame, module_line_frame
+from provenance.core.attribution import charged, line_frame, module_line_frame
 
 builders = {{"litgpt": real_models.litgpt_llama, "hf-llama": real_models.hf_llama, "hf-gpt2": real_models.hf_gpt2}}
 build = builders[sys.argv[1]]
@@ -101,7 +101,7 @@ def run(model: str, entry: str, work: Path) -> dict:
         return {"model": model, "entry": entry, "error": out.stderr.strip().splitlines()[-1:]}
     measured = json.loads(out.stdout.strip().splitlines()[-1])
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "provenance.report.cli", "report", str(logs), "-o", str(report),
+    subprocess.run([sys.executable, "-m", "provenance.cli", "report", str(logs), "-o", str(report),
                     "--overwrite", "--no-browser"], check=True, capture_output=True, cwd=ROOT)
     built = time.perf_counter() - start
     return {"model": model, "entry": entry, **measured, **_shown(report), "log_bytes": _size(logs),

@@ -74,7 +74,7 @@ def _forward_backward(fn, x) -> None:
 def _shares(traces, model_file: str) -> tuple[int, float, float, float]:
     import provenance
     from provenance import Kind
-    from provenance.attribution import charged
+    from provenance.core.attribution import charged
 
     compute = at_file = with_module = both = 0
     for trace in traces:

@@ -54,7 +54,7 @@ for _ in range(calls + 1):
 rows = [r for r in provenance.cost() if r.kind in ("key", "fusion")]
 # the ranking before distributions: sums over every profiled call, one-offs included
 by_sum = sorted((r for r in provenance.cost(keep_all=True) if r.kind in ("key", "fusion")), key=lambda r: -r.sum_ns)
-from provenance.rollup import summary
+from provenance.timing.rollup import summary
 totals = summary(provenance.profiles())
 print(json.dumps({{
     "median": [[r.label, r.median_ns / 1e6, r.time.low_ns / 1e6, r.time.high_ns / 1e6] for r in rows[:{top}]],

@@ -173,8 +173,8 @@ def traced_env(logs: Path) -> dict[str, str]:
 def summary(report: Path, logs: Path, top: int = 5) -> None:
     """The report's compiles (compile_directory.json), by process, and the log's top lines by time."""
     from provenance.report.analyze.cost import load_profiles
-    from provenance.rollup import line_texts, rollup, spread_text
-    from provenance.rollup import summary as rollup_summary
+    from provenance.timing.rollup import line_texts, rollup, spread_text
+    from provenance.timing.rollup import summary as rollup_summary
 
     directory = json.loads((report / "compile_directory.json").read_text())
     t = directory["totals"]

@@ -18,8 +18,8 @@ import torch
 from thunder.tests.nanogpt_model import GPT, GPTConfig
 
 import provenance
-from provenance import static_memory
-from provenance.static_memory import size
+from provenance.allocation import static_memory
+from provenance.allocation.static_memory import size
 
 
 def step(model: torch.nn.Module, batch: int, seq: int, vocab: int) -> list[static_memory.MemoryRow]:

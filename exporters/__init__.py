@@ -1,5 +1,5 @@
 """Exporters: where provenance records and compile events go (JSONL logs, OpenTelemetry).
 
-Each exporter consumes the same event stream (provenance.events), through the `Exporter` protocol
+Each exporter consumes the same event stream (provenance.log.events), through the `Exporter` protocol
 of base.py; docs/log-schema.md describes the events.
 """

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from exporters.base import Event
-from provenance.scope import text
+from provenance.core.scope import text
 
 __all__ = ["JsonlExporter", "log_file_name", "UnwritableDirectory"]
 

@@ -34,13 +34,13 @@ from typing import Any, NamedTuple
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Status, StatusCode
 
-from provenance import attribution
 from provenance._version import __version__
-from provenance.events import TYPES, Event
-from provenance.record import user_frame
-from provenance.static_memory import live_after, peak_position
+from provenance.allocation.static_memory import live_after, peak_position
+from provenance.core import attribution
+from provenance.core.record import user_frame
+from provenance.log.events import TYPES, Event
 
-WaitSnapshot = Callable[[], dict[tuple[str | None, str | None], tuple[float, int]]]  # provenance.waits
+WaitSnapshot = Callable[[], dict[tuple[str | None, str | None], tuple[float, int]]]  # provenance.timing.waits
 
 EXPORT_TIMEOUT_S = 1.0
 CLOSE_DEADLINE_S = 1.5
@@ -72,7 +72,7 @@ class OtelExporter:
 
     name = "otel"
     needs_trace_text = False  # pass timings only: the session skips printing traces for us
-    # What this consumer of the event stream does with each type of provenance/events.py: handled by
+    # What this consumer of the event stream does with each type of provenance/log/events.py: handled by
     # its `_on_<type>` method (HANDLERS, found once below), or ignored, with why. Every type is one or
     # the other (tests/otel/test_otel.py checks it against events.TYPES).
     IGNORED: dict[str, str] = {
@@ -358,7 +358,7 @@ class OtelExporter:
         table, sums, lines = found
         compiled = [str(c[0]) for c in event.get("compiled") or ()]
         memory = event.get("memory")
-        if not compiled and memory is None:  # no measured run (provenance.timing): compiled, or read the allocator
+        if not compiled and memory is None:  # no measured run (timing.spread): compiled, or read the allocator
             for attributes, ns in zip(table.attributes, sums):
                 self._op_seconds.record(ns / 1e9, attributes)
         top = sorted(lines.items(), key=lambda item: -item[1])[:TOP_LINES]
@@ -484,7 +484,7 @@ class _Frame(NamedTuple):
 
 
 class _Record:
-    """A `prov` event read as provenance.attribution reads a record: its references are
+    """A `prov` event read as provenance.core.attribution reads a record: its references are
     resolved by id when read (a record may name one that arrives later)."""
 
     __slots__ = ("kind", "module", "role", "user_frame", "_derived", "_members", "_records")
@@ -508,7 +508,7 @@ class _Record:
 class ProfileTables:
     """What the profile records need from the other events (provenance records, function names),
     bounded: the label sets of thunder.op.duration have no op id, shape or line, only the
-    function, trace, module (provenance.attribution's: the op's, a backward op's forward module,
+    function, trace, module (provenance.core.attribution's: the op's, a backward op's forward module,
     a fusion's members' innermost common one; `<root>` the jitted module itself, "" none) and role."""
 
     def __init__(self) -> None:
@@ -559,7 +559,7 @@ class ProfileTables:
             self.tables.popitem(last=False)
 
     def module_role(self, prov_id: Any) -> tuple[str, str]:
-        """A record's module and role labels, by provenance.attribution."""
+        """A record's module and role labels, by provenance.core.attribution."""
         record = self.records.get(prov_id)
         paths = attribution.modules(record)
         module = (attribution.common_module(paths) or attribution.ROOT) if paths else ""
@@ -567,7 +567,7 @@ class ProfileTables:
         return module, roles[0] if len(roles) == 1 else "(mixed)"
 
     def _describe(self, prov_id: Any, symbol: str) -> tuple[str, str, str, _Frame | None]:
-        """An op's module and role labels, and its line key (and frame), by provenance.attribution."""
+        """An op's module and role labels, and its line key (and frame), by provenance.core.attribution."""
         record = self.records.get(prov_id)
         module, role = self.module_role(prov_id)
         lines = attribution.keys(record, attribution.line_key)

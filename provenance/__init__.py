@@ -20,22 +20,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from provenance._version import __version__
-from provenance.scope import current_span, scope  # eager: the submodule would shadow the function
+from provenance.core.scope import current_span, scope  # eager: the submodule would shadow the function
 
 TYPE_CHECKING = False  # typing is not imported: `import provenance` (every submodule's first step) stays light
 
 if TYPE_CHECKING:
     from typing import Any
 
-    from exporters.base import Exporter
-    from provenance.coverage_stats import Coverage
-    from provenance.graphs import DynamoGraph, GraphBreak, Piece, SplitReason
-    from provenance.measured_memory import MemoryCheck
-    from provenance.profile import CompileProfile
-    from provenance.record import Frame, Kind, Provenance, Span, of
+    from provenance.allocation.measured_memory import MemoryCheck
+    from provenance.allocation.static_memory import CompileMemory, MemoryRow
+    from provenance.core.coverage_stats import Coverage
+    from provenance.core.record import Frame, Kind, Provenance, Span, of
+    from provenance.dynamo.graphs import DynamoGraph, GraphBreak, Piece, SplitReason
+    from provenance.log.exporter import Exporter
     from provenance.report.read.log_file import Log
-    from provenance.rollup import CostRow
-    from provenance.static_memory import CompileMemory, MemoryRow
+    from provenance.timing.profile import CompileProfile
+    from provenance.timing.rollup import CostRow
 
 __all__ = [
     "Coverage", "DynamoGraph", "Frame", "GraphBreak", "Kind", "Piece", "Provenance", "Span", "SplitReason",
@@ -46,12 +46,12 @@ __all__ = [
 ]
 
 # The public classes are imported on first use (PEP 562): importing the package, which every
-# submodule and `thunder-trace --version` does, loads no rollup, no graph types. (scope() cannot
-# be: the first import of the submodule provenance.scope would bind the package's `scope` to it.)
-_LAZY = {"Coverage": "provenance.coverage_stats", "DynamoGraph": "provenance.graphs", "GraphBreak": "provenance.graphs",
-         "Piece": "provenance.graphs", "SplitReason": "provenance.graphs", "Frame": "provenance.record",
-         "Kind": "provenance.record", "Provenance": "provenance.record", "Span": "provenance.record",
-         "of": "provenance.record"}
+# submodule and `thunder-trace --version` does, loads no rollup, no graph types (scope() and
+# current_span() are eager: the record's scope module is imported by every capture anyway).
+_LAZY = {"Coverage": "provenance.core.coverage_stats", "DynamoGraph": "provenance.dynamo.graphs",
+         "GraphBreak": "provenance.dynamo.graphs", "Piece": "provenance.dynamo.graphs",
+         "SplitReason": "provenance.dynamo.graphs", "Frame": "provenance.core.record", "Kind": "provenance.core.record",
+         "Provenance": "provenance.core.record", "Span": "provenance.core.record", "of": "provenance.core.record"}
 
 
 def __getattr__(name: str) -> Any:
@@ -95,8 +95,8 @@ def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bo
     """
     from exporters.otel import OtelExporter, from_environment
     from provenance import thunder as integration
-    from provenance.session import SESSION, process_rank
-    from provenance.waits import WAITS
+    from provenance.log.session import SESSION, process_rank
+    from provenance.timing.waits import WAITS
 
     if wait_counters is None:
         wait_counters = os.environ.get("THUNDER_TRACE_WAIT_COUNTERS", "").strip().lower() in ("1", "true")
@@ -129,7 +129,7 @@ def enable(directory: str | os.PathLike[str] | None = None, *, wait_counters: bo
 def _logging_to(directory: str | os.PathLike[str]) -> bool:
     """Whether a JSONL log of this process already goes to `directory`."""
     from exporters.jsonl import JsonlExporter
-    from provenance.session import SESSION
+    from provenance.log.session import SESSION
 
     wanted = os.path.realpath(os.fspath(directory))
     return any(isinstance(e, JsonlExporter) and os.path.realpath(e.directory) == wanted for e in SESSION.exporters)
@@ -138,7 +138,7 @@ def _logging_to(directory: str | os.PathLike[str]) -> bool:
 def _warmup_setting(warmup: int | None) -> int | None:
     """Calls to run untimed first: the argument, else THUNDER_TRACE_PROFILE_WARMUP, else None
     (unchanged; 1 by default)."""
-    from provenance.profile import parse_count
+    from provenance.timing.profile import parse_count
 
     if warmup is not None:
         return parse_count(warmup, "profile_warmup")
@@ -154,7 +154,7 @@ def _warmup_setting(warmup: int | None) -> int | None:
 
 def _profile_setting(profile: int | None) -> int:
     from provenance import thunder as integration
-    from provenance.profile import parse_count
+    from provenance.timing.profile import parse_count
 
     if profile is not None:
         return parse_count(profile, "profile")
@@ -172,9 +172,9 @@ def _profile_setting(profile: int | None) -> int:
 
 def disable() -> None:
     """Remove every hook (Thunder then runs exactly as without this package), close the logs and
-    exporters, and drop what capture kept (its memo tables, provenance.caches, emptied)."""
+    exporters, and drop what capture kept (its memo tables, provenance.core.caches, emptied)."""
     from provenance import thunder as integration
-    from provenance.session import SESSION
+    from provenance.log.session import SESSION
 
     integration.uninstall()
     SESSION.close()
@@ -184,8 +184,8 @@ def add_exporter(exporter: Exporter) -> None:
     """Send the events of every compile to `exporter` too (see exporters.base.Exporter) while
     tracing is enabled. Joining a running log, it first gets the header and the records already
     written, so every id it sees resolves."""
-    from exporters.base import Exporter
-    from provenance.session import SESSION
+    from provenance.log.exporter import Exporter
+    from provenance.log.session import SESSION
 
     if not isinstance(exporter, Exporter):
         missing = [m for m in ("name", "needs_trace_text", "emit", "close", "stats") if not hasattr(exporter, m)]
@@ -196,7 +196,7 @@ def add_exporter(exporter: Exporter) -> None:
 
 def remove_exporter(exporter: Exporter) -> None:
     """Stop sending events to `exporter`, and close it."""
-    from provenance.session import SESSION
+    from provenance.log.session import SESSION
 
     SESSION.remove_exporter(exporter)
 
@@ -204,7 +204,7 @@ def remove_exporter(exporter: Exporter) -> None:
 def stats() -> dict[str, dict[str, Any]]:
     """What each attached exporter did so far, by name: `{"jsonl": {"path", "events", "bytes"},
     "otel": {"events", "spans", "dropped_spans"}}` (a second exporter of a name is `name#2`)."""
-    from provenance.session import SESSION
+    from provenance.log.session import SESSION
 
     return SESSION.stats()
 
@@ -214,8 +214,8 @@ def annotate(trace: Any, *, print_depth: int = -1, group: bool = False) -> str:
     above each op whose record differs from the previous one's, a tag on each subsymbol line and
     bookkeeping statement. `print_depth` as in Thunder's `TraceCtx.python` (-1: every level);
     `group=True`: a run of ops sharing a distributed role is one labelled block. See
-    provenance.annotation.annotate."""
-    from provenance import annotation
+    provenance.core.annotation.annotate."""
+    from provenance.core import annotation
     from provenance.thunder import printing
 
     return annotation.annotate(trace, printing, print_depth=print_depth, group=group)
@@ -223,8 +223,8 @@ def annotate(trace: Any, *, print_depth: int = -1, group: bool = False) -> str:
 
 def coverage(trace: Any, *, deep: bool = False) -> Coverage:
     """How many of the trace's top-level bound symbols (every nesting level with `deep=True`)
-    have a record, a user line, a module (see provenance.coverage_stats.Coverage)."""
-    from provenance import coverage_stats
+    have a record, a user line, a module (see provenance.core.coverage_stats.Coverage)."""
+    from provenance.core import coverage_stats
     from provenance.thunder import passes
 
     return coverage_stats.coverage(trace, passes.is_bookkeeping, deep=deep)
@@ -239,7 +239,7 @@ def enabled() -> bool:
 @contextmanager
 def tracing(directory: str | os.PathLike[str] | None = None) -> Iterator[None]:
     """Enable provenance (and JSONL logs in `directory`) inside the block; restore after it."""
-    from provenance.session import SESSION
+    from provenance.log.session import SESSION
 
     was_enabled, before = enabled(), list(SESSION.exporters)
     enable(directory)
@@ -254,8 +254,8 @@ def tracing(directory: str | os.PathLike[str] | None = None) -> Iterator[None]:
 
 
 def wait_counters() -> dict[tuple[str | None, str | None], tuple[float, int]]:
-    """{(role, module): (seconds blocked in collective waits, waits in progress)}; see provenance.waits."""
-    from provenance.waits import WAITS
+    """{(role, module): (seconds blocked in collective waits, waits in progress)}; see provenance.timing.waits."""
+    from provenance.timing.waits import WAITS
 
     return WAITS.snapshot()
 
@@ -289,8 +289,8 @@ def load(path: str | os.PathLike[str]) -> Log:
 def profiles(jfn=None) -> list[CompileProfile]:
     """The per-op profiles of `jfn`'s compiles (a function or module from thunder.jit, or what
     `thunder.dynamo.thunderfx` returned: its Thunder pieces' compiles), or of every compile the
-    process kept (the last 256) when `jfn` is None. See provenance.profile."""
-    from provenance import profile
+    process kept (the last 256) when `jfn` is None. See provenance.timing.profile."""
+    from provenance.timing import profile
 
     return _of(jfn, profile.profiles)
 
@@ -320,14 +320,14 @@ def cost(jfn=None, by: str = "line", *, keep_all: bool = False) -> list[CostRow]
     `by`: "line" (the user's source line; backward and recompute time charged to the forward
     line through `derived_from`), "module_line", "module" (hierarchical: a module includes its
     submodules), "role" (distributed role), "kind" (forward/backward/recompute/bookkeeping/fusion)
-    or "op". Each row (provenance.rollup.CostRow), per measured call: `time` (a
-    provenance.timing.Spread: median, range, quartiles, outliers), the medians `forward_ns`,
+    or "op". Each row (provenance.timing.rollup.CostRow), per measured call: `time` (a
+    provenance.timing.spread.Spread: median, range, quartiles, outliers), the medians `forward_ns`,
     `backward_ns`, `recompute_ns`, `shared_ns` (fusions shared with other keys); `sum_ns`, `calls`,
     `share` (of the median profiled wall time), `kind`, `label`, `members`, `fusions`. Calls in which
     an executor compiled, and stalls (over 3× the median and 1 ms), are left out unless `keep_all`.
     Needs profiling: enable(profile=N). See docs/cost.md.
     """
-    from provenance.rollup import rollup
+    from provenance.timing.rollup import rollup
 
     return rollup(profiles(jfn), by, keep_all=keep_all)
 
@@ -338,7 +338,7 @@ def print_cost(jfn=None, by: str = "line", *, top: int | None = 20, file=None,
     the calls left out and what was not timed."""
     from rich.console import Console
 
-    from provenance.rollup import line_texts, rollup, summary, table
+    from provenance.timing.rollup import line_texts, rollup, summary, table
 
     kept = profiles(jfn)
     rows = rollup(kept, by, keep_all=keep_all)
@@ -365,18 +365,18 @@ def memory(jfn=None, by: str = "line") -> list[MemoryRow]:
     """Where the memory of `jfn`'s compiles goes (the static timeline of its final forward and
     backward traces; on CPU this is the figure): rows by "line" (a backward allocation charged to
     its forward line through `derived_from`), "module_line", "module" (hierarchical), "role" or
-    "op", sorted by saved-for-backward bytes. Each row (provenance.static_memory.MemoryRow):
+    "op", sorted by saved-for-backward bytes. Each row (provenance.allocation.static_memory.MemoryRow):
     `saved_bytes`, `forward_peak_bytes`, `backward_peak_bytes` (live at each trace's peak),
     `allocated_bytes`, `remat_removed_bytes`/`remat_added_bytes`. Inputs and parameters are counted
     apart (`memory_summary`). Needs capture on (provenance.enable()). See docs/memory.md."""
-    from provenance.static_memory import rollup
+    from provenance.allocation.static_memory import rollup
 
     return rollup(memory_compiles(jfn), by)
 
 
 def memory_compiles(jfn=None) -> list[CompileMemory]:
     """The memory timelines of `jfn`'s compiles (or of every compile the process kept)."""
-    from provenance import static_memory
+    from provenance.allocation import static_memory
 
     return _of(jfn, static_memory.compiles)
 
@@ -385,7 +385,7 @@ def memory_checks(jfn=None) -> list[MemoryCheck]:
     """The CUDA allocator's readings of each profiled compile against its static timeline, per trace
     (profiling on a CUDA device: the first timed call reads the allocator; docs/memory.md). Empty on
     the CPU, where the static timeline is the figure."""
-    from provenance.measured_memory import checks
+    from provenance.allocation.measured_memory import checks
 
     return checks(memory_compiles(jfn), profiles(jfn))
 
@@ -394,8 +394,8 @@ def print_memory(jfn=None, by: str = "line", *, top: int | None = 20, file=None)
     """Print `memory(jfn, by)` as a table, with the totals: saved for backward, the peaks, inputs."""
     from rich.console import Console
 
-    from provenance import attribution
-    from provenance.static_memory import line_texts, rollup, size, summary, table
+    from provenance.allocation.static_memory import line_texts, rollup, size, summary, table
+    from provenance.core import attribution
 
     kept = memory_compiles(jfn)
     stream = file if file is not None else sys.stdout

@@ -17,10 +17,13 @@ from paths import ROOT
 # Modules that must import neither torch nor Thunder: the report and exporters (packages), the
 # core layers, and the capture package's own entry points, which import Thunder only to install.
 _LIGHT_PACKAGES = ("provenance.report", "exporters")
-_LIGHT = {"provenance", "provenance._version", "provenance.caches", "provenance.record", "provenance.scope",
-          "provenance.events", "provenance.session", "provenance.annotation", "provenance.coverage_stats",
-          "provenance.waits", "provenance.graphs", "provenance.profile", "provenance.rollup", "provenance.bootstrap",
-          "provenance.thunder", "provenance.thunder.compat", "provenance.thunder.capture",
+_LIGHT = {"provenance", "provenance._version", "provenance.core", "provenance.core.caches", "provenance.core.record",
+          "provenance.core.scope", "provenance.log", "provenance.log.events", "provenance.log.session",
+          "provenance.core.annotation", "provenance.core.coverage_stats", "provenance.timing",
+          "provenance.timing.waits",
+          "provenance.dynamo", "provenance.dynamo.graphs", "provenance.timing.profile", "provenance.timing.rollup",
+          "provenance.bootstrap", "provenance.cli", "provenance.thunder", "provenance.thunder.compat",
+          "provenance.thunder.capture",
           "provenance.thunder.patching"}
 
 _PROBE = r"""
@@ -44,7 +47,7 @@ if sys.argv[1] == "all":
 before, seen, alive = atexit._ncallbacks(), len(exits), len(live)
 for name in json.loads(sys.argv[2]):
     importlib.import_module(name)
-from provenance.scope import span_end_listeners, span_start_listeners
+from provenance.core.scope import span_end_listeners, span_start_listeners
 ours = lambda modules: [m for m in modules if str(m).partition(".")[0] in ("provenance", "exporters")]
 assert atexit._ncallbacks() - before == len(exits) - seen, "an exit handler registered without atexit.register"
 result = {"atexit": ours(exits), "forks": ours(m for group in forks for m in group),
@@ -91,7 +94,7 @@ def _probe(mode: str, modules: list[str], log_dir: Path | None = None) -> dict:
 
 def test_the_light_modules_import_neither_torch_nor_thunder_and_register_nothing():
     modules = [m for m in _modules() if m in _LIGHT or m.startswith(_LIGHT_PACKAGES)]
-    assert "provenance.report.cli" in modules and "exporters.otel" in modules and "provenance.session" in modules
+    assert "provenance.cli" in modules and "exporters.otel" in modules and "provenance.log.session" in modules
     result = _probe("light", modules)
     assert result == {"atexit": [], "forks": [], "listeners": 0, "loaded": []}, result
 
@@ -112,9 +115,9 @@ def test_importing_every_module_registers_nothing_and_enable_disable_undo_what_t
 _PACKAGE = r"""
 import json, sys
 import provenance
-light = sorted(m for m in ("dataclasses", "provenance.record", "provenance.graphs", "provenance.rollup")
-               if m in sys.modules)
-import provenance.scope  # the submodule, imported again: the package's `scope` stays the function
+light = sorted(m for m in ("dataclasses", "provenance.core.record", "provenance.dynamo.graphs",
+                           "provenance.timing.rollup") if m in sys.modules)
+import provenance.core.scope  # the submodule, imported again: the package's `scope` is still the function
 names = {name: getattr(provenance, name).__module__ for name in ("Frame", "Provenance", "Coverage", "DynamoGraph",
                                                                 "of", "scope", "current_span")}
 print("RESULT " + json.dumps({"light": light, "names": names, "dir": "Frame" in dir(provenance)}))
@@ -131,8 +134,8 @@ def test_importing_the_package_loads_its_classes_only_when_asked():
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.split("RESULT ", 1)[1])
     assert result["light"] == [], result
-    assert result["names"] == {"Frame": "provenance.record", "Provenance": "provenance.record",
-                               "Coverage": "provenance.coverage_stats", "DynamoGraph": "provenance.graphs",
-                               "of": "provenance.record", "scope": "provenance.scope",
-                               "current_span": "provenance.scope"}, result
+    assert result["names"] == {"Frame": "provenance.core.record", "Provenance": "provenance.core.record",
+                               "Coverage": "provenance.core.coverage_stats", "DynamoGraph": "provenance.dynamo.graphs",
+                               "of": "provenance.core.record", "scope": "provenance.core.scope",
+                               "current_span": "provenance.core.scope"}, result
     assert result["dir"]

@@ -17,26 +17,26 @@ PACKAGES = ("provenance", "exporters")
 # record → scope → events/session → exporters: what each core module may import of ours.
 ALLOWED = {
     "provenance._version": set(),
-    "provenance.caches": set(),
-    "provenance.record": {"provenance.caches"},
-    "provenance.usercode": set(),
-    "provenance.libraries": set(),
-    "provenance.attribution": {"provenance.record"},
-    "provenance.scope": {"provenance.record"},
-    "provenance.events": {"provenance.record"},
-    "provenance.session": {"provenance._version", "provenance.events", "provenance.libraries", "provenance.record",
-                           "provenance.scope"},
-    "exporters.base": {"provenance.events"},
-    "exporters.jsonl": {"exporters.base", "provenance.scope"},
-    "exporters.otel": {"provenance._version", "provenance.events", "provenance.record", "provenance.attribution",
-                       "provenance.static_memory"},  # memory: the peak's rule
+    "provenance.core.caches": set(),
+    "provenance.core.record": {"provenance.core.caches"},
+    "provenance.core.usercode": set(),
+    "provenance.core.libraries": set(),
+    "provenance.core.attribution": {"provenance.core.record"},
+    "provenance.core.scope": {"provenance.core.record"},
+    "provenance.log.events": {"provenance.core.record"},
+    "provenance.log.session": {"provenance._version", "provenance.log.events", "provenance.core.libraries",
+                               "provenance.core.record", "provenance.core.scope"},
+    "exporters.base": {"provenance.log.exporter"},
+    "exporters.jsonl": {"exporters.base", "provenance.core.scope"},
+    "exporters.otel": {"provenance._version", "provenance.log.events", "provenance.core.record",
+                       "provenance.core.attribution", "provenance.allocation.static_memory"},  # memory: the peak's rule
     # the API's trace readers get Thunder's printing and bookkeeping rule from their caller
-    "provenance.annotation": {"provenance.record"},
-    "provenance.coverage_stats": {"provenance.record"},
+    "provenance.core.annotation": {"provenance.core.record"},
+    "provenance.core.coverage_stats": {"provenance.core.record"},
     # capture's seam and state: below every hook module
     "provenance.thunder.compat": {"provenance._version"},  # its refusals name our version
     "provenance.thunder.patching": set(),
-    "provenance.thunder.capture": {"provenance.caches", "provenance.thunder.patching"},
+    "provenance.thunder.capture": {"provenance.core.caches", "provenance.thunder.patching"},
 }
 
 
@@ -55,13 +55,14 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(module: str, path: Path, known: set[str]) -> set[str]:
-    """Our modules that `module` imports anywhere (functions included), `if TYPE_CHECKING:` aside."""
+def _imports(module: str, path: Path, known: set[str], type_checking: bool = False) -> set[str]:
+    """Our modules that `module` imports anywhere (functions included), `if TYPE_CHECKING:` aside
+    unless `type_checking`."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if isinstance(node, ast.If) and _is_type_checking(node) and not type_checking:
             for child in node.orelse:
                 visit(child)
             return
@@ -81,9 +82,9 @@ def _imports(module: str, path: Path, known: set[str]) -> set[str]:
     return {name for name in found if name in known and name != module}
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph(type_checking: bool = False) -> dict[str, set[str]]:
     modules = _modules()
-    return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+    return {name: _imports(name, path, set(modules), type_checking) for name, path in modules.items()}
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -113,7 +114,7 @@ def test_the_graph_sees_function_level_imports_and_skips_type_checking_ones():
     graph = _graph()
     assert len(graph) > 30 and "provenance.report.read.log_file" in graph
     assert "provenance.thunder" in graph["provenance"]  # enable() imports it inside the function
-    assert "exporters.base" not in graph["provenance.session"]  # TYPE_CHECKING only
+    assert "provenance.log.exporter" not in graph["provenance.log.session"]  # TYPE_CHECKING only
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
 
 
@@ -122,10 +123,34 @@ def test_no_import_cycle():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+# The package's pipeline, by folder: capture's record (core) -> the log -> each feature's home (ThunderFX's
+# graphs, time, memory) -> the exporters -> capture (thunder/) -> what reads or drives it all (the API,
+# report, diff, the CLI). A module imports its own stage or earlier ones, never a later one.
+PIPELINE = (("provenance._version", "provenance.core"), ("provenance.log",),
+            ("provenance.dynamo", "provenance.timing", "provenance.allocation"), ("exporters",),
+            ("provenance.thunder",), ("provenance", "provenance.bootstrap", "provenance.report", "provenance.diff",
+                                      "provenance.cli", "provenance.__main__"))
+
+
+def _pipeline_stage(module: str) -> int:
+    """The stage of the longest prefix naming `module` (`provenance` itself: only the package's API)."""
+    return max(((len(prefix), i) for i, stage in enumerate(PIPELINE) for prefix in stage
+                if module == prefix or (prefix != "provenance" and module.startswith(prefix + "."))))[1]
+
+
+def test_the_package_folders_show_its_pipeline_and_import_only_earlier_stages():
+    graph = _graph(type_checking=True)
+    later = [(m, t) for m, targets in graph.items() for t in targets if _pipeline_stage(t) > _pipeline_stage(m)]
+    assert later == [], later
+    tops = {p.name for p in (ROOT / "provenance").iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    assert tops == {"__init__.py", "__main__.py", "_version.py", "bootstrap.py", "cli.py", "core", "log", "dynamo",
+                    "timing", "allocation", "thunder", "report", "diff"}
+
+
 def test_no_public_name_of_the_package_shadows_an_unrelated_module():
     """`def stats()` in provenance/__init__.py would replace the attribute a provenance/stats.py
     sets (`import provenance.stats as m` would give the function). Only a module's own namesake
-    may be re-exported over it (`provenance.scope`, the function of provenance/scope.py)."""
+    may be re-exported over it (none is: `provenance.scope` is the function of provenance/core/scope.py)."""
     import provenance
 
     for name in provenance.__all__:
@@ -146,11 +171,11 @@ _register = atexit.register
 atexit.register = lambda fn, *a, **k: (registered.append(getattr(fn, "__module__", "?")), _register(fn, *a, **k))[1]
 before = atexit._ncallbacks()
 import provenance.report
-from provenance.report.cli import main
+from provenance.cli import main
 code = main(["report", sys.argv[1], "-o", sys.argv[2], "--no-browser"])
 assert atexit._ncallbacks() - before == len(registered), "a handler registered without atexit.register"
 ours = [m for m in registered if m.partition(".")[0] in ("provenance", "exporters")]
-loaded = sorted(m for m in ("torch", "thunder", "provenance.session", "provenance.thunder") if m in sys.modules)
+loaded = sorted(m for m in ("torch", "thunder", "provenance.log.session", "provenance.thunder") if m in sys.modules)
 print("RESULT", code, ours, loaded, "| handlers:", registered)
 """
 
@@ -189,7 +214,7 @@ def test_the_report_folders_show_its_pipeline_and_import_only_their_stages():
     """read <- analyze <- render, the model a leaf (TYPE_CHECKING imports too, for the model)."""
     graph = _graph()
     report = [m for m in graph if _stage(m) is not None]
-    assert {_stage(m) for m in report} >= {*STAGES, "cli", "build", "workers"}
+    assert {_stage(m) for m in report} >= {*STAGES, "build", "workers", "report_command"}
     for module in report:
         stage = _stage(module)
         if stage not in STAGES:
@@ -202,9 +227,9 @@ def test_the_report_folders_show_its_pipeline_and_import_only_their_stages():
 
 
 def test_every_event_type_has_exactly_one_report_handler():
-    """provenance/events.py declares the types; analyze/handlers.py says what the report does
+    """provenance/log/events.py declares the types; analyze/handlers.py says what the report does
     with each: one handler each, no other list of types to keep in step."""
-    from provenance import events
+    from provenance.log import events
     from provenance.report.analyze import handlers
 
     declared = [h.type for h in handlers.default_handlers()]
@@ -219,7 +244,7 @@ def test_the_otel_exporter_handles_or_names_as_ignored_every_event_type():
     a method per handled type, the rest named with why; a type added to events.py is neither until
     it says (importing the exporter fails while a type is in neither)."""
     from exporters.otel import OtelExporter
-    from provenance import events
+    from provenance.log import events
 
     handled, ignored = set(OtelExporter.HANDLERS), set(OtelExporter.IGNORED)
     assert handled | ignored == set(events.TYPES) and not handled & ignored

@@ -1,4 +1,4 @@
-"""`thunder-trace diff A B`: read both sides, compare, print or write, gate (provenance/report/cli.py
+"""`thunder-trace diff A B`: read both sides, compare, print or write, gate (provenance/cli.py
 builds the parser and calls `run`). Exit status: 0 no --fail-on rule broken; 1 one was; 2 bad
 input (a side with no readable log, a bad rule, OUT in the way)."""
 

@@ -1,7 +1,7 @@
 """Two sides -> their changes, sorted by impact (the diff's render model: render.py shows it,
 gate.py judges it). docs/diff.md says what is compared and the significance rule:
 
-- **run time** (per measured call, provenance.timing's Spread of each row): a change is
+- **run time** (per measured call, provenance.timing.spread's Spread of each row): a change is
   significant only when it lies outside both runs' spread: the ranges of measured calls (fastest
   to slowest, one-offs apart) do not overlap, both sides have at least MIN_CALLS measured calls,
   and the medians differ by at least MIN_TIME_NS and MIN_TIME_RATIO (a row of the call — a line,
@@ -9,7 +9,7 @@ gate.py judges it). docs/diff.md says what is compared and the significance rule
   any one run's spread shows); otherwise it is noise and listed only with --all;
 - **compile time** is one sample per compile (no spread): significant when it changed by at least
   COMPILE_RATIO and COMPILE_MIN_S;
-- **memory** (the static timeline, provenance.static_memory) and **structure** (ops, fusions,
+- **memory** (the static timeline, provenance.allocation.static_memory) and **structure** (ops, fusions,
   recompiles, status, graph breaks, pieces) are exact: any difference counts.
 
 Impact order: significant regressions (slower, more memory: the largest relative increase
@@ -22,11 +22,11 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from provenance.allocation.static_memory import size
 from provenance.diff.match import match, match_compiles
 from provenance.diff.read import Side
 from provenance.diff.summarize import DIMENSIONS, CompileDigest, TimeFigure
-from provenance.static_memory import size
-from provenance.timing import Spread
+from provenance.timing.spread import Spread
 
 __all__ = [
     "COMPILE_MIN_S", "COMPILE_RATIO", "MIN_CALLS", "MIN_ROW_RATIO", "MIN_TIME_NS", "MIN_TIME_RATIO", "Change",

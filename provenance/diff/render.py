@@ -11,12 +11,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
+from provenance.allocation.static_memory import size
 from provenance.diff.compare import IMPROVEMENT, REGRESSION, RUN, STRUCTURE, Change, Diff, label
 from provenance.diff.gate import Violation
 from provenance.diff.read import Side
 from provenance.report.console import printable
 from provenance.report.numbers import dumps
-from provenance.static_memory import size
 
 __all__ = ["FORMAT", "html", "terminal", "view"]
 

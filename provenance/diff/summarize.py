@@ -1,6 +1,6 @@
 """One compile's pages -> what the diff compares of it (a CompileDigest): a few numbers and
 tables per compile, made from the models the report builds for its pages, with the report's own
-roll-ups (provenance.rollup for time, provenance.static_memory for memory, provenance.attribution
+roll-ups (provenance.timing.rollup for time, provenance.allocation.static_memory for memory, provenance.core.attribution
 for the line and module an op is charged to). Nothing here re-derives a figure the report shows.
 
 Ops are keyed by their provenance (the user line and module they are charged to), never by a
@@ -16,20 +16,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from provenance import attribution
-from provenance.record import Kind
+from provenance.allocation.static_memory import rollup as memory_rollup
+from provenance.allocation.static_memory import summary as memory_summary
+from provenance.core import attribution
+from provenance.core.record import Kind
 from provenance.report.model import PROV, SYM, CompilePage, SourcePage
-from provenance.rollup import rollup
-from provenance.static_memory import rollup as memory_rollup
-from provenance.static_memory import summary as memory_summary
-from provenance.timing import Spread, spread
+from provenance.timing.rollup import rollup
+from provenance.timing.spread import Spread, spread
 
 __all__ = ["DIMENSIONS", "MAX_LINES", "CompileDigest", "FusionDigest", "LineOps", "digest", "symbol_of"]
 
 MAX_LINES = 4000  # user lines per compile (final traces together)
 MAX_FUSIONS = 2000
 MAX_ROWS = 2000  # time rows per dimension
-DIMENSIONS = ("line", "module", "role", "op")  # the time tables compared, provenance.rollup's `by`
+DIMENSIONS = ("line", "module", "role", "op")  # the time tables compared, provenance.timing.rollup's `by`
 _SKIP = frozenset({Kind.BOOKKEEPING})  # del, return, unpack: no op of the user's
 
 
@@ -37,7 +37,7 @@ _SKIP = frozenset({Kind.BOOKKEEPING})  # del, return, unpack: no op of the user'
 class LineOps:
     """What one user line became in a compile's final traces."""
 
-    key: str  # `file:line` (provenance.attribution.line_key)
+    key: str  # `file:line` (provenance.core.attribution.line_key)
     text: str
     module: str | None
     ops: Counter = field(default_factory=Counter)  # `trace:symbol` -> count, ops outside fusions
@@ -64,7 +64,7 @@ class FusionDigest:
 class TimeFigure:
     time: Spread
     label: str
-    kind: str  # provenance.rollup.CostRow.kind
+    kind: str  # provenance.timing.rollup.CostRow.kind
 
 
 @dataclass
@@ -183,7 +183,7 @@ def _phases(phases: list) -> dict[str, float]:
 
 
 def _time(profile: Any, made: dict[str, list]) -> tuple[dict[str, dict[str, TimeFigure]], Spread]:
-    """The compile's time rows by line, module, role and op (provenance.rollup: those the report
+    """The compile's time rows by line, module, role and op (provenance.timing.rollup: those the report
     made for its Time section, `made`, are not made again), and its wall time per measured call."""
     tables = {}
     for by in DIMENSIONS:

@@ -1,7 +1,7 @@
 """Reports from THUNDER_TRACE logs (`thunder-trace report`): one pass, in folders that are its
 pipeline (docs/report.md lists every module):
 
-- read/: the log files, records one at a time, checked against provenance.events; records read
+- read/: the log files, records one at a time, checked against provenance.log.events; records read
   ahead of the pass (profiles).
 - analyze/: one handler per event type (handlers.py) hands each record to the run (run.py) or
   its compile (compile.py); the analyses: diffs, recompiles, phases, source view, ranks,

@@ -1,7 +1,8 @@
-"""`python -m provenance.report report PATH`: the `thunder-trace` command."""
+"""`python -m provenance.report report PATH`: the `thunder-trace` command (provenance/cli.py), as before
+the command moved to the package's top."""
 
 import sys
 
-from provenance.report.cli import main
+from provenance.cli import main
 
 sys.exit(main())

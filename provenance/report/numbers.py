@@ -9,7 +9,7 @@ timestamps) or overflow a float to infinity. So:
 
 - a field's integer is at most `MAX_INT` (2**63 - 1: an int64, nanoseconds since 1970 until
   2262) and a float field (a number of seconds) finite and at most `MAX_SECONDS` (its nanoseconds
-  are an int64): `provenance.schema` checks every field against these bounds, so read/validate.py
+  are an int64): `provenance.log.schema` checks every field against these bounds, so read/validate.py
   drops, counts and lists a field out of range as it does a field of the wrong type (the pages
   show it as unknown; its compile is kept). `as_int`, `as_float` and `as_count` apply the same
   bounds to values the schema does not reach (array entries their readers check);
@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from provenance.schema import MAX_INT, MAX_SECONDS
+from provenance.log.schema import MAX_INT, MAX_SECONDS
 
 __all__ = ["MAX_DIGITS", "MAX_INT", "MAX_SECONDS", "as_count", "as_float", "as_int", "clamp", "dumps",
            "duration_ns", "int_of_text", "json_safe", "ns_of_ms", "ns_of_seconds", "path_text", "total", "valid_text"]

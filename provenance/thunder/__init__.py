@@ -44,7 +44,7 @@ def install(*, wait_counters: bool = False, profile: int = 0, warmup: int | None
     to one `capture.Capture`, dropped by uninstall()."""
     with _lock:
         check_stack()
-        from provenance.session import SESSION
+        from provenance.log.session import SESSION
         from provenance.thunder import capture, hooks, profiling, wait_hooks
 
         SESSION.add_version("torch", _torch_version)

@@ -4,12 +4,12 @@ Importing capture's modules installs and registers nothing. `start()` (provenanc
 creates the `Capture`, whose patcher then installs the hooks; `stop()` undoes them and drops the
 object, and with it everything capture kept for its compiles: flags, the compile-id counter,
 the weak tables keyed by Thunder's objects. The memo tables keyed by values (records, frames,
-wait sites) are registered in provenance.caches, bounded, and emptied by `stop()` too.
+wait sites) are registered in provenance.core.caches, bounded, and emptied by `stop()` too.
 
 Hooks read the running capture as `capture.ACTIVE` (one module-global lookup; None while
 disabled), or close over it when install builds them. Kept after disable(), by design, are the
-results a user reads afterwards, each bounded: profiles (provenance.profile), ThunderFX's graphs
-and breaks (thunderfx.py), wait counters (provenance.waits).
+results a user reads afterwards, each bounded: profiles (provenance.timing.profile), ThunderFX's graphs
+and breaks (thunderfx.py), wait counters (provenance.timing.waits).
 
 A forked child's compiles count from 1 (its log is its own). os.register_at_fork cannot
 unregister, so that handler is registered once, at the first `start()`, and does nothing while
@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from provenance.caches import CACHES
+from provenance.core.caches import CACHES
 from provenance.thunder.patching import Patcher
 
 __all__ = ["ACTIVE", "Capture", "start", "stop"]

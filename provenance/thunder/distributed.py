@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from provenance.caches import CACHES
-from provenance.record import BSYM_ATTR as ATTR
-from provenance.record import Kind, Provenance, of
+from provenance.core.caches import CACHES
+from provenance.core.record import BSYM_ATTR as ATTR
+from provenance.core.record import Kind, Provenance, of
 from provenance.thunder import passes
 from provenance.thunder.compat import api
 from provenance.thunder.patching import Patcher

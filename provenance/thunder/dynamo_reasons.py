@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from provenance.events import DynamoGuardFailure, DynamoRecompile, frame_json
-from provenance.record import Frame
+from provenance.core.record import Frame
+from provenance.log.events import DynamoGuardFailure, DynamoRecompile, frame_json
 from provenance.thunder.frames import frame_at
 
 MAX_REASONS = 16  # cached entries explained per recompile

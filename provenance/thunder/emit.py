@@ -11,9 +11,13 @@ from typing import Any
 
 import torch
 
-from provenance.caches import CACHES
-from provenance.coverage_stats import coverage
-from provenance.events import (
+from provenance.allocation import record as memory_record
+from provenance.core.caches import CACHES
+from provenance.core.coverage_stats import coverage
+from provenance.core.record import BSYM_ATTR as ATTR
+from provenance.core.record import Frame
+from provenance.dynamo.graphs import DynamoGraph, GraphBreak, Piece
+from provenance.log.events import (
     CompileEnd,
     CompileError,
     CompileStart,
@@ -23,7 +27,6 @@ from provenance.events import (
     FusedJSON,
     GraphBreakEvent,
     GraphPhases,
-    Memory,
     OpJSON,
     PhaseJSON,
     Phases,
@@ -37,11 +40,7 @@ from provenance.events import (
     frame_json,
     frames_json,
 )
-from provenance.graphs import DynamoGraph, GraphBreak, Piece
-from provenance.profile import FORWARD, CompileProfile, ProfiledCall
-from provenance.record import BSYM_ATTR as ATTR
-from provenance.record import Frame
-from provenance.session import SESSION
+from provenance.log.session import SESSION
 from provenance.thunder import capture, passes
 from provenance.thunder import recompile as recompiles
 from provenance.thunder.compat import api
@@ -50,6 +49,7 @@ from provenance.thunder.passes import pass_label
 from provenance.thunder.printing import printed_layout, tracing_context
 from provenance.thunder.stack import python_stack
 from provenance.thunder.state import COUNTS_ATTR, LABELLED_AT, MADE_BY, CompileState, check_fault
+from provenance.timing.profile import FORWARD, CompileProfile, ProfiledCall
 
 T = api()  # this Thunder's objects (compat.py)
 Proxy = T.Proxy
@@ -224,18 +224,7 @@ def compile_finished(state: CompileState, entry: Any, compile_stats: Any) -> Non
 
 def memory_records(memory: Any) -> None:
     """The compile's static memory timeline (provenance/thunder/memory.py): one record per final trace."""
-    pid = SESSION.prov_id
-    for trace in memory.traces.values():
-        forward = trace.name == FORWARD
-        event: Memory = {
-            "type": "memory", "compile": memory.compile_id, "trace": trace.name, "list": trace.list,
-            "index": trace.index, "inputs": trace.inputs, "start": trace.start,
-            "ops": [(o.position, o.name, pid(o.record), o.allocated, o.freed, o.live) for o in trace.ops],
-            "blocks": [(b.name, b.nbytes, pid(b.record), b.position if b.position >= 0 else None, b.freed)
-                       for b in trace.blocks],
-            "saved": [(s.name, s.nbytes, pid(s.record), s.input) for s in memory.saved] if forward else [],
-            "remat": [(c.name, c.nbytes, pid(c.record), c.change) for c in memory.remat] if forward else [],
-        }
+    for event in memory_record.encode(memory, SESSION.prov_id):
         SESSION.emit(event)
 
 
@@ -311,7 +300,7 @@ _modules_by_file = CACHES.memo("emit.modules_by_file", 1 << 12)  # file -> modul
 
 def user_frame(exc: BaseException) -> Frame | None:
     """The innermost frame of the exception's traceback that is the user's code: where it failed."""
-    from provenance.record import user_frame as innermost
+    from provenance.core.record import user_frame as innermost
 
     walked = [(frame, line) for frame, line in traceback.walk_tb(exc.__traceback__)
               if not frame.f_code.co_filename.startswith("<")]
@@ -409,7 +398,7 @@ def profile_started(profile: CompileProfile, entry: Any, traces: dict[str, Any])
 
 
 def profile_called(profile: CompileProfile, call: ProfiledCall) -> None:
-    """A profiled run of a trace (provenance.profile.call_listeners): one record, written as it is
+    """A profiled run of a trace (provenance.timing.profile.call_listeners): one record, written as it is
     (the op times are a tuple of ints already; orjson writes it as an array)."""
     running = capture.ACTIVE
     targets = running.profiles_logged.get(profile) if running is not None else None

@@ -1,6 +1,6 @@
 """Frames and who they belong to: the user's code, a library, or code generated at run time.
 
-The rule is provenance.usercode's; here it is applied to live frames, with the filesystem and
+The rule is provenance.core.usercode's; here it is applied to live frames, with the filesystem and
 cached (exclusions registered later empty the caches)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import sys
 from collections.abc import Iterable
 from functools import lru_cache
 
-from provenance import usercode
-from provenance.caches import CACHES
-from provenance.record import Frame
+from provenance.core import usercode
+from provenance.core.caches import CACHES
+from provenance.core.record import Frame
 
 __all__ = ["class_file", "module_file", "frame_at", "frame_of", "is_user_code", "is_user_path"]
 
@@ -22,7 +22,7 @@ __all__ = ["class_file", "module_file", "frame_at", "frame_of", "is_user_code", 
 @CACHES.lru("frames.is_user_code")
 @lru_cache(maxsize=4096)
 def is_user_code(module_name: str, path: str) -> bool:
-    """provenance.usercode's rule for a live frame, known by its module and file: not a library
+    """provenance.core.usercode's rule for a live frame, known by its module and file: not a library
     module, not excluded, and a file on disk outside the standard library. Third-party model
     code (say, transformers) counts as user code; generated code (`<eval_with_key>.N`,
     `<string>`) and other pseudo-files (`<frozen ...>`, `<stdin>`) never do. A `__main__` module

@@ -34,7 +34,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from provenance.session import SESSION
+from provenance.log.session import SESSION
 from provenance.thunder import dynamo_reasons, emit
 from provenance.thunder.capture import Capture
 from provenance.thunder.compat import api

@@ -23,8 +23,8 @@ from typing import Any
 
 from torch.fx import GraphModule, Node
 
-from provenance.caches import CACHES
-from provenance.record import Frame
+from provenance.core.caches import CACHES
+from provenance.core.record import Frame
 from provenance.thunder import capture
 from provenance.thunder.compat import api
 from provenance.thunder.frames import frame_at

@@ -12,7 +12,7 @@ Where Thunder creates and rewrites bound symbols, and what each hook does there:
 - `TraceCtx.set_provenance`, the `bound_symbols` setter and a few pass functions: the trace a pass produced is fixed up,
   naming the pass on what it made by itself (del, return, unpack, ...).
 - `thunder.jit`, `thunder_general_jit`, `CacheEntry`, `_with_cache_info_ctx`: where a compile was
-  asked for, when it starts, ends, or raises (the events of provenance.session). With profiling
+  asked for, when it starts, ends, or raises (the events of provenance.log.session). With profiling
   on, the CacheEntry stored runs a profiling window first (provenance/thunder/profiling.py).
 - ThunderFX's backend and Dynamo's graph-break log: see thunderfx.py.
 """
@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from provenance.record import Kind, of
-from provenance.scope import current_span
-from provenance.session import SESSION
+from provenance.core.record import Kind, of
+from provenance.core.scope import current_span
+from provenance.log.session import SESSION
 from provenance.thunder import (
     capture,
     distributed,

@@ -1,5 +1,5 @@
 """The static memory timeline of a compile's final execution traces, read off Thunder's traces at
-the end of the compile (provenance.static_memory holds the data; docs/memory.md the rules).
+the end of the compile (provenance.allocation.static_memory holds the data; docs/memory.md the rules).
 
 Thunder's own rules (thunder/examine/memory_calculation.py) decide what allocates: the symbols
 it skips (return, unpacking), the ones it treats as aliases of their first input (reshape,
@@ -23,9 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from provenance.record import BSYM_ATTR as ATTR
-from provenance.record import Provenance
-from provenance.static_memory import (
+from provenance.allocation.static_memory import (
     BACKWARD,
     FORWARD,
     Block,
@@ -36,6 +34,8 @@ from provenance.static_memory import (
     TraceMemory,
     register,
 )
+from provenance.core.record import BSYM_ATTR as ATTR
+from provenance.core.record import Provenance
 from provenance.thunder.compat import api, loaded
 from provenance.thunder.state import check_fault, current_compile, fail
 
@@ -48,7 +48,7 @@ PrimIDs = T.PrimIDs
 
 # Ops PyTorch always runs as views that Thunder's alias list misses: their outputs share their
 # input's storage. The CUDA allocator's readings showed it (a slice kept its base alive past its
-# `del`; provenance.measured_memory). Thunder's contiguous and reshape stay views, as Thunder has
+# `del`; provenance.allocation.measured_memory). Thunder's contiguous and reshape stay views, as Thunder has
 # them, though they copy a non-contiguous input: a proxy has no strides to tell.
 VIEWS = frozenset({"view", "view_as", "torch_slice_prim_impl", "narrow", "select", "t", "unflatten", "unbind",
                    "chunk", "tensor_split", "diagonal", "as_strided", "movedim", "expand_as", "unfold"})

@@ -6,8 +6,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from provenance.caches import CACHES
-from provenance.record import Kind, Provenance, intern
+from provenance.core.caches import CACHES
+from provenance.core.record import Kind, Provenance, intern
 from provenance.thunder.compat import api
 from provenance.thunder.state import set_record
 

@@ -28,7 +28,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from provenance.session import SESSION
+from provenance.log.session import SESSION
 from provenance.thunder import capture, emit
 from provenance.thunder.capture import Capture
 from provenance.thunder.compat import api, loaded

@@ -12,7 +12,7 @@ instead of the generated functions, for the profiling window only:
 - the next N calls run the timed twins: the forward marks its saved-for-backward values, so the
   backward of exactly those calls runs timed, whenever autograd calls it. A call during which an
   executor compiled a fusion (phases.py tells, `Capture.call_compiles`) is no measured run
-  (provenance.timing): the window takes one more call instead, N more at most;
+  (provenance.timing.spread): the window takes one more call instead, N more at most;
 - after the N-th (its backward, where there is one; else the next forward), the cache entry
   Thunder built is put back: later calls run Thunder's generated code objects themselves, with
   no hook at all.
@@ -37,7 +37,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from provenance.profile import (
+from provenance.core.record import BSYM_ATTR as ATTR
+from provenance.thunder import capture, emit
+from provenance.thunder.capture import Capture
+from provenance.thunder.compat import api
+from provenance.thunder.printing import printed_layout
+from provenance.thunder.state import CompileState, check_fault, current_compile, fail
+from provenance.timing.profile import (
     BACKWARD,
     FORWARD,
     CompileProfile,
@@ -48,12 +54,6 @@ from provenance.profile import (
     durations,
     register,
 )
-from provenance.record import BSYM_ATTR as ATTR
-from provenance.thunder import capture, emit
-from provenance.thunder.capture import Capture
-from provenance.thunder.compat import api
-from provenance.thunder.printing import printed_layout
-from provenance.thunder.state import CompileState, check_fault, current_compile, fail
 
 T = api()  # this Thunder's objects (compat.py)
 thunder, get_compile_data, TraceCtx = T.thunder, T.get_compile_data, T.TraceCtx

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from provenance.record import Frame, Kind, Provenance, Span, intern
+from provenance.core.record import Frame, Kind, Provenance, Span, intern
 from provenance.thunder import fx_source
 from provenance.thunder.compat import api
 from provenance.thunder.frames import frame_of, is_user_code

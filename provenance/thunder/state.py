@@ -13,12 +13,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from provenance.caches import CACHES
-from provenance.events import MAX_PHASES, CaptureDisabled
-from provenance.record import BSYM_ATTR as ATTR
-from provenance.record import Frame, Kind, Provenance, Span, intern
-from provenance.scope import innermost_span
-from provenance.session import SESSION
+from provenance.core.caches import CACHES
+from provenance.core.record import BSYM_ATTR as ATTR
+from provenance.core.record import Frame, Kind, Provenance, Span, intern
+from provenance.core.scope import innermost_span
+from provenance.log.events import MAX_PHASES, CaptureDisabled
+from provenance.log.session import SESSION
 from provenance.thunder import capture
 from provenance.thunder.compat import api
 from provenance.thunder.stack import StackReader
@@ -56,7 +56,7 @@ class CompileState:
     # Fusion records that know more than their members' own records (rematerialization's
     # recomputed ops), by the ids of the fusion's subsymbols; the tuple keeps them alive.
     fusion_hints: dict[tuple[int, ...], tuple[Provenance, tuple]] = field(default_factory=dict)
-    piece: Any = None  # ThunderFX: the provenance.graphs.Piece this compile is of (thunderfx.attach)
+    piece: Any = None  # ThunderFX: the provenance.dynamo.graphs.Piece this compile is of (thunderfx.attach)
     # Set by the from_bsym hook around Thunder's copy (in this compile's thread): the record the
     # copy keeps, for the bind hook; `copying_fill`: the copy has new subsymbols, to fill.
     copying: Provenance | None = None

@@ -34,9 +34,9 @@ from typing import Any
 import torch
 from torch.fx import GraphModule
 
-from provenance.graphs import DynamoGraph, GraphBreak, Piece, SplitReason
-from provenance.record import Frame
-from provenance.session import SESSION
+from provenance.core.record import Frame
+from provenance.dynamo.graphs import DynamoGraph, GraphBreak, Piece, SplitReason
+from provenance.log.session import SESSION
 from provenance.thunder import capture, emit, fx_compile, fx_source, state
 from provenance.thunder.compat import api, graph_break_stack, present_one
 from provenance.thunder.frames import frame_at

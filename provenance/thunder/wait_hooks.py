@@ -1,5 +1,5 @@
 """The hooks that time the collective waits Thunder's torch executor generates (opt-in), into the
-counters of provenance.waits.
+counters of provenance.timing.waits.
 
 `torch_wait_prim_impl` reaches generated code through the call context its symbol gives every
 bound symbol (one shared dict). We put a counting wrapper there, so code generated from then on
@@ -14,12 +14,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from provenance.caches import CACHES
-from provenance.record import BSYM_ATTR as ATTR
+from provenance.core.caches import CACHES
+from provenance.core.record import BSYM_ATTR as ATTR
 from provenance.thunder.capture import Capture
 from provenance.thunder.compat import api
 from provenance.thunder.state import fail
-from provenance.waits import WAITS
+from provenance.timing.waits import WAITS
 
 T = api()  # this Thunder's objects (compat.py)
 TraceCtx = T.TraceCtx

@@ -1,4 +1,4 @@
-"""Capture's memo tables (provenance.caches): bounded, emptied by disable(), and capture works after."""
+"""Capture's memo tables (provenance.core.caches): bounded, emptied by disable(), and capture works after."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import torch
 
 import provenance
 import provenance.thunder.wait_hooks  # registers the wait-site table
-from provenance.caches import CACHES, Memo
-from provenance.record import Provenance, intern
+from provenance.core.caches import CACHES, Memo
+from provenance.core.record import Provenance, intern
 
 
 def test_a_memo_keeps_at_most_its_bound_dropping_the_oldest():

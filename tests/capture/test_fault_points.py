@@ -14,7 +14,7 @@ import thunder_failures
 import torch
 
 import provenance
-from provenance.report.cli import main as report_main
+from provenance.cli import main as report_main
 from provenance.thunder import capture
 
 

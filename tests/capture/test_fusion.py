@@ -68,7 +68,7 @@ def test_torch_compile_fusion_on_cpu(traced):
 def _check_fused_ops_logged(trace) -> None:
     """The trace record's `fused` (schema 1.6): each fusion's subsymbols, in order, as printed,
     with their own records."""
-    from provenance.session import SESSION
+    from provenance.log.session import SESSION
     from provenance.thunder.emit import fused_ops
 
     fusions = [(i, b) for i, b in enumerate(trace.bound_symbols) if b.sym.is_fusion]

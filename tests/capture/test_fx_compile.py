@@ -15,8 +15,8 @@ import thunder_failures
 import torch
 
 import provenance
-from provenance import schema
-from provenance.report.cli import main as report_main
+from provenance.cli import main as report_main
+from provenance.log import schema
 from provenance.thunder import dynamo_reasons
 
 NAMED = {"dynamo_trace", "split", "inductor_compile", "dynamo_finish", "thunder_compile", "inductor_backward"}

@@ -1,4 +1,4 @@
-"""provenance.libraries: the distributions the user's frames lie in, each named once."""
+"""provenance.core.libraries: the distributions the user's frames lie in, each named once."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from provenance.libraries import Libraries
+from provenance.core.libraries import Libraries
 
 yaml = pytest.importorskip("yaml")  # a distribution (PyYAML) named otherwise than its package
 

@@ -17,8 +17,8 @@ from thunder.core.trace import from_trace
 from thunder.core.transform_common import Transform
 
 import provenance
-from provenance import schema
-from provenance.report.cli import main as report_main
+from provenance.cli import main as report_main
+from provenance.log import schema
 
 
 def _records(path: Path) -> list[dict]:

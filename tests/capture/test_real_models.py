@@ -16,8 +16,8 @@ import torch
 
 import provenance
 from provenance import Kind
-from provenance.annotation import header
-from provenance.attribution import charged, line_frame, module_line_frame
+from provenance.core.annotation import header
+from provenance.core.attribution import charged, line_frame, module_line_frame
 
 pytestmark = pytest.mark.slow
 

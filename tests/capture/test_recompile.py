@@ -14,8 +14,8 @@ import torch
 from collecting import Collect
 
 import provenance
-from provenance import schema
-from provenance.report.cli import main as report_main
+from provenance.cli import main as report_main
+from provenance.log import schema
 from provenance.thunder import capture, emit, recompile
 
 SCALE = 2

@@ -19,7 +19,7 @@ import thunder_failures
 import torch
 
 import provenance
-from provenance.report.cli import main as report_main
+from provenance.cli import main as report_main
 
 CLOSING = ("compile_end", "compile_error", "capture_disabled")
 

@@ -21,7 +21,8 @@ from collecting import Collect
 from paths import EXAMPLES
 
 import provenance
-from provenance import Kind, schema
+from provenance import Kind
+from provenance.log import schema
 from provenance.thunder import capture, state
 from provenance.thunder.state import COMPILE_ATTR
 

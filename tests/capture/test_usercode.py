@@ -1,4 +1,4 @@
-"""One user-code rule (provenance.usercode): capture's filesystem-aware reading of it
+"""One user-code rule (provenance.core.usercode): capture's filesystem-aware reading of it
 (provenance/thunder/frames.py) and the report's path-only one (`is_library_path`, for text)
 agree on the paths of this process's layout; `register_exclusion` moves a path or package to
 the library side for both; one `user_frame` picks the innermost user frame."""
@@ -20,8 +20,8 @@ import torch
 
 import exporters.otel
 import provenance
-from provenance import usercode
-from provenance.record import Frame, user_frame
+from provenance.core import usercode
+from provenance.core.record import Frame, user_frame
 from provenance.thunder import frames
 
 TORCH = importlib.util.find_spec("torch").submodule_search_locations[0]
@@ -88,7 +88,7 @@ def test_a_module_name_decides_a_live_frame():
     path = models.__file__
     assert frames.is_user_code("models", path) and frames.is_user_code("thunder.tests.nanogpt_model", path)
     assert not frames.is_user_code("torch.nn.modules.linear", path)
-    assert not frames.is_user_code("provenance.rollup", path) and not frames.is_user_code("__main__", "<stdin>")
+    assert not frames.is_user_code("provenance.timing.rollup", path) and not frames.is_user_code("__main__", "<stdin>")
     assert not frames.is_user_code("_pytest.runner", _pytest.runner.__file__)
     assert not frames.is_user_code("pluggy._callers", pluggy.__file__)
 
@@ -141,7 +141,7 @@ def test_one_user_frame_rule():
 
 
 def test_usercode_imports_nothing_heavy():
-    code = "import sys, provenance.usercode; print(sorted(m for m in ('torch', 'thunder') if m in sys.modules))"
+    code = "import sys, provenance.core.usercode; print(sorted(m for m in ('torch', 'thunder') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
 

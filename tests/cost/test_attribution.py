@@ -1,4 +1,4 @@
-"""One attribution rule (provenance.attribution): the cost roll-up and the OpenTelemetry exporter
+"""One attribution rule (provenance.core.attribution): the cost roll-up and the OpenTelemetry exporter
 charge the same ops to the same lines, modules and roles — on a real profiled compile read back
 from its log, and on the fusion cases a small model does not make."""
 
@@ -12,10 +12,10 @@ import torch
 
 import provenance
 from exporters.otel import ProfileTables
-from provenance import attribution
-from provenance.profile import FORWARD, CompileProfile, Op, ProfiledCall, TraceProfile
-from provenance.record import Frame, Kind, Provenance, intern
-from provenance.rollup import rollup
+from provenance.core import attribution
+from provenance.core.record import Frame, Kind, Provenance, intern
+from provenance.timing.profile import FORWARD, CompileProfile, Op, ProfiledCall, TraceProfile
+from provenance.timing.rollup import rollup
 
 
 def _tables(events: list[dict]) -> ProfileTables:

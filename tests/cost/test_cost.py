@@ -25,10 +25,11 @@ from cuda_stand_ins import FakeCudaEvent
 from paths import SUPPORT
 
 import provenance
-from provenance import Kind, rollup
-from provenance.profile import BACKWARD, FORWARD, MAX_CALLS, parse_count
-from provenance.rollup import BETWEEN
+from provenance import Kind
 from provenance.thunder import capture, profiling
+from provenance.timing import rollup
+from provenance.timing.profile import BACKWARD, FORWARD, MAX_CALLS, parse_count
+from provenance.timing.rollup import BETWEEN
 
 MODELS_FILE = models.__file__
 
@@ -275,7 +276,7 @@ def test_a_torch_compile_fusion_row_lists_its_member_lines_and_its_compile_call_
                                                                                              browser):
     from thunder.executors.torch_compile import torch_compile_ex
 
-    from provenance.report.cli import main
+    from provenance.cli import main
 
     # the compile's own call timed too: inductor builds the fusions in it (forward and backward)
     provenance.enable(tmp_path / "logs", profile=1, profile_warmup=0)
@@ -515,7 +516,7 @@ jm = thunder.jit(models.Net(n=8, depth=1))
 for _ in range(4):
     models.forward_backward(jm, torch.randn(4, 8))
 import provenance
-from provenance.session import SESSION
+from provenance.log.session import SESSION
 rows = provenance.cost(jm)
 print(json.dumps({{"enabled": provenance.enabled(), "exporters": len(SESSION.exporters),
                   "calls": provenance.profiles(jm)[0].calls, "top": rows[0].key, "rows": len(rows)}}))

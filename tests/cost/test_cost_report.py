@@ -23,10 +23,10 @@ from collecting import Collect
 from paths import ROOT, SUPPORT
 
 import provenance
-from provenance import schema
+from provenance.cli import main
+from provenance.log import schema
 from provenance.report.analyze.cost import load_profiles
-from provenance.report.cli import main
-from provenance.rollup import BY, rollup, summary
+from provenance.timing.rollup import BY, rollup, summary
 
 ARTIFACTS = ROOT / "test-artifacts" / "report"
 
@@ -284,7 +284,7 @@ import inspect, json, sys, torch, thunder
 sys.path.insert(0, {tests!r})
 import models, provenance
 from otel_in_memory import data_points, install
-from provenance.rollup import line_key
+from provenance.timing.rollup import line_key
 
 spans, reader = install()
 torch.set_num_threads(1)
@@ -309,8 +309,8 @@ for _ in range(3):
 (profile,) = provenance.profiles(jm)
 measured = profile.measured()[0]
 attributed = sum(sum(c.op_ns) for t in profile.traces.values() for c in t.recent if not c.compiled)
-from provenance.profile import CompileProfile, TraceProfile
-from provenance.rollup import rollup
+from provenance.timing.profile import CompileProfile, TraceProfile
+from provenance.timing.rollup import rollup
 ran = []  # the runs the histogram holds, per trace: all but the compiling one
 for name, timed in profile.traces.items():
     one = CompileProfile(profile.compile_id, profile.fn_name, 2)

@@ -1,5 +1,5 @@
-"""The roll-up rules of provenance.rollup (provenance.cost()) on hand-made profiles (no Thunder: the same code rolls up
-profiles rebuilt from logs). Every expected figure is derived here from the ops' times."""
+"""The roll-up rules of provenance.timing.rollup (provenance.cost()) on hand-made profiles (no Thunder: the
+same code rolls up profiles rebuilt from logs). Every expected figure is derived here from the ops' times."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from provenance.profile import BACKWARD, FORWARD, CompileProfile, Op, ProfiledCall, TraceProfile
-from provenance.record import Frame, Kind, Provenance, intern
-from provenance.rollup import BETWEEN, BOOKKEEPING, NO_ROLE, ROOT, merge, rollup, summary
+from provenance.core.record import Frame, Kind, Provenance, intern
+from provenance.timing.profile import BACKWARD, FORWARD, CompileProfile, Op, ProfiledCall, TraceProfile
+from provenance.timing.rollup import BETWEEN, BOOKKEEPING, NO_ROLE, ROOT, merge, rollup, summary
 
 FILE = "/src/model.py"
 
@@ -154,7 +154,7 @@ def test_a_bad_request_is_a_clear_error():
 
 
 def test_the_rollup_modules_do_not_import_torch_or_thunder():
-    code = ("import sys, provenance.rollup, provenance.profile; "
+    code = ("import sys, provenance.timing.rollup, provenance.timing.profile; "
             "print(sorted(m for m in ('torch', 'thunder') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
@@ -179,7 +179,7 @@ def test_by_module_line_charges_a_helpers_ops_to_the_modules_line():
     assert "/src/helpers.py:5" not in rows and rows[f"{FILE}:30"].label == "model.py:30"
 
 
-# -- distributions (provenance.timing) ------------------------------------------------------------
+# -- distributions (provenance.timing.spread) ------------------------------------------------------------
 def calls_profile(per_call: list[list[tuple[Provenance, int]]], between: int = 100,
                   compiled: dict[int, tuple] | None = None, compile_id: int = 1) -> CompileProfile:
     """A forward-only profile whose call k (from 1) takes per_call[k - 1]'s op times; `compiled`:
@@ -251,7 +251,7 @@ def test_lines_all_in_a_fusion_are_listed_with_it_and_the_fusion_names_its_compi
     # a table lists the fusion with its member lines, not three rows of nothing but shared time
     from rich.console import Console
 
-    from provenance.rollup import table
+    from provenance.timing.rollup import table
 
     console = Console(width=200, record=True)
     console.print(table(rows))
@@ -264,8 +264,8 @@ def test_the_rank_comparison_lists_the_slowest_rows_and_the_stragglers_only():
     """time.html's per-rank table: a row's figures come from the ranks that have it, and only the
     listed rows get a cell per rank (1024 ranks with a line each make 1024 rows, not 1024 x 1024 cells)."""
     from provenance.report.analyze.cost import _compare
-    from provenance.rollup import CostRow
-    from provenance.timing import Spread
+    from provenance.timing.rollup import CostRow
+    from provenance.timing.spread import Spread
 
     def row(key: str, ms: float) -> CostRow:
         return CostRow(key=key, time=Spread(median_ns=ms * 1e6, calls=1), label=key)

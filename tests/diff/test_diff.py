@@ -13,10 +13,10 @@ import sys
 import pytest
 from diff_program import line_of
 
+from provenance.cli import main
 from provenance.diff.compare import compare
 from provenance.diff.read import read_side
 from provenance.diff.render import FORMAT
-from provenance.report.cli import main
 
 pytestmark = pytest.mark.slow  # real Thunder runs in subprocesses (made once per session)
 
@@ -157,9 +157,9 @@ def test_the_terminal_summary_is_plain_text_off_a_terminal(diff_logs):
 
 _DIFF_ONLY = """
 import sys
-from provenance.report.cli import main
+from provenance.cli import main
 code = main(["diff", sys.argv[1], sys.argv[2], "--json"])
-loaded = sorted(m for m in ("torch", "thunder", "provenance.session", "provenance.thunder") if m in sys.modules)
+loaded = sorted(m for m in ("torch", "thunder", "provenance.log.session", "provenance.thunder") if m in sys.modules)
 print("RESULT", code, loaded, file=sys.stderr)
 """
 

@@ -7,7 +7,7 @@ import pytest
 
 from provenance.diff.compare import MIN_ROW_RATIO, MIN_TIME_NS, significant
 from provenance.diff.gate import parse_rule
-from provenance.timing import spread
+from provenance.timing.spread import spread
 
 
 def _runs(*ms: float) -> object:

@@ -41,7 +41,7 @@ def test_control_characters_from_the_logs_are_escaped_on_the_terminal(tmp_path):
 def test_a_diff_whose_second_side_is_bad_leaves_nothing_in_out(tmp_path, capsys):
     """B has no readable log: exit 2, and OUT holds no report of A (made by this run: gone; given,
     holding a file of the user's: that file alone)."""
-    from provenance.report.cli import main
+    from provenance.cli import main
 
     a = report_logs.write(tmp_path / "a" / "a.jsonl", report_logs.profiled())
     bad = tmp_path / "b"

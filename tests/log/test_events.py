@@ -1,4 +1,4 @@
-"""The event schema as code: docs/log-schema.md matches provenance/events.py, and what the writers
+"""The event schema as code: docs/log-schema.md matches provenance/log/events.py, and what the writers
 emit for real compiles matches its definitions."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collecting import Collect
 from paths import DOCS
 
 import provenance
-from provenance import events, schema
+from provenance.log import events, schema
 from provenance.thunder import capture
 
 DOC = DOCS / "log-schema.md"

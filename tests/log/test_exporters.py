@@ -19,7 +19,7 @@ import provenance
 from exporters.base import Exporter
 from exporters.jsonl import JsonlExporter
 from exporters.otel import CLOSE_DEADLINE_S, OtelExporter, from_environment
-from provenance.session import SESSION
+from provenance.log.session import SESSION
 
 
 def _open_files() -> set[str]:

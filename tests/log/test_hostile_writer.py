@@ -21,8 +21,8 @@ import thunder
 import torch
 
 import provenance
-from provenance import schema
-from provenance.report.cli import main
+from provenance.cli import main
+from provenance.log import schema
 from provenance.thunder import capture
 
 
@@ -43,7 +43,7 @@ def _report(capsys, *args) -> tuple[int, str]:
 
 def schema_refs(record: dict) -> list:
     """The provenance ids a record names, by its type's declared references (events.TYPES)."""
-    from provenance.events import TYPES
+    from provenance.log.events import TYPES
 
     declared = TYPES.get(record["type"])
     return [i for ref in (declared.provs if declared is not None else ()) for i in ref.ids(record)]

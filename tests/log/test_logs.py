@@ -18,7 +18,7 @@ import torch
 from paths import ROOT
 
 import provenance
-from provenance.events import SCHEMA_VERSION
+from provenance.log.events import SCHEMA_VERSION
 from provenance.report.read.log_file import Log, SchemaError
 
 

@@ -12,8 +12,8 @@ import thunder
 import torch
 
 import provenance
-from provenance.events import MAX_NESTING
-from provenance.report.cli import main
+from provenance.cli import main
+from provenance.log.events import MAX_NESTING
 from provenance.report.read.log_file import Log
 
 

@@ -18,11 +18,11 @@ import torch
 from cuda_stand_ins import FakeCudaEvent, LiveTensors
 
 import provenance
-from provenance import measured_memory
-from provenance.attribution import line_key
-from provenance.profile import FORWARD
-from provenance.report.cli import main
+from provenance.allocation import measured_memory
+from provenance.cli import main
+from provenance.core.attribution import line_key
 from provenance.thunder import capture
+from provenance.timing.profile import FORWARD
 
 
 def _on_cuda_stand_ins(model, args, monkeypatch) -> LiveTensors:

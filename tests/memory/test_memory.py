@@ -13,9 +13,9 @@ import torch
 from thunder.examine.memory_calculation import get_alloc_memory
 
 import provenance
-from provenance import static_memory
-from provenance.report.analyze.memory import compile_memory
-from provenance.report.cli import main
+from provenance.allocation import static_memory
+from provenance.allocation.record import decode
+from provenance.cli import main
 from provenance.report.read.log_file import LogFile
 
 F32 = 4
@@ -106,7 +106,7 @@ def test_the_report_rolls_the_log_up_as_the_process_did_and_draws_it(tmp_path, b
         if record.get("type") == "memory":
             records.setdefault(record.get("compile"), {})[record.get("trace")] = record.data
     [(cid, traces)] = records.items()
-    rebuilt = compile_memory(traces, lambda i: log.provenance(i) if isinstance(i, int) else None, cid, "?")
+    rebuilt = decode(traces, lambda i: log.provenance(i) if isinstance(i, int) else None, cid, "?")
     for by, rows in live.items():
         assert [(r.key, r.saved_bytes, r.forward_peak_bytes, r.backward_peak_bytes, r.allocated_bytes)
                 for r in static_memory.rollup([rebuilt], by)] == [
@@ -233,10 +233,10 @@ def test_log_has_the_section_types():
 
 def test_a_module_path_deeper_than_the_roll_up_is_charged_to_its_ancestor_at_that_depth():
     """A log's module path is untrusted: 1 000 levels would be 500 000 parts of ancestors (15x the time
-    and 30x the memory of a flat name). Memory, as time does (provenance.attribution.ancestors), rolls
+    and 30x the memory of a flat name). Memory, as time does (provenance.core.attribution.ancestors), rolls
     up MAX_MODULE_DEPTH levels; the deeper parts' bytes are their ancestor's at that depth."""
-    from provenance import attribution
-    from provenance.record import Kind, Provenance
+    from provenance.core import attribution
+    from provenance.core.record import Kind, Provenance
 
     deep = ".".join(f"m{i}" for i in range(1000))
     record = Provenance(module=deep, module_type="Linear", kind=Kind.OP)

@@ -16,7 +16,7 @@ import json, sys, torch, thunder
 sys.path.insert(0, {tests!r})
 import models, provenance
 from otel_in_memory import install
-from provenance import static_memory
+from provenance.allocation import static_memory
 
 _, reader = install()
 torch.set_num_threads(1)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import report_logs
 
-from provenance.report.cli import main
+from provenance.cli import main
 
 
 def _report(logs: Path, out: Path) -> Path:

@@ -19,7 +19,7 @@ import pytest
 from otel_collector import Collector
 from paths import ROOT
 
-from provenance.report.cli import main
+from provenance.cli import main
 
 PROGRAM = textwrap.dedent("""
     import torch, thunder, provenance
@@ -538,7 +538,7 @@ def test_a_report_ended_by_a_signal_removes_its_spool(run, tmp_path, signame):
     program = textwrap.dedent(f"""
         import sys, time
         import provenance.report.build as build
-        from provenance.report.cli import main
+        from provenance.cli import main
         def slow(*args, **kwargs):
             print("building", flush=True)
             time.sleep(60)

@@ -395,7 +395,7 @@ RENDERED = """pre => Array.from(pre.querySelectorAll('.op')).map(o => [o.dataset
 def test_traces_are_rendered_from_data_as_the_log_has_them(nanogpt_report, browser):
     """No trace is HTML in the pages: the compile page renders the final traces when it loads and
     the others when opened, the source page its panes (the final traces again), all from data."""
-    from provenance.annotation import THUNDER_SOURCE_COMMENT
+    from provenance.core.annotation import THUNDER_SOURCE_COMMENT
 
     logs = nanogpt_report.parent / "logs"
     traces = _trace_records(logs)

@@ -17,7 +17,7 @@ import orjson
 import report_logs
 from paths import ROOT
 
-from provenance.report.cli import main
+from provenance.cli import main
 
 PROGRAM = '''
 import thunder, torch

@@ -17,7 +17,7 @@ import pytest
 import report_logs
 from paths import ROOT
 
-from provenance.report.cli import main
+from provenance.cli import main
 
 
 def report(capsys, *args: str) -> tuple[int, str]:
@@ -342,7 +342,7 @@ def test_fuzzed_records_never_crash_the_report(tmp_path, capsys):
 
 _IMPORTED = r"""
 import contextlib, io, json, sys
-from provenance.report.cli import main
+from provenance.cli import main
 for argv in json.loads(sys.argv[1]):
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         try:
@@ -370,7 +370,7 @@ def test_version_and_help_import_nothing_of_the_report():
     implementation (jinja2, pygments, rich, the pool, the pipeline) is imported when it runs."""
     loaded = _imported(["--version"], ["--help"], ["report", "--help"], ["report", "--version"])
     assert not {m for m in loaded if m.split(".")[0] in _HEAVY or m in _HEAVY}, sorted(loaded)
-    assert "provenance.report.cli" in loaded
+    assert "provenance.cli" in loaded
 
 
 def test_a_one_process_report_starts_no_worker(tmp_path):
@@ -397,6 +397,6 @@ def test_a_report_of_jsonl_logs_imports_what_it_needs_only(tmp_path):
     loaded = _imported(["report", str(log), "-o", str(tmp_path / "file"), "--no-browser"],
                        ["report", str(logs), "-o", str(tmp_path / "dir"), "--no-browser"])
     assert "provenance.report.build" in loaded and "provenance.report.read.exports" in loaded  # it did run
-    unused = {"provenance.report.read.otlp_json", "provenance.measured_memory", "webbrowser", "statistics", "difflib",
-              "provenance.report.analyze.cost", "provenance.rollup", "pygments"}
+    unused = {"provenance.report.read.otlp_json", "provenance.allocation.measured_memory", "webbrowser", "statistics",
+              "difflib", "provenance.report.analyze.cost", "provenance.timing.rollup", "pygments"}
     assert not unused & loaded, sorted(unused & loaded)

@@ -13,7 +13,7 @@ import thunder
 import torch
 
 import provenance
-from provenance.report.cli import main
+from provenance.cli import main
 from provenance.report.read.log_file import Log
 
 SHAPES = [3, 3, 5, 5, 5, 3, 7]  # compile 1 (batch 3): 2 hits, compile 2 (batch 5): 2 hits, compile 3: none

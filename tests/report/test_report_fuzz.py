@@ -20,7 +20,7 @@ import orjson
 import pytest
 import real_log as real_log_program
 
-from provenance.report.cli import main
+from provenance.cli import main
 
 pytestmark = pytest.mark.slow
 

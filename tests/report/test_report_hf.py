@@ -18,7 +18,7 @@ import pytest
 from paths import ROOT, SUPPORT
 
 from provenance import Kind
-from provenance.attribution import charged, line_frame, module_line_frame
+from provenance.core.attribution import charged, line_frame, module_line_frame
 from provenance.report.read.log_file import LogFile
 from provenance.report.render.jsonsafe import json_bytes
 

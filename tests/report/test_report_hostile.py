@@ -22,9 +22,9 @@ import orjson
 import pytest
 import report_logs
 
-from provenance import schema
+from provenance.cli import main
+from provenance.log import schema
 from provenance.report.analyze import ranks
-from provenance.report.cli import main
 from provenance.report.read.log_file import LogFile
 
 
@@ -776,7 +776,8 @@ def test_the_perfetto_trace_is_sorted_in_bounded_runs_spooled_inside_out(tmp_pat
 
 
 def test_a_module_path_deeper_than_the_roll_up_is_charged_to_its_ancestor_at_that_depth(tmp_path, capsys):
-    from provenance import attribution, rollup
+    from provenance.core import attribution
+    from provenance.timing import rollup
 
     assert attribution.ancestors("a.b.c") == ["a.b.c", "a.b", "a", rollup.ROOT]
     deep = ".".join(f"m{i}" for i in range(1000))

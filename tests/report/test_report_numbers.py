@@ -10,8 +10,8 @@ import orjson
 import pytest
 import report_logs
 
+from provenance.cli import main
 from provenance.report import numbers
-from provenance.report.cli import main
 
 M = numbers.MAX_INT  # each value in range; their sums are not
 

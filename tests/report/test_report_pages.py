@@ -13,7 +13,7 @@ import orjson
 import pytest
 import report_logs
 
-from provenance.report.cli import main
+from provenance.cli import main
 from provenance.report.model import ProvInfo
 from provenance.report.render import pages
 

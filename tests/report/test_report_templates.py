@@ -21,7 +21,7 @@ import pytest
 import real_log
 import report_logs
 
-from provenance.report.cli import main
+from provenance.cli import main
 from provenance.report.render import html, templating
 
 COMPILED = Path(templating.__file__).with_name(templating.COMPILED)

@@ -16,7 +16,7 @@ import pytest
 import report_logs
 from browser import CHROMIUM, UNEXPLAINED_GAPS
 
-from provenance.report.cli import main
+from provenance.cli import main
 from provenance.report.model import OpTime, TraceView
 from provenance.report.render.trace_data import LineTable, lazy_trace
 

@@ -14,7 +14,7 @@ import pytest
 import report_logs
 
 from provenance._version import __version__
-from provenance.report.cli import main
+from provenance.cli import main
 from provenance.report.plural import plural
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import report_logs
 
+from provenance.cli import main
 from provenance.report import jobs, workers
 from provenance.report.analyze.pending import IsolatedCompile
-from provenance.report.cli import main
 
 
 def report(capsys, *args) -> tuple[int, str]:
@@ -245,7 +245,7 @@ def test_a_compile_is_claimed_by_the_first_process_to_reach_it(tmp_path):
 _SLOW_REPORT = """
 import sys, time
 from provenance.report import workers
-from provenance.report.cli import main
+from provenance.cli import main
 real = workers.Claims.claim
 def claim(self, ordinal, process):
     time.sleep(0.05)

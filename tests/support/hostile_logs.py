@@ -154,7 +154,7 @@ def rank_functions(n: int, distinct: bool = True) -> Log:
 
 def many_phases(n: int) -> Log:
     """Compiles of MAX_PHASES phases each, `n` phases in all: every one a Perfetto event."""
-    from provenance.events import MAX_PHASES
+    from provenance.log.events import MAX_PHASES
 
     header = report_logs.records()[0]
     items: Items = [header, *_provs()]

@@ -18,8 +18,8 @@ import torch.distributed as dist
 from thunder.distributed import column_parallel, row_parallel
 
 import provenance
-from provenance.rollup import BY
 from provenance.thunder.workarounds import tensor_parallel_on_cpu
+from provenance.timing.rollup import BY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/support/ -> the checkout
 sys.path.insert(0, os.path.join(ROOT, "examples"))

@@ -2,7 +2,7 @@
 the frame where their stack ends.
 
 Two kinds of frames fold into one collapsed line (`CallSiteNode.folded`), as tlparse trims the
-stack common to every compile: a run of frames that provenance.usercode calls library code (the
+stack common to every compile: a run of frames that provenance.core.usercode calls library code (the
 test runners and launchers a log of an older version recorded as the user's: pytest, pluggy,
 `bin/torchrun`), and the chain of frames every compile shares above the first frame where their
 stacks part (a test suite's harness, a training script's `main()`)."""
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from provenance.core.usercode import is_library_path, package_of
 from provenance.report.model import CallSiteNode, CompileSummary, StackFrame
-from provenance.usercode import is_library_path, package_of
 
 __all__ = ["CallSites"]
 

@@ -15,8 +15,9 @@ from itertools import chain
 from operator import add, itemgetter, le
 from typing import TYPE_CHECKING, Any, Protocol
 
-from provenance.record import Kind
-from provenance.report.analyze.memory import compile_memory, compile_memory_view, line_memory, measured_view
+from provenance.allocation import record as memory_record
+from provenance.core.record import Kind
+from provenance.report.analyze.memory import compile_memory_view, line_memory, measured_view
 from provenance.report.analyze.phases import phase_view, phases_of
 from provenance.report.analyze.prov_table import ProvTable
 from provenance.report.analyze.recompiles import recompile_view
@@ -308,11 +309,11 @@ class CompileBuilder:
 
     def _memory(self, page: CompilePage, summary: CompileSummary, source: SourcePage | None) -> None:
         """The Memory section, the run's figures and the source view's memory gutter."""
-        from provenance.static_memory import rollups
-        from provenance.static_memory import summary as totals_of
+        from provenance.allocation.static_memory import rollups
+        from provenance.allocation.static_memory import summary as totals_of
 
         try:
-            found = compile_memory(self.memory, self.provs.record, self.compile or 0, self.fn)
+            found = memory_record.decode(self.memory, self.provs.record, self.compile or 0, self.fn)
             if found is None:
                 return
             totals, rows = totals_of([found]), rollups([found], ("line", "module"))

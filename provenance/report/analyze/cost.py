@@ -2,9 +2,9 @@
 an icicle chart of the module tree), each op's time on the final traces, each line's in the
 source view's gutter; and for the run (time.html) the lines and roles across compiles and ranks.
 
-Everything is rolled up by `provenance.rollup` on the compile's profile rebuilt from the log
+Everything is rolled up by `provenance.timing.rollup` on the compile's profile rebuilt from the log
 (read/profile_records.py), so the figures are the ones `provenance.cost()` gave in the process. Times are
-per measured call (provenance.timing: medians, with their range; one-off calls left out and
+per measured call (provenance.timing.spread: medians, with their range; one-off calls left out and
 named). Colours ("heat")
 say which share of the profiled time an op or a line took: `HEAT` are the thresholds.
 """
@@ -15,8 +15,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from provenance.profile import CompileProfile
-from provenance.record import Provenance
+from provenance.core.record import Provenance
 from provenance.report.analyze.handlers import READ_AHEAD, read_ahead
 from provenance.report.model import (
     HEAT,
@@ -43,8 +42,9 @@ from provenance.report.read.profile_records import (
     compile_profile,
     safe_lookup,
 )
-from provenance.rollup import BETWEEN, NO_MODULE, ROOT, CostRow, line_texts, merge, rollups, summary
-from provenance.timing import spread
+from provenance.timing.profile import CompileProfile
+from provenance.timing.rollup import BETWEEN, NO_MODULE, ROOT, CostRow, line_texts, merge, rollups, summary
+from provenance.timing.spread import spread
 
 __all__ = ["HREFS_KEPT", "compile_time", "heat", "icicle", "load_profiles", "op_times", "run_time"]
 
@@ -149,7 +149,7 @@ def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Proven
 
 def _trace_walls(profile: CompileProfile) -> list[tuple[str, float, int]]:
     """(trace, median wall ms per measured call, measured calls) of each profiled trace."""
-    import statistics  # where a median is taken (provenance.timing says why)
+    import statistics  # where a median is taken (provenance.timing.spread says why)
 
     measured = set(profile.measured()[0])
     out = []
@@ -317,7 +317,7 @@ def _compare(logs: list[int], rows: dict[int, dict[str, CostRow]], texts: dict[s
 
 def load_profiles(path: str | os.PathLike[str]) -> list[CompileProfile]:
     """The profiles of a THUNDER_TRACE log file or directory, rebuilt (every compile with a
-    profile, file by file): `provenance.rollup.rollup(load_profiles(dir), by="line")` is the log's
+    profile, file by file): `provenance.timing.rollup.rollup(load_profiles(dir), by="line")` is the log's
     `provenance.cost()`. Records that do not fit are skipped."""
     out: list[CompileProfile] = []
     for path_ in log_files(path)[0]:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provenance.events import MAX_PHASES
-from provenance.record import user_frame
+from provenance.core.record import user_frame
+from provenance.log.events import MAX_PHASES
 from provenance.report.analyze.compile import frames_of
 from provenance.report.analyze.phases import phase_view, phases_of
 from provenance.report.model import (

@@ -1,7 +1,7 @@
 """One handler per event type: where the report sends each record of a log.
 
 The event types themselves (fields, the ids they reference, which close a compile) are declared
-in provenance/events.py; this says what the report does with each. A handler's `route` is where
+in provenance/log/events.py; this says what the report does with each. A handler's `route` is where
 its records go:
 - LOG: kept by the reader (records that define ids, the header); nothing more to do in the pass.
 - RUN: the run as a whole (calls, ThunderFX graphs, scope ends): `run(...)`.
@@ -22,7 +22,7 @@ import zlib
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from provenance.events import TYPES
+from provenance.log.events import TYPES
 from provenance.report.analyze.phases import executor_compile
 from provenance.report.numbers import as_int
 from provenance.report.read.profile_records import LoggedProfile, ProfileCollector
@@ -272,9 +272,9 @@ def registry(handlers: list[Handler]) -> dict[str, Handler]:
         if handler.type in found:
             raise ValueError(f"two report handlers for {handler.type!r}")
         if handler.type not in TYPES:
-            raise ValueError(f"a report handler for {handler.type!r}, which provenance.events does not declare")
+            raise ValueError(f"a report handler for {handler.type!r}, which provenance.log.events does not declare")
         if (handler.route is Route.CLOSES) != TYPES[handler.type].closes:
-            raise ValueError(f"{handler.type!r}: provenance.events and its handler disagree on closing a compile")
+            raise ValueError(f"{handler.type!r}: provenance.log.events and its handler disagree on closing a compile")
         found[handler.type] = handler
     return found
 

@@ -3,20 +3,28 @@
 modules by saved-for-backward bytes and by bytes live at the peak, what rematerialization
 changed), each line's saved bytes in the source view's gutter, and the run's Memory page.
 
-The records are rebuilt into provenance.static_memory's objects with their provenance records and
-rolled up by `provenance.static_memory.rollup`: the figures are the ones `provenance.memory()` gave
+The records are rebuilt into provenance.allocation.static_memory's objects with their provenance records and
+rolled up by `provenance.allocation.static_memory.rollup`: the figures are the ones `provenance.memory()` gave
 in the process.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from provenance import attribution
-from provenance.record import Provenance
+from provenance.allocation.static_memory import (
+    BACKWARD,
+    FORWARD,
+    CompileMemory,
+    MemoryRow,
+    TraceMemory,
+    line_texts,
+    size,
+)
+from provenance.core import attribution
+from provenance.core.record import Provenance
 from provenance.report.model import (
     CompileMemoryView,
     MeasuredOp,
@@ -28,75 +36,14 @@ from provenance.report.model import (
     RunMemoryRow,
 )
 from provenance.report.numbers import int_of_text
-from provenance.static_memory import (
-    BACKWARD,
-    FORWARD,
-    Block,
-    CompileMemory,
-    MemOp,
-    MemoryRow,
-    RematChange,
-    Saved,
-    TraceMemory,
-    line_texts,
-    size,
-)
 
 if TYPE_CHECKING:
-    from provenance.profile import CompileProfile
+    from provenance.timing.profile import CompileProfile
 
-__all__ = ["compile_memory", "compile_memory_view", "line_memory", "measured_view", "run_memory"]
+__all__ = ["compile_memory_view", "line_memory", "measured_view", "run_memory"]
 
 TOP = 15
 MAX_BARS = 600  # a timeline of more ops is drawn in this many bars (each the largest of its ops)
-
-RecordOf = Callable[[Any], Provenance | None]
-
-
-def _int(v: Any) -> int | None:
-    return v if type(v) is int else None
-
-
-def _trace(data: dict, record_of: RecordOf) -> TraceMemory | None:
-    name = data.get("trace")
-    if name not in (FORWARD, BACKWARD):
-        return None
-    raw = data.get("ops")
-    ops = [e for e in raw if type(e) is list and len(e) == 6 and type(e[0]) is int and type(e[3]) is int
-           and type(e[4]) is int and type(e[5]) is int] if isinstance(raw, list) else []
-    raw = data.get("blocks")
-    blocks = [e for e in raw if type(e) is list and len(e) == 5 and type(e[1]) is int
-              and (e[3] is None or type(e[3]) is int) and (e[4] is None or type(e[4]) is int)] \
-        if isinstance(raw, list) else []
-    # each record looked up once: a trace's thousands of ops and blocks name a few hundred
-    found = {i: record_of(i) for i in {e[2] for e in chain(ops, blocks) if isinstance(e[2], int)}}.get
-    make = MemOp._make
-    return TraceMemory(
-        name,
-        tuple(make((e[0], e[1] if type(e[1]) is str else str(e[1]),
-                    found(e[2]) if isinstance(e[2], int) else None, e[3], e[4], e[5])) for e in ops),
-        tuple(Block(str(e[0]), e[1], found(e[2]) if isinstance(e[2], int) else None, e[3] if e[3] is not None else -1,
-                    e[4]) for e in blocks),
-        _int(data.get("inputs")) or 0, _int(data.get("start")) or 0, str(data.get("list") or ""),
-        _int(data.get("index")))
-
-
-def _entries(value: Any) -> list[list]:
-    return [e for e in value if type(e) is list and len(e) == 4] if isinstance(value, list) else []
-
-
-def compile_memory(records: dict[str, dict], record_of: RecordOf, compile_id: int, fn: str) -> CompileMemory | None:
-    """A compile's memory from its `memory` records (by trace), or None."""
-    traces = {name: t for name, data in records.items() if (t := _trace(data, record_of)) is not None}
-    if FORWARD not in traces:
-        return None
-    fwd = records.get(FORWARD, {})
-    saved = tuple(Saved(str(e[0]), e[1], record_of(e[2]), bool(e[3])) for e in _entries(fwd.get("saved"))
-                  if type(e[1]) is int)
-    remat = tuple(RematChange(str(e[0]), e[1], record_of(e[2]), e[3]) for e in _entries(fwd.get("remat"))
-                  if type(e[1]) is int and e[3] in ("removed", "added"))
-    return CompileMemory(compile_id, fn, traces[FORWARD], traces.get(BACKWARD), saved, remat)
-
 
 def _where(record: Provenance | None) -> str:
     frame = attribution.line_frame(record)
@@ -180,7 +127,7 @@ def compile_memory_view(memory: CompileMemory, anchors: dict[str, str], totals: 
 
 def measured_view(memory: CompileMemory, profile: CompileProfile) -> list[MeasuredTrace]:
     """The CUDA allocator's readings of the compile's profiled traces against its timeline."""
-    from provenance.measured_memory import checks  # only a profile that read the allocator comes here
+    from provenance.allocation.measured_memory import checks  # only a profile that read the allocator comes here
 
     return [MeasuredTrace(c.describe(), c.agree, c.ops,
                           [MeasuredOp(_where(d.record), attribution.line_key(d.record), d.name, size(d.static),

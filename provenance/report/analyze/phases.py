@@ -6,7 +6,7 @@ Every field comes from an untrusted log: anything of the wrong type is skipped, 
 
 from __future__ import annotations
 
-from provenance.events import MAX_PHASES
+from provenance.log.events import MAX_PHASES
 from provenance.report.model import ExecutorCompile, Phase, PhaseGroup, PhaseView
 from provenance.report.numbers import as_int
 

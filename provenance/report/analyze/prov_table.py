@@ -1,6 +1,6 @@
 """Provenance records of one log file as the pages show them (model.ProvInfo).
 
-Labels come from `provenance.annotation` (the same text `provenance.annotate()` prints), applied
+Labels come from `provenance.core.annotation` (the same text `provenance.annotate()` prints), applied
 to the `Provenance` the reader rebuilds. A malformed record never raises: it becomes a minimal
 entry and is counted.
 """
@@ -11,9 +11,9 @@ import os
 import zlib
 from typing import Any
 
-from provenance.annotation import header
-from provenance.attribution import line_frame, module_line_frame
-from provenance.record import Provenance
+from provenance.core.annotation import header
+from provenance.core.attribution import line_frame, module_line_frame
+from provenance.core.record import Provenance
 from provenance.report.model import FrameRef, ProvInfo, StackFrame
 from provenance.report.read.log_file import LogFile
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provenance.record import Kind
+from provenance.core.record import Kind
 from provenance.report.analyze.prov_table import ProvTable
 from provenance.report.model import (
     LINE,

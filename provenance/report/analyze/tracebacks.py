@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import re
 
-from provenance.record import user_frame
+from provenance.core.record import user_frame
+from provenance.core.usercode import is_library_path
 from provenance.report.model import StackFrame
 from provenance.report.numbers import int_of_text
-from provenance.usercode import is_library_path
 
 __all__ = ["user_frame_of", "without_our_frames"]
 
@@ -49,7 +49,7 @@ def without_our_frames(text: str) -> str:
 
 def user_frame_of(text: str) -> StackFrame | None:
     """The innermost frame of the traceback that is the user's code, by the one user-code rule
-    (provenance.usercode, read from a path: third-party model code counts as the user's)."""
+    (provenance.core.usercode, read from a path: third-party model code counts as the user's)."""
     frames = [match for _start, _end, match in _frame_blocks(text)]  # outermost first, as printed
     found = user_frame(reversed(frames), is_user=lambda m: not is_library_path(m.group("file")))
     if found is None:

@@ -1,11 +1,12 @@
-# ruff: noqa: F403, F405 -- the package re-exports its three modules
+# ruff: noqa: F403, F405 -- the package re-exports its modules
 """The render model: plain dataclasses that the analysis builds and the templates, the pages'
 script and compile_directory.json read. It imports nothing of the report (tests/test_layering.py).
 They have no generated `__repr__` or `__eq__` (`repr=False, eq=False`; StackFrame keeps `__eq__`:
 a compile's two stacks are compared): nothing prints or compares them, and Python 3.11 compiles
 each generated method when the module is imported, most of what importing the model cost.
 
-- core.py: the run, its logs, compiles, traces, diffs, provenance records, problems, ranks;
+- core.py: the run's logs, compiles, traces, diffs, provenance records, problems, ranks;
+- run.py: the run itself (RunModel), the root of the model;
 - cost.py: where the time went (Time sections, time.html);
 - fx.py: ThunderFX's Dynamo graphs, pieces, split reasons and graph breaks;
 - memory.py: static memory (a compile's Memory section, memory.html).
@@ -15,6 +16,7 @@ from provenance.report.model.core import *
 from provenance.report.model.cost import *
 from provenance.report.model.fx import *
 from provenance.report.model.memory import *
+from provenance.report.model.run import *
 
 __all__ = [
     "CompileMemoryView",

@@ -14,16 +14,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from provenance.report.model.cost import CompileTime, RunTime, TimeSummary
-    from provenance.report.model.fx import FxRun
-    from provenance.report.model.memory import RunMemory
+    from provenance.report.model.cost import CompileTime, TimeSummary
 
 __all__ = ["LINE", "LISTS", "MAX_PROBLEMS_LISTED", "N", "OUTS", "PROV", "SYM", "CacheCounts", "CallSiteNode",
            "CompileError", "CompilePage", "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem",
            "DisabledCapture", "ErrorSummary", "ExecutorCompile", "Failure", "FrameRef", "Fused", "Fusion", "FusionLine",
            "LogGroup", "LogHeader", "LogSummary", "Op", "PassList", "PassSummary", "Phase", "PhaseGroup", "PhaseView",
            "Problem", "Problems", "ProvInfo", "RankComparison", "RankGroup", "RankRow", "RankTime", "Recompile",
-           "Rejection", "RoleCount", "RunModel", "SourceFileView", "SourcePage", "SourcePane", "StackFrame", "Totals",
+           "Rejection", "RoleCount", "SourceFileView", "SourcePage", "SourcePane", "StackFrame", "Totals",
            "TraceDiff", "TraceView", "coverage", "site_of"]
 
 
@@ -308,7 +306,7 @@ class CompileSummary:
     phases: list[Phase] = field(default_factory=list)  # dropped with `passes` once the entries are written
     executor_compiles: list[ExecutorCompile] = field(default_factory=list)
     time: TimeSummary | None = None  # of a profiled compile
-    memory: Any = None  # its static memory (provenance.static_memory.summary), for the run's Memory page
+    memory: Any = None  # its static memory (provenance.allocation.static_memory.summary), for the run's Memory page
     # A ThunderFX piece's compile: (path, line) -> what its final traces made there (source_view's
     # line_ops), for its Dynamo graph's page; the run takes it off (analyze/fx_graphs.py).
     piece_lines: dict | None = None
@@ -474,7 +472,7 @@ class CompilePage:
     phases: PhaseView | None = None
     time: CompileTime | None = None  # the Time section, for a profiled compile
     memory: Any = None  # the Memory section (model.memory.CompileMemoryView)
-    static_memory: Any = None  # the provenance.static_memory.CompileMemory it was made from (the diff rolls it up)
+    static_memory: Any = None  # the allocation.static_memory.CompileMemory it was made from (the diff rolls it up)
 
 
 @dataclass(slots=True, repr=False, eq=False)
@@ -707,40 +705,3 @@ class RankComparison:
     groups: list[RankGroup] = field(default_factory=list)  # many ranks: by behaviour, the smallest groups first
     uncompared: int = 0  # compiles of several ranks not compared: read from spans, they have no final traces
     compared: int = 0  # compiles of several ranks compared by their final traces
-
-
-@dataclass(slots=True, repr=False, eq=False)
-class RunModel:
-    """The run, for index.html, failures.html, distributed.html and compile_directory.json."""
-
-    logs: list[LogSummary]
-    ranks: list[str]  # labels
-    totals: Totals
-    compiles: list[CompileSummary]
-    call_sites: list[CallSiteNode]
-    failures: list[Failure]  # the first MAX_FAILURES_DETAILED
-    roles: list[RoleCount]
-    distributed: RankComparison
-    problems: Problems
-    files: dict[str, str]  # the report's files by name
-    time: RunTime | None = None  # when some compile was profiled
-    memory: RunMemory | None = None  # when some compile has its memory records (memory.html)
-    fx: FxRun | None = None  # ThunderFX's Dynamo graphs, pieces and breaks, if the logs have any
-    log_groups: list[LogGroup] = field(default_factory=list)  # many logs: those alike, outliers first
-    ranks_label: str = ""  # many ranks: `ranks 0–1023`, for the lead line
-
-    def compiles_by_group(self) -> tuple[list[tuple[RankGroup, list[CompileSummary]]], list[CompileSummary]]:
-        """Many ranks: per group of ranks that behaved alike, its first rank's compiles; and the
-        other ranks' compiles (the index lists the first, and folds the rest). Else nothing."""
-        of_log: dict[int, list[CompileSummary]] = {}
-        for c in self.compiles:
-            of_log.setdefault(c.log, []).append(c)
-        groups = [g for g in self.distributed.groups if g.members]
-        others = [c for g in groups for log in g.members[1:] for c in of_log.get(log, [])]
-        return [(g, of_log.get(g.members[0], [])) for g in groups], others
-
-    def directory_head(self) -> dict[str, Any]:
-        """compile_directory.json but its compiles (they are streamed, directory.py)."""
-        return {"generator": "thunder-trace report", "schema": 1, "logs": self.logs, "ranks": self.ranks,
-                "totals": self.totals, "problems": self.problems.json(), "files": self.files,
-                **({"dynamo_graphs": self.fx.directory()} if self.fx is not None else {})}

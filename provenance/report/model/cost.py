@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # only named in annotations: provenance.rollup is loaded by a profiled report only
-    from provenance.rollup import CostRow
+if TYPE_CHECKING:  # only named in annotations: provenance.timing.rollup is loaded by a profiled report only
+    from provenance.timing.rollup import CostRow
 
 __all__ = ["HEAT", "LEGEND", "STRAGGLER", "CompileTime", "IcicleBox", "LineTime", "OpTime", "RankLine", "RankTable",
            "RunTime", "TimeRow", "TimeSummary"]
@@ -19,7 +19,7 @@ STRAGGLER = 1.5  # a rank whose time on a line is >= this times the ranks' media
 
 @dataclass(slots=True, repr=False, eq=False)
 class TimeRow:
-    """A row of a time table, per measured call (provenance.timing): the median (`ms`), the
+    """A row of a time table, per measured call (provenance.timing.spread): the median (`ms`), the
     range of the measured calls, the medians of its columns."""
 
     key: str
@@ -116,7 +116,7 @@ class CompileTime:
     excluded: list[str] = field(default_factory=list)  # `call 1 (backward): compiled TorchCompile0, 1.20 s, excluded`
     fusions: list[TimeRow] = field(default_factory=list)  # rows of fusions shared by several lines
     legend: list[tuple[int, str]] = field(default_factory=lambda: LEGEND)
-    profile: Any = field(default=None, repr=False)  # the provenance.profile.CompileProfile it came from (the diff's)
+    profile: Any = field(default=None, repr=False)  # the timing.profile.CompileProfile it came from (the diff's)
     rows: dict[str, list[CostRow]] = field(default_factory=dict, repr=False)  # its roll-ups by `by`, all rows
 
 

@@ -58,7 +58,7 @@ class MeasuredOp:
 
 @dataclass(slots=True, repr=False, eq=False)
 class MeasuredTrace:
-    """A trace's allocator readings against its static timeline (provenance.measured_memory)."""
+    """A trace's allocator readings against its static timeline (provenance.allocation.measured_memory)."""
 
     text: str  # MemoryCheck.describe()
     agree: int

@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
-from provenance.events import KNOWN_TYPES, MAX_NESTING, SCHEMA_VERSION, TYPES, EventType
-from provenance.record import Frame, Provenance, Span, intern
+from provenance.core.record import Frame, Provenance, Span, intern
+from provenance.log.events import KNOWN_TYPES, MAX_NESTING, SCHEMA_VERSION, TYPES, EventType
 from provenance.report.plural import plural
 from provenance.report.read.validate import check
 

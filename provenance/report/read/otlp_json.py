@@ -7,7 +7,7 @@ google.protobuf.json_format (ids in hex, as the Collector writes them, or base64
 json_format does, are only compared), never by hand. Spans are grouped by the process that made
 them (resource `service.name`, `host.name`, `process.pid`, `thunder.rank`; a span's own
 `process.pid` or `thunder.rank` wins: a forked child's, an application's own resource) and turned
-into the events the JSONL reader reads (provenance/events.py, docs/otel-schema.md), one log per
+into the events the JSONL reader reads (provenance/log/events.py, docs/otel-schema.md), one log per
 process written into a spool directory: the report's reader, analysis and pages are the logs' own.
 
 What spans do not carry is absent from those logs, and the pages say so (the header's `otlp`):
@@ -34,9 +34,9 @@ from typing import Any
 
 import orjson
 
-from provenance.attribution import BOOKKEEPING
-from provenance.events import SCHEMA_VERSION
-from provenance.record import Kind
+from provenance.core.attribution import BOOKKEEPING
+from provenance.core.record import Kind
+from provenance.log.events import SCHEMA_VERSION
 from provenance.report.numbers import int_of_text, path_text
 from provenance.report.read.exports import SIGNAL, TooExpanded, is_otlp, open_export, otlp_files
 

@@ -1,6 +1,6 @@
 """Profile records of a log (`profile_ops`, `profile_call`: docs/log-schema.md) -> per compile, the
-timed ops and their summed times; rebuilt as `provenance.profile.CompileProfile`s, so
-`provenance.rollup` rolls a log up exactly as `provenance.cost()` rolled up the live profiles.
+timed ops and their summed times; rebuilt as `provenance.timing.profile.CompileProfile`s, so
+`provenance.timing.rollup` rolls a log up exactly as `provenance.cost()` rolled up the live profiles.
 
 A compile's profile records come after its `compile_end` (the calls run after the compile), but
 its pages are written when it ends. So they are read ahead of the pass over a log file
@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from provenance.profile import BACKWARD, FORWARD, MAX_CALLS, CompileProfile, Op, ProfiledCall, TraceProfile
-from provenance.record import Provenance
+from provenance.core.record import Provenance
 from provenance.report.numbers import as_count, as_int, clamp
 from provenance.report.read.coerce import hashable
-from provenance.timing import measured_calls
+from provenance.timing.profile import BACKWARD, FORWARD, MAX_CALLS, CompileProfile, Op, ProfiledCall, TraceProfile
+from provenance.timing.spread import measured_calls
 
 __all__ = ["LoggedProfile", "LoggedTrace", "ProfileCollector", "compile_profile", "safe_lookup"]
 
@@ -78,11 +78,11 @@ class LoggedProfile:
 
     @property
     def has_memory(self) -> bool:
-        """Whether a kept call read the CUDA allocator (provenance.measured_memory)."""
+        """Whether a kept call read the CUDA allocator (provenance.allocation.measured_memory)."""
         return any(c.memory is not None for t in self.traces.values() for c in t.recent)
 
     def measured(self) -> set[int]:
-        """The measured calls' numbers (provenance.timing)."""
+        """The measured calls' numbers (provenance.timing.spread)."""
         return set(measured_calls({name: t.recent for name, t in self.traces.items()})[0])
 
     def prov_ids(self) -> set[int]:
@@ -168,7 +168,7 @@ class ProfileCollector:
 def compile_profile(logged: LoggedProfile, record_of: Callable[[int | None], Provenance | None],
                     fn_name: str = "?") -> CompileProfile:
     """The CompileProfile a log describes, its records rebuilt by `record_of(prov id)`: what
-    provenance.rollup takes (with the last MAX_CALLS calls); an op's `line` is not logged (-1)."""
+    provenance.timing.rollup takes (with the last MAX_CALLS calls); an op's `line` is not logged (-1)."""
     compile_id = logged.compile
     profile = CompileProfile(compile_id if _int(compile_id) else -1, fn_name,
                              max((t.requested for t in logged.traces.values()), default=0))

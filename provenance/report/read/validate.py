@@ -1,4 +1,4 @@
-"""Records checked against their definitions (provenance.events) as they are read.
+"""Records checked against their definitions (provenance.log.events) as they are read.
 
 A log is untrusted input: any field may have any JSON value. A field of the wrong type or value
 is dropped from the record (the pages then show it as unknown), a bad element of an array of
@@ -13,7 +13,7 @@ import reprlib
 import typing
 from typing import Any
 
-from provenance import schema
+from provenance.log import schema
 
 __all__ = ["check"]
 
@@ -30,7 +30,7 @@ _short.maxlist = _short.maxdict = 4
 
 
 class _Field:
-    """One field of a record type (provenance.schema's node): how to check it, and how to keep
+    """One field of a record type (provenance.log.schema's node): how to check it, and how to keep
     what is good in it."""
 
     __slots__ = ("name", "required", "check", "explain", "element", "nested")

@@ -1,6 +1,6 @@
 """The events of a compile, as code: the one definition writers, exporters and the reader share.
 
-Capture writes them (`provenance.session`, `provenance.thunder.emit`), exporters consume them
+Capture writes them (`provenance.log.session`, `provenance.thunder.emit`), exporters consume them
 (`exporters/`), the log reader reads them back (`provenance.report.read.log_file`); docs/log-schema.md
 describes them, and tests/log/test_events.py holds the doc to this module. An event is a JSON-able
 dict with a "type"; its keys are written in the order declared here.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Literal, NotRequired, TypedDict
 
-from provenance.record import Frame
+from provenance.core.record import Frame
 
 __all__ = [
     "CHANGE_FIELDS", "CLOSING_TYPES", "CacheCounts", "Calls", "CaptureDisabled", "ChangeJSON", "ChangedInput",
@@ -104,7 +104,7 @@ class Header(TypedDict):
 
 
 class Prov(TypedDict):
-    """A provenance record, written once before its first reference (see provenance.record)."""
+    """A provenance record, written once before its first reference (see provenance.core.record)."""
 
     type: Literal["prov"]
     id: int
@@ -122,7 +122,7 @@ class Prov(TypedDict):
 
 class Library(TypedDict):
     """An installed distribution the user's code lies in (transformers, litgpt), written once,
-    before the first record whose user frames name a file of it (schema 1.5; provenance.libraries)."""
+    before the first record whose user frames name a file of it (schema 1.5; provenance.core.libraries)."""
 
     type: Literal["library"]
     name: str  # the distribution's name

@@ -14,7 +14,7 @@ Rules (docs/memory.md):
   the ops that allocated them.
 - Saved for backward: the distinct storages the forward returns for the backward, each charged to
   the op that allocated it; saved inputs (parameters) are counted apart.
-- Charging (provenance.attribution, the rule cost uses): an allocation is charged to the op that
+- Charging (provenance.core.attribution, the rule cost uses): an allocation is charged to the op that
   made it, a backward op's to its forward line and module through `derived_from`; a fusion's
   output to the member that produced it (capture resolves it), else as the fusion's members (a
   fusion of several keys is a row of its own). Modules are hierarchical (a module's row includes
@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
 
-from provenance import attribution
-from provenance.attribution import ROOT
-from provenance.kept import Kept
-from provenance.record import Provenance
+from provenance.core import attribution
+from provenance.core.attribution import ROOT
+from provenance.core.kept import Kept
+from provenance.core.record import Provenance
 
-# ROOT: attribution's, re-exported as the module rows' root key (as provenance.rollup does)
+# ROOT: attribution's, re-exported as the module rows' root key (as provenance.timing.rollup does)
 __all__ = ["BY", "ROOT", "Block", "CompileMemory", "MemOp", "MemoryRow", "RematChange", "Saved", "TraceMemory",
            "compiles", "live_after", "peak_position", "register", "rollup", "rollups", "summary", "table"]
 

@@ -6,7 +6,7 @@ A file is a distribution's when it lies in `site-packages/` or `dist-packages/`:
 package is the folder (or module) right after it, and the distribution the one that provides
 that package, by name first (`importlib.metadata.distribution`, a few ms), else from
 `packages_distributions()` (~0.3 s, once per process, only for a package named otherwise).
-Only the user's frames are looked at (provenance.session: a `prov` record's), so torch and
+Only the user's frames are looked at (provenance.log.session: a `prov` record's), so torch and
 thunder, which the header names, are not.
 Each file is looked at once, each package once; both are bounded. Nothing here imports torch,
 thunder or the rest of this package.

@@ -1,5 +1,5 @@
 """Which profiled calls count, and what a set of per-call times says: the rules behind every time
-figure (provenance.rollup, the report, the OpenTelemetry exporter). Pure data, no torch or
+figure (provenance.timing.rollup, the report, the OpenTelemetry exporter). Pure data, no torch or
 thunder import. docs/cost.md, "Distributions".
 
 - A profiled call is **measured** unless it was a one-off: an executor compiled a fusion during it

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from provenance.record import Kind, Provenance, of
+from provenance.core.record import Kind, Provenance, of
 
 __all__ = ["THUNDER_SOURCE_COMMENT", "Printer", "annotate", "group_header", "header", "tag"]
 

@@ -20,7 +20,7 @@ TYPE_CHECKING = False  # typing is not imported: `import provenance` stays light
 if TYPE_CHECKING:  # Span: imported by scope() itself, so importing the package loads no dataclass machinery
     from typing import Any
 
-    from provenance.record import Span
+    from provenance.core.record import Span
 
 __all__ = ["attribute_value", "current_span", "scope", "text"]
 
@@ -99,7 +99,7 @@ def scope(name: str, *, role: str | None = None, **attributes: Any) -> Iterator[
     parent = innermost_span.get()
     if role is None and parent is not None:
         role = parent.role
-    from provenance.record import Span
+    from provenance.core.record import Span
 
     values = tuple(sorted((key, attribute_value(value)) for key, value in attributes.items()))
     span = Span(name=text(name), parent=parent, attributes=values, role=None if role is None else text(role))

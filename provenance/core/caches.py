@@ -2,8 +2,8 @@
 
 Capture remembers what it derived (interned records; backward, recompute, fusion, role and
 scope variants; stack frames; collective-wait call sites; traceback files' modules), keyed by
-values that keep coming in a long job (every `provenance.scope` entry is a new span, every generated function a new code
-object). Each table has a bound: when full, its oldest entries go first. Forgetting costs only
+values that keep coming in a long job (every `provenance.scope` entry is a new span, every generated function a
+new code object). Each table has a bound: when full, its oldest entries go first. Forgetting costs only
 recomputation: a record derived again is equal to the old one, if no longer the same object.
 Every memo table keyed by values is registered here; the weak tables keyed by Thunder's objects
 live on the running capture (provenance/thunder/capture.py), dropped with it.

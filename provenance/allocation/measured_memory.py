@@ -1,5 +1,5 @@
 """The CUDA allocator's readings of a profiled call against the static memory timeline: where the
-static figures (provenance.static_memory) and the device agree, op by op. Pure data (no torch or
+static figures (provenance.allocation.static_memory) and the device agree, op by op. Pure data (no torch or
 thunder import): live profiles and a log's rebuilt ones are checked alike. docs/memory.md,
 "Measured on the device".
 
@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from provenance.profile import CompileProfile, Op, ProfiledCall
-from provenance.record import Provenance
-from provenance.static_memory import CompileMemory, TraceMemory
+from provenance.allocation.static_memory import CompileMemory, TraceMemory
+from provenance.core.record import Provenance
+from provenance.timing.profile import CompileProfile, Op, ProfiledCall
 
 __all__ = ["GRANULE", "MemoryCheck", "OpCheck", "check", "checks"]
 
@@ -65,7 +65,7 @@ class MemoryCheck:
 
     def describe(self) -> str:
         """`forward of Net.forward, call 1: 41 of 42 ops agree; peak 1.0 MiB measured, 1.0 MiB static`."""
-        from provenance.static_memory import size
+        from provenance.allocation.static_memory import size
 
         text = (f"{self.trace} of {self.fn_name} (compile {self.compile_id}), call {self.call}: "
                 f"{self.agree} of {self.ops} ops agree with the static timeline; peak "

@@ -4,9 +4,9 @@ A `CompileProfile` belongs to one compile (one Thunder cache entry) and holds, f
 execution traces ("forward", "backward"), the ops that were timed (`Op`: position in the trace,
 symbol name, provenance record) and their times summed over the profiled calls. Live profiles
 are filled by provenance/thunder/profiling.py; a log reader can rebuild the same objects from
-profile records, so provenance.rollup (behind provenance.cost()) rolls both up the same way.
+profile records, so provenance.timing.rollup (behind provenance.cost()) rolls both up the same way.
 
-Which calls count and what their times say (median, spread, one-offs) is provenance.timing's.
+Which calls count and what their times say (median, spread, one-offs) is provenance.timing.spread's.
 
 Memory: a profile holds no tensor, trace, function or module (records are interned and shared);
 each profile keeps sums of fixed size plus its last `MAX_CALLS` calls (the per-call times the
@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from provenance.kept import Kept
-from provenance.record import Provenance
-from provenance.timing import Excluded, measured_calls
+from provenance.core.kept import Kept
+from provenance.core.record import Provenance
+from provenance.timing.spread import Excluded, measured_calls
 
 __all__ = ["CompileProfile", "Op", "ProfiledCall", "TraceProfile", "call_listeners", "profiles", "register"]
 
@@ -62,7 +62,7 @@ class ProfiledCall:
     compiled: tuple[tuple[str, str, int], ...] = ()  # executor compiles during it: (fusion, executor, ns)
     # cuda, the window's first timed call: the allocator's bytes at each op boundary (len(ops) + 1),
     # and its peak during the call when that rose above every earlier peak (else None). Such a call
-    # is no measured run: the readings take host time between launches (provenance.timing)
+    # is no measured run: the readings take host time between launches (provenance.timing.spread)
     memory: tuple[int, ...] | None = None
     memory_peak: int | None = None
 
@@ -137,7 +137,7 @@ class CompileProfile:
         return self.attributed_ns / self.wall_ns if self.wall_ns else 1.0
 
     def measured(self, keep_all: bool = False) -> tuple[list[int], list[Excluded]]:
-        """The measured calls (their numbers) and the excluded ones: provenance.timing's rule."""
+        """The measured calls (their numbers) and the excluded ones: provenance.timing.spread's rule."""
         return measured_calls({name: t.recent for name, t in self.traces.items()}, keep_all)
 
 

@@ -1,4 +1,4 @@
-"""Events checked against their definitions (provenance.events): the one walker of the TypedDicts.
+"""Events checked against their definitions (provenance.log.events): the one walker of the TypedDicts.
 
 Each type hint becomes a `Node` once: `check(value)`, a fast yes/no (what a log reader runs on
 every record: extra keys of a nested object are a newer minor schema's and pass), and
@@ -22,7 +22,7 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from provenance import events
+from provenance.log import events
 
 __all__ = ["MAX_INT", "MAX_SECONDS", "SIGNED", "Node", "node", "problems"]
 
@@ -85,7 +85,7 @@ def _scalar(hint: Any, signed: bool) -> Node:
 
 
 def node(hint: Any, signed: bool = False) -> Node:
-    """The compiled check of a type hint of provenance.events."""
+    """The compiled check of a type hint of provenance.log.events."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
         return Node(hint, lambda v: True, lambda v, where, strict: [], column=lambda vs: True)

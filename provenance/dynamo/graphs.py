@@ -16,7 +16,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from provenance.record import Frame, user_frame
+from provenance.core.record import Frame, user_frame
 
 __all__ = ["DynamoGraph", "GraphBreak", "Piece", "SplitReason"]
 

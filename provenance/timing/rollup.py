@@ -4,13 +4,13 @@ Pure data in, rows out (no torch or thunder import): the input is `CompileProfil
 or ones rebuilt from a log, so the in-process API and the report roll up the same way.
 
 Rules (docs/cost.md):
-- Figures are per measured call (provenance.timing: warm-up, executor compiles and stalls left
+- Figures are per measured call (provenance.timing.spread: warm-up, executor compiles and stalls left
   out). Every figure of a row is the sum of its ops' (a preemption hits some op in most calls of
   a large model, rarely the same op in most calls; and the ops' times on a trace page add up to
   their line's): the median ranks the rows, with the range and the one-off samples named.
 - Columns. An op of the forward trace is forward time. In the backward trace, an op whose record
   is `recompute(...)` (or a forward op re-run there) is recompute time, every other op backward time.
-- Keys (provenance.attribution, shared with the OTel exporter). A backward or recomputed op is
+- Keys (provenance.core.attribution, shared with the OTel exporter). A backward or recomputed op is
   charged to the forward op it came from (`derived_from`): its user line and module. An op with
   no user line is `(bookkeeping)` or `(no user line)`.
 - Fusions. A fusion's time is never split among its members. If its members all have one key,
@@ -31,11 +31,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from provenance import attribution
-from provenance.attribution import BOOKKEEPING, NO_LINE, ROOT, ancestors, line_key
-from provenance.profile import BACKWARD, FORWARD, CompileProfile, Op
-from provenance.record import Frame, Kind, Provenance
-from provenance.timing import Excluded, Spread, spread
+from provenance.core import attribution
+from provenance.core.attribution import BOOKKEEPING, NO_LINE, ROOT, ancestors, line_key
+from provenance.core.record import Frame, Kind, Provenance
+from provenance.timing.profile import BACKWARD, FORWARD, CompileProfile, Op
+from provenance.timing.spread import Excluded, Spread, spread
 
 # BOOKKEEPING, NO_LINE, ROOT, line_key: attribution's, re-exported as the cost tables' keys
 __all__ = ["BOOKKEEPING", "BY", "NO_LINE", "ROOT", "CostRow", "line_key", "merge", "rollup", "rollups", "summary",
@@ -50,7 +50,7 @@ _FORWARD_KINDS = (Kind.OP, Kind.DECOMPOSITION, Kind.RECOMPUTE)
 
 @dataclass
 class CostRow:
-    """One row of a cost table. Times are per measured call (provenance.timing), each the sum of
+    """One row of a cost table. Times are per measured call (provenance.timing.spread), each the sum of
     its ops' figures: the columns their medians, `time` (median: it ranks the rows; range,
     quartiles, the ops' outliers) that of the row's own columns; `sum_ns` its time over every
     measured call."""
@@ -77,7 +77,7 @@ class CostRow:
 
 
 class _Acc:
-    """One compile's figures of one row, each the sum of its ops' (provenance.timing.Spread):
+    """One compile's figures of one row, each the sum of its ops' (provenance.timing.spread.Spread):
     column -> [median, low, high, q1, q3]; the ops' outliers; the time over every measured call."""
 
     __slots__ = ("figures", "outliers", "sum_ns", "ops", "init")
@@ -154,7 +154,7 @@ def rollup(profiles: Iterable[CompileProfile], by: str = "line", *, keep_all: bo
     """Rows for `by` ('line', 'module_line', 'module', 'role', 'kind' or 'op'), sorted by median
     time per measured call. 'module_line' charges an op to the line of its innermost user module's
     own code (the `attention_interface(...)` call in LlamaAttention.forward, not the helper's
-    line). `keep_all`: every profiled call counts, one-offs included (provenance.timing)."""
+    line). `keep_all`: every profiled call counts, one-offs included (provenance.timing.spread)."""
     return rollups(profiles, (by,), keep_all=keep_all)[by]
 
 
@@ -272,7 +272,7 @@ def _finish(rows: dict[str, CostRow], wall: float, by: str) -> list[CostRow]:
 def merge(tables: Iterable[tuple[list[CostRow], float]]) -> list[CostRow]:
     """Several roll-ups by the same `by` as one, each given with the median profiled wall time
     per call it was made over (`summary()["wall_ns"]`): figures of distinct compiles add up
-    (provenance.timing), as `rollup()` adds them (a report keeps per compile its rows, not its ops)."""
+    (provenance.timing.spread), as `rollup()` adds them (a report keeps per compile its rows, not its ops)."""
     merged: dict[str, CostRow] = {}
     wall = 0.0
     for rows, wall_ns in tables:
@@ -312,8 +312,8 @@ def _label(by: str, key: str) -> str:
 def summary(profiles: Iterable[CompileProfile], *, keep_all: bool = False) -> dict[str, Any]:
     """Totals over profiles, per measured call: the median wall time (summed over compiles), the
     attributed and between-ops time, coverage; the measured and profiled calls, the compiles;
-    and `excluded`: (function, compile id, provenance.timing.Excluded) of each call left out."""
-    import statistics  # here, not at import: provenance.timing says why
+    and `excluded`: (function, compile id, provenance.timing.spread.Excluded) of each call left out."""
+    import statistics  # here, not at import: provenance.timing.spread says why
 
     wall = attributed = 0.0
     calls = profiled = compiles = 0

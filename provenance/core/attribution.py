@@ -1,4 +1,4 @@
-"""Which user line, module and role an op is charged to: the one rule behind provenance.rollup
+"""Which user line, module and role an op is charged to: the one rule behind provenance.timing.rollup
 (cost tables, the report's Time pages) and exporters/otel.py (thunder.op.duration, the profiled
 runs' spans). No torch or thunder import.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from provenance.record import Kind
+from provenance.core.record import Kind
 
 __all__ = ["BOOKKEEPING", "MAX_MODULE_DEPTH", "NO_LINE", "ROOT", "ancestors", "charged", "common_module", "keys",
            "line_frame", "line_key", "location", "module_line_frame", "module_line_key", "module_of", "modules",

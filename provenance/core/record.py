@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from provenance.caches import CACHES
+from provenance.core.caches import CACHES
 
 __all__ = ["Frame", "Span", "Provenance", "Kind", "intern", "of", "user_frame", "BSYM_ATTR"]
 
@@ -65,7 +65,7 @@ F = TypeVar("F")
 def user_frame(frames: Iterable[F], is_user: Callable[[F], Any] | None = None) -> F | None:
     """THE innermost user frame of `frames` (innermost first): the first that is the user's, by
     its `user` flag (decided at capture) or by `is_user` (a logged `[file, line, ...]` list, a
-    frame parsed from text: see provenance.usercode.is_library_path). A stack listed outermost
+    frame parsed from text: see provenance.core.usercode.is_library_path). A stack listed outermost
     first (a traceback) is given `reversed`."""
     if is_user is None:
         return next((f for f in frames if f.user), None)  # type: ignore[attr-defined]
@@ -187,7 +187,7 @@ _intern_lock = threading.Lock()
 
 def intern(record: Provenance) -> Provenance:
     """The canonical instance equal to `record`: equal records are one shared object (while the
-    record is in the bounded table; see provenance.caches)."""
+    record is in the bounded table; see provenance.core.caches)."""
     found = _interned.get(record)
     if found is not None:
         return found

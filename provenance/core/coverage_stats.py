@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from provenance.record import Kind, of
+from provenance.core.record import Kind, of
 
 __all__ = ["Coverage", "coverage"]
 

@@ -1,10 +1,10 @@
 """The process's event stream: compile ids, interned record ids, and fan-out to exporters.
 
 Capture hooks call the `Session` with plain values; it turns them into events (the TypedDicts of
-`provenance.events`, schema in docs/log-schema.md), emits each provenance record and span once
+`provenance.log.events`, schema in docs/log-schema.md), emits each provenance record and span once
 with an id before its first reference (and, before a record whose user frames lie in an installed
-distribution not named yet, that distribution: a `library` event, provenance.libraries), and
-hands every event to every exporter (`exporters.base.Exporter`). With no exporter, nothing is
+distribution not named yet, that distribution: a `library` event, provenance.core.libraries), and
+hands every event to every exporter (`provenance.log.exporter.Exporter`). With no exporter, nothing is
 built: capture alone costs nothing here.
 Integrations name what they add to the header (`add_version`) and hand over plain values (a
 compiled function's call counters come from the reader it passes): this module knows nothing of
@@ -17,7 +17,7 @@ handlers are registered then too, once per process (os.register_at_fork cannot u
 they do nothing while the session has no exporter.
 
 Nothing here keeps a user's object alive: jitted functions' owners are held weakly, scope
-attributes are plain values (provenance.scope converts them). A process forked from a logging
+attributes are plain values (provenance.core.scope converts them). A process forked from a logging
 one (os.fork, multiprocessing) starts afresh: its own header, record ids from 1, and each
 exporter's `after_fork()` (the JSONL log opens a file of the child's own at its first event).
 """
@@ -38,7 +38,10 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from provenance._version import __version__
-from provenance.events import (
+from provenance.core.libraries import Libraries
+from provenance.core.record import Provenance, Span
+from provenance.core.scope import attribute_value, span_end_listeners, span_start_listeners, text
+from provenance.log.events import (
     MAX_NESTING,
     SCHEMA_VERSION,
     Calls,
@@ -50,12 +53,9 @@ from provenance.events import (
     SpanStart,
     frames_json,
 )
-from provenance.libraries import Libraries
-from provenance.record import Provenance, Span
-from provenance.scope import attribute_value, span_end_listeners, span_start_listeners, text
 
 if TYPE_CHECKING:
-    from exporters.base import Exporter
+    from provenance.log.exporter import Exporter
 
 
 def _env_int(*names: str) -> int | None:

@@ -1,0 +1,1 @@
+"""Where the memory goes: the static memory timeline and its roll-up, the measured checks."""

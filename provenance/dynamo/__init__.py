@@ -1,0 +1,1 @@
+"""ThunderFX as capture records it: Dynamo graphs, pieces, split reasons, graph breaks."""
