@@ -11,7 +11,7 @@ import traceback
 import warnings
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provenance.core.caches import CACHES
 from provenance.core.record import BSYM_ATTR as ATTR
@@ -22,6 +22,10 @@ from provenance.log.session import SESSION
 from provenance.thunder import capture
 from provenance.thunder.compat import api
 from provenance.thunder.stack import StackReader
+
+if TYPE_CHECKING:
+    from provenance.allocation.static_memory import CompileMemory
+    from provenance.dynamo.graphs import Piece
 
 T = api()  # this Thunder's objects (compat.py)
 
@@ -56,14 +60,14 @@ class CompileState:
     # Fusion records that know more than their members' own records (rematerialization's
     # recomputed ops), by the ids of the fusion's subsymbols; the tuple keeps them alive.
     fusion_hints: dict[tuple[int, ...], tuple[Provenance, tuple]] = field(default_factory=dict)
-    piece: Any = None  # ThunderFX: the provenance.dynamo.graphs.Piece this compile is of (thunderfx.attach)
+    piece: Piece | None = None  # ThunderFX: the piece this compile is of (thunderfx.attach)
     # Set by the from_bsym hook around Thunder's copy (in this compile's thread): the record the
     # copy keeps, for the bind hook; `copying_fill`: the copy has new subsymbols, to fill.
     copying: Provenance | None = None
     copying_fill: bool = False
-    capture: Any = None  # the capture.Capture it started under (disable() drops that one)
+    capture: capture.Capture | None = None  # the capture it started under (disable() drops that one)
     remat: list = field(default_factory=list)  # memory.py: what rematerialization changed in the saved tensors
-    memory: Any = None  # memory.py: the compile's provenance.memory.CompileMemory, once its traces are final
+    memory: CompileMemory | None = None  # memory.py: the compile's static memory, once its traces are final
     memory_ns: int = 0  # time spent on the memory timeline
 
     def fusion_record(self, subsymbols: tuple | list) -> Provenance | None:

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
+    from provenance.allocation.static_memory import CompileMemory
     from provenance.report.model.cost import CompileTime, TimeSummary
+    from provenance.report.model.memory import CompileMemoryView
 
 __all__ = ["LINE", "LISTS", "MAX_PROBLEMS_LISTED", "N", "OUTS", "PROV", "SYM", "CacheCounts", "CallSiteNode",
            "CompileError", "CompilePage", "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem",
@@ -306,7 +308,7 @@ class CompileSummary:
     phases: list[Phase] = field(default_factory=list)  # dropped with `passes` once the entries are written
     executor_compiles: list[ExecutorCompile] = field(default_factory=list)
     time: TimeSummary | None = None  # of a profiled compile
-    memory: Any = None  # its static memory (provenance.allocation.static_memory.summary), for the run's Memory page
+    memory: dict[str, Any] | None = None  # its static memory (allocation.static_memory.summary), for memory.html
     # A ThunderFX piece's compile: (path, line) -> what its final traces made there (source_view's
     # line_ops), for its Dynamo graph's page; the run takes it off (analyze/fx_graphs.py).
     piece_lines: dict | None = None
@@ -471,8 +473,8 @@ class CompilePage:
     recompile: Recompile | None = None
     phases: PhaseView | None = None
     time: CompileTime | None = None  # the Time section, for a profiled compile
-    memory: Any = None  # the Memory section (model.memory.CompileMemoryView)
-    static_memory: Any = None  # the allocation.static_memory.CompileMemory it was made from (the diff rolls it up)
+    memory: CompileMemoryView | None = None  # the Memory section
+    static_memory: CompileMemory | None = None  # what it was made from (the diff rolls it up)
 
 
 @dataclass(slots=True, repr=False, eq=False)

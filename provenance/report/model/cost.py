@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # only named in annotations: provenance.timing.rollup is loaded by a profiled report only
+if TYPE_CHECKING:  # only named in annotations: the timing modules are loaded by a profiled report only
+    from provenance.timing.profile import CompileProfile
     from provenance.timing.rollup import CostRow
 
 __all__ = ["HEAT", "LEGEND", "STRAGGLER", "CompileTime", "IcicleBox", "LineTime", "OpTime", "RankLine", "RankTable",
@@ -116,7 +117,7 @@ class CompileTime:
     excluded: list[str] = field(default_factory=list)  # `call 1 (backward): compiled TorchCompile0, 1.20 s, excluded`
     fusions: list[TimeRow] = field(default_factory=list)  # rows of fusions shared by several lines
     legend: list[tuple[int, str]] = field(default_factory=lambda: LEGEND)
-    profile: Any = field(default=None, repr=False)  # the timing.profile.CompileProfile it came from (the diff's)
+    profile: CompileProfile | None = field(default=None, repr=False)  # the profile it came from (the diff's)
     rows: dict[str, list[CostRow]] = field(default_factory=dict, repr=False)  # its roll-ups by `by`, all rows
 
 
