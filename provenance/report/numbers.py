@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from provenance.core.scope import text as valid_text  # a file name's bytes as \xNN: the writer's rule
 from provenance.log.schema import MAX_INT, MAX_SECONDS
 
 __all__ = ["MAX_DIGITS", "MAX_INT", "MAX_SECONDS", "as_count", "as_float", "as_int", "clamp", "dumps",
@@ -122,20 +123,6 @@ def dumps(value: Any, option: int = 0) -> bytes:
         return orjson.dumps(value, option=option)
     except TypeError:
         return orjson.dumps(json_safe(value), option=option)
-
-
-def valid_text(text: str) -> str:
-    """`text` as valid Unicode, which every page and JSON file can hold: a file name's undecodable bytes
-    (os.fsdecode's surrogate escapes) as `\\xff`, any other lone surrogate as `\\ud800`."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        pass
-    try:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def path_text(path: str | os.PathLike[str]) -> str:
