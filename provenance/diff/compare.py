@@ -27,6 +27,7 @@ from provenance.diff.match import match, match_compiles
 from provenance.diff.read import Side
 from provenance.diff.summarize import DIMENSIONS, CompileDigest, TimeFigure
 from provenance.timing.spread import Spread
+from provenance.timing.units import ms_json
 
 __all__ = [
     "COMPILE_MIN_S", "COMPILE_RATIO", "MIN_CALLS", "MIN_ROW_RATIO", "MIN_TIME_NS", "MIN_TIME_RATIO", "Change",
@@ -132,10 +133,6 @@ def label(c: CompileDigest) -> str:
     rank = f" · {c.rank_label}" if c.rank_label else ""
     again = f" (recompile {c.index})" if c.index else ""
     return f"{c.fn}{again}{rank}"
-
-
-def _ms(ns: float) -> float:
-    return round(ns / 1e6, 4)
 
 
 def _range(s: Spread) -> str:
@@ -263,7 +260,7 @@ def _compile(a: CompileDigest, b: CompileDigest) -> list[Change]:
     if a.wall is not None and b.wall is not None:
         out.append(Change("time", "run time per call (forward + backward)", name,
                           [f"A: {_range(a.wall)}", f"B: {_range(b.wall)}"], metric="run_time",
-                          before=_ms(a.wall.median_ns), after=_ms(b.wall.median_ns), unit="ms",
+                          before=ms_json(a.wall.median_ns), after=ms_json(b.wall.median_ns), unit="ms",
                           significant=significant(a.wall, b.wall), group=_time_group(a.wall, b.wall),
                           links=_links(a, b)))
     if a.memory_totals is not None and b.memory_totals is not None:
@@ -320,8 +317,8 @@ def _lines(a: CompileDigest, b: CompileDigest, name: str) -> list[Change]:
         module = (lb or la).module if (lb or la) else None
         title = f"{_short(key)}" + (f" ({module})" if module else "") + (f": {text}" if text else "")
         if timed:
-            change = Change("line", title, name, details, metric="run_time", before=_ms(fa.time.median_ns),
-                            after=_ms(fb.time.median_ns), unit="ms", group=_time_group(fa.time, fb.time))
+            change = Change("line", title, name, details, metric="run_time", before=ms_json(fa.time.median_ns),
+                            after=ms_json(fb.time.median_ns), unit="ms", group=_time_group(fa.time, fb.time))
         elif memory:
             before, after = (mem_a or (0, 0))[0], (mem_b or (0, 0))[0]
             change = Change("line", title, name, details, metric="memory", before=before, after=after, unit="bytes",
@@ -370,7 +367,7 @@ def _time_rows(a: CompileDigest, b: CompileDigest, name: str) -> list[Change]:
 def _time_change(by: str, key: str, fa: TimeFigure, fb: TimeFigure, name: str, a: CompileDigest,
                  b: CompileDigest) -> Change:
     return Change("time", f"{by} {fb.label or key}", name, [f"A: {_range(fa.time)}", f"B: {_range(fb.time)}"],
-                  metric="run_time", before=_ms(fa.time.median_ns), after=_ms(fb.time.median_ns), unit="ms",
+                  metric="run_time", before=ms_json(fa.time.median_ns), after=ms_json(fb.time.median_ns), unit="ms",
                   group=_time_group(fa.time, fb.time), links=_links(a, b), level="row")
 
 

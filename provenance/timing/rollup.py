@@ -36,6 +36,7 @@ from provenance.core.attribution import BOOKKEEPING, NO_LINE, ROOT, ancestors, l
 from provenance.core.record import Frame, Kind, Provenance
 from provenance.timing.profile import BACKWARD, FORWARD, CompileProfile, Op
 from provenance.timing.spread import Excluded, Spread, spread
+from provenance.timing.units import ms_cell
 
 # BOOKKEEPING, NO_LINE, ROOT, line_key: attribution's, re-exported as the cost tables' keys
 __all__ = ["BOOKKEEPING", "BY", "NO_LINE", "ROOT", "CostRow", "line_key", "merge", "rollup", "rollups", "summary",
@@ -343,10 +344,6 @@ def summary(profiles: Iterable[CompileProfile], *, keep_all: bool = False) -> di
             "coverage": attributed_sum / wall_sum if wall_sum else 1.0, "excluded": excluded}
 
 
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f}" if ns else "·"
-
-
 def spread_text(time: Spread) -> str:
     """`1.100–1.400` (ms, the measured calls' range), with `+1 outlier` where one was left out."""
     if time.calls < 2:
@@ -378,8 +375,8 @@ def table(rows: list[CostRow], *, by: str = "line", title: str | None = None, to
         if row.members:
             label = f"{label}: {', '.join(_label(by, m) for m in row.members)}"
         share = f"{row.share:.1%}" if row.median_ns else "·"
-        grid.add_row(label, _ms(row.median_ns), spread_text(row.time), share, _ms(row.forward_ns),
-                     _ms(row.backward_ns), _ms(row.recompute_ns), _ms(row.shared_ns), str(row.calls))
+        grid.add_row(label, ms_cell(row.median_ns), spread_text(row.time), share, ms_cell(row.forward_ns),
+                     ms_cell(row.backward_ns), ms_cell(row.recompute_ns), ms_cell(row.shared_ns), str(row.calls))
     if top is not None and len(rows) > top:
         grid.caption = f"{len(rows) - top} more rows"
     return grid

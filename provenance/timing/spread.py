@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from provenance.timing.units import ms_text
+
 __all__ = ["MIN_EXCESS_NS", "RATIO", "Excluded", "Spread", "is_one_off", "measured_calls", "spread"]
 
 # statistics (fractions and decimal with it, ~2 ms) is imported where a median is taken: not by a
@@ -121,19 +123,13 @@ class Spread:
         """`median 1.23 ms, 1.10–1.40 ms over 3 calls, 1 outlier (call 2: 6.10 ms)`."""
         if not self.calls:
             return "not measured"
-        text = f"median {_ms(self.median_ns)}"
+        text = f"median {ms_text(self.median_ns)}"
         if self.calls > 1:
-            text += f", {_ms(self.low_ns, unit=False)}–{_ms(self.high_ns)} over {self.calls} calls"
+            text += f", {ms_text(self.low_ns, unit=False)}–{ms_text(self.high_ns)} over {self.calls} calls"
         if self.outliers:
-            shown = ", ".join(f"call {c}: {_ms(ns)}" for c, ns in self.outliers[:3])
+            shown = ", ".join(f"call {c}: {ms_text(ns)}" for c, ns in self.outliers[:3])
             text += f", {len(self.outliers)} outlier{'s' if len(self.outliers) > 1 else ''} ({shown})"
         return text
-
-
-def _ms(ns: float, unit: bool = True) -> str:
-    ms = ns / 1e6
-    text = f"{ms:.3f}" if ms < 10 else f"{ms:.1f}"
-    return f"{text} ms" if unit else text
 
 
 def spread(samples: Sequence[tuple[int, float]]) -> Spread:

@@ -45,6 +45,7 @@ from provenance.report.read.profile_records import (
 from provenance.timing.profile import CompileProfile
 from provenance.timing.rollup import BETWEEN, NO_MODULE, ROOT, CostRow, line_texts, merge, rollups, summary
 from provenance.timing.spread import spread
+from provenance.timing.units import ms, ms_short
 
 __all__ = ["HREFS_KEPT", "compile_time", "heat", "icicle", "load_profiles", "op_times", "run_time"]
 
@@ -59,24 +60,13 @@ def heat(share: float) -> int:
     return next((5 - i for i, limit in enumerate(HEAT) if share >= limit), 0)
 
 
-def _duration(ms: float) -> str:
-    """A short ASCII label: `1.23 ms`, `45.6 us`, `0.78 us`."""
-    if ms >= 0.1:
-        return f"{ms:.2f} ms"
-    return f"{ms * 1000:.1f} us" if ms >= 0.001 else f"{ms * 1000:.2f} us"
-
-
-def _ms(ns: float) -> float:
-    return ns / 1e6
-
-
 def _time_row(row: CostRow, texts: dict[str, str], href: str | None = None) -> TimeRow:
     return TimeRow(key=row.key, label=row.label, text=texts.get(row.key, ""), kind=row.kind,
-                   members=[_short(m) for m in row.members], ms=_ms(row.median_ns),
-                   forward_ms=_ms(row.forward_ns), backward_ms=_ms(row.backward_ns),
-                   recompute_ms=_ms(row.recompute_ns), shared_ms=_ms(row.shared_ns),
+                   members=[_short(m) for m in row.members], ms=ms(row.median_ns),
+                   forward_ms=ms(row.forward_ns), backward_ms=ms(row.backward_ns),
+                   recompute_ms=ms(row.recompute_ns), shared_ms=ms(row.shared_ns),
                    total_ms=row.sum_ns / 1e6, share=row.share, heat=heat(row.share), calls=row.calls, href=href,
-                   low_ms=_ms(row.time.low_ns), high_ms=_ms(row.time.high_ns), spread=row.time.describe())
+                   low_ms=ms(row.time.low_ns), high_ms=ms(row.time.high_ns), spread=row.time.describe())
 
 
 def _shown(rows: list[CostRow]) -> list[CostRow]:
@@ -120,8 +110,8 @@ def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Proven
     excluded = [e.describe() for _, _, e in totals["excluded"]]
     lines_shown = _shown(by_line)
     time = CompileTime(
-        calls=calls, clock=clock, wall_ms=_ms(wall), traces=_trace_walls(profile),
-        coverage=totals["coverage"], between_ms=_ms(totals["between_ns"]),
+        calls=calls, clock=clock, wall_ms=ms(wall), traces=_trace_walls(profile),
+        coverage=totals["coverage"], between_ms=ms(totals["between_ns"]),
         lines=[_time_row(r, texts) for r in lines_shown[:TOP_LINES]],
         more_lines=max(0, len(lines_shown) - TOP_LINES),
         module_lines=([_time_row(r, texts) for r in _shown(by_module_line)[:TOP_LINES]]
@@ -138,8 +128,8 @@ def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Proven
             fusion = in_fusion(row, keyed) if row.kind == "in_fusion" else ""
             share = row.shared_ns / wall if fusion and wall else row.share
             lines[(path, line)] = LineTime(
-                _ms(row.median_ns if not fusion else row.shared_ns), _ms(row.forward_ns), _ms(row.backward_ns),
-                _ms(row.recompute_ns), _ms(row.shared_ns), share, heat(share),
+                ms(row.median_ns if not fusion else row.shared_ns), ms(row.forward_ns), ms(row.backward_ns),
+                ms(row.recompute_ns), ms(row.shared_ns), share, heat(share),
                 "" if fusion else row.time.describe(), fusion)
     top = {r.key for r in by_line[:RUN_LINES * 4]}  # the run's page names at most so many lines
     kept = TimeSummary(calls, clock, wall, totals["attributed_ns"], by_line, by_role,
@@ -156,7 +146,7 @@ def _trace_walls(profile: CompileProfile) -> list[tuple[str, float, int]]:
     for name, trace in profile.traces.items():
         walls = [c.wall_ns for c in trace.recent if c.call in measured]
         if walls:
-            out.append((name, _ms(statistics.median(walls)), len(walls)))
+            out.append((name, ms(statistics.median(walls)), len(walls)))
     return out
 
 
@@ -206,9 +196,9 @@ def icicle(rows: list[CostRow], wall_ns: int, types: dict[str, str], root_label:
             return
         depth_used = max(depth_used, depth + 1)
         kind = f" ({types[row.key]})" if row.key in types and row.key != ROOT else ""
-        shared = f", +{_ms(row.shared_ns):.3f} ms in fusions it shares" if row.shared_ns else ""
+        shared = f", +{ms(row.shared_ns):.3f} ms in fusions it shares" if row.shared_ns else ""
         name = row.key if row.key != ROOT else f"{root_label} (the jitted module)"
-        boxes.append(IcicleBox(depth, left, width, label, f"{name}{kind}, {_ms(row.median_ns):.3f} ms "
+        boxes.append(IcicleBox(depth, left, width, label, f"{name}{kind}, {ms(row.median_ns):.3f} ms "
                                f"per call (median), {row.share:.1%}{shared}", heat(row.share)))
         for child in sorted(children.get(row.key, ()), key=lambda r: -r.median_ns):
             place(child, depth + 1, left, child.key.rpartition(".")[2])
@@ -241,7 +231,7 @@ def op_times(view: TraceView, trace: LoggedTrace, measured: set[int] | None = No
         if index is None or not 0 <= index < len(ops) or ops[index][SYM] != symbol or ops[index][PROV] != prov:
             continue
         times = spread([(c.call, c.op_ns[i]) for c in calls])
-        out[index] = OpTime(_duration(_ms(times.median_ns)), heat(times.median_ns / wall), times.describe())
+        out[index] = OpTime(ms_short(times.median_ns), heat(times.median_ns / wall), times.describe())
     return out
 
 
@@ -294,7 +284,7 @@ def _compare(logs: list[int], rows: dict[int, dict[str, CostRow]], texts: dict[s
     present: dict[str, list[tuple[int, float]]] = {}
     for i, log in enumerate(logs):
         for key, row in rows[log].items():
-            present.setdefault(key, []).append((i, _ms(row.median_ns)))
+            present.setdefault(key, []).append((i, ms(row.median_ns)))
     summary = []  # (slowest, key, median, flagged)
     for key, found in present.items():
         values = [c for _, c in found]

@@ -22,6 +22,7 @@ from provenance.report.plural import plural
 from provenance.report.render.jsonsafe import json_bytes, json_script
 from provenance.report.render.source_files import ASSET_DIR
 from provenance.report.render.templating import load_compiled, make_environment
+from provenance.timing.units import ms_label
 
 __all__ = ["diff_items", "environment", "frame", "pass_rows", "phase_bar", "provs_script", "source_rows", "stack",
            "trace_frame"]
@@ -30,9 +31,7 @@ _LISTS = frozenset(LISTS)
 
 
 def _ms(value: float | None) -> str:
-    if value is None:
-        return Markup("&ndash;")
-    return f"{value:.0f} ms" if value >= 10 else f"{value:.1f} ms"
+    return Markup("&ndash;") if value is None else ms_label(value)
 
 
 def _seconds(value: float | None) -> str:
