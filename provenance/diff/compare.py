@@ -248,8 +248,8 @@ def _compile(a: CompileDigest, b: CompileDigest) -> list[Change]:
         grew = b.seconds - a.seconds
         judged = abs(grew) >= COMPILE_MIN_S and abs(grew) >= COMPILE_RATIO * max(a.seconds, 1e-9)
         phases = [f"{g}: {a.phases.get(g, 0):.0f} → {b.phases.get(g, 0):.0f} ms"
-                  for g in sorted(set(a.phases) | set(b.phases), key=lambda g: -abs(b.phases.get(g, 0) -
-                                                                                     a.phases.get(g, 0)))[:5]]
+                  for g in sorted(set(a.phases) | set(b.phases),  # ties by name: the same runs, the same page
+                                  key=lambda g: (-abs(b.phases.get(g, 0) - a.phases.get(g, 0)), g))[:5]]
         out.append(Change("compile", "compile time", name, phases, metric="compile_time", before=round(a.seconds, 4),
                           after=round(b.seconds, 4), unit="s", significant=judged,
                           group=REGRESSION if grew > 0 else IMPROVEMENT, links=_links(a, b)))

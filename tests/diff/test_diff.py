@@ -66,6 +66,15 @@ def test_the_same_program_three_times_has_no_significant_change(thirds):
         assert {c.title for c in diff.changes} >= {"run time per call (forward + backward)", "compile time"}
 
 
+def test_the_same_logs_give_the_same_diff_in_any_process(thirds):
+    """Ties (the same compile phases on both sides) are ordered by name, not by the process's
+    string hashing: two processes with different hash seeds print the same JSON."""
+    printed = {subprocess.run([sys.executable, "-m", "provenance", "diff", str(thirds[0]), str(thirds[1]), "--json",
+                               "--all"], capture_output=True, text=True, timeout=300, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2", "3")}
+    assert len(printed) == 1 and json.loads(printed.pop())["changes"]
+
+
 def test_one_line_changed_is_named_first_with_its_ops_and_time(sides):
     diff = compare(sides["base1"], sides["relu"])
     # the first line named (two processes' paces may differ here: a whole-call time change may come first)
