@@ -909,3 +909,24 @@ def test_a_memory_record_of_an_unknown_compile_is_skipped_not_a_phantom_compile(
     assert code == 0, err
     assert [(c["compile"], c["status"]) for c in directory(out)["compiles"]] == [(1, "ok")]
     assert "memory of compile 99 without its compile_start: skipped" in err
+
+
+# -- an unusable part of a compile: one rule, one wording ----------------------------------------------
+@pytest.mark.parametrize(("part", "target", "records"), [
+    ("its memory records", "provenance.allocation.record.decode", report_logs.with_memory),
+    ("its profile", "provenance.report.analyze.cost.compile_time", report_logs.profiled),
+])
+def test_a_part_that_cannot_be_read_costs_that_part_and_is_named_once(tmp_path, capsys, monkeypatch, part, target,
+                                                                      records):
+    """Whatever reading a part of a compile raises of the UNUSABLE kinds, the compile stays, the part
+    is left out, and the problem says so in the one wording every part uses."""
+    def unusable(*args, **kwargs):
+        raise KeyError("odd field")
+
+    monkeypatch.setattr(target, unusable)
+    out = tmp_path / "out"
+    code, err = report(capsys, report_logs.write(tmp_path / "a.jsonl", records()), "-o", out)
+    assert code == 0 and "Traceback" not in err, err
+    (entry,) = directory(out)["compiles"]
+    assert entry["status"] == "ok" and (out / entry["pages"]["compile"]).is_file()
+    assert f"compile {entry['key']}: {part} unusable: KeyError: 'odd field'" in all_text(out) + err

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from itertools import chain
 from operator import add, itemgetter, le
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from provenance.allocation import record as memory_record
 from provenance.core.record import Kind
@@ -30,12 +30,12 @@ from provenance.report.model import (
     PROV,
     SYM,
     CacheCounts,
-    CompileError,
     CompilePage,
     CompilePages,
     CompileSummary,
     DisabledCapture,
     ErrorSummary,
+    ErrorView,
     Fused,
     Fusion,
     FusionLine,
@@ -51,25 +51,16 @@ from provenance.report.model import (
     site_of,
 )
 from provenance.report.numbers import as_float, as_int, int_of_text
+from provenance.report.read.coerce import UNUSABLE
 from provenance.report.read.profile_records import LoggedProfile, compile_profile
 
 if TYPE_CHECKING:
-    from provenance.report.render.source_files import SourceCache
+    from provenance.report.analyze.ports import PageSink, SourceLines
 
-__all__ = ["CompileBuilder", "PageSink", "frames_of", "parse_ops"]
-
-
-class PageSink(Protocol):
-    """Where a compile's pages go (render/output.py's CompileWriter)."""
-
-    def trace(self, view: TraceView, provs: ProvTable) -> None: ...
-
-    def finish(self, page: CompilePage, source: SourcePage | None) -> None: ...
+__all__ = ["CompileBuilder", "frames_of", "parse_ops"]
 
 
 _PROV = itemgetter(PROV)
-# what an analysis of a compile's records may raise on a record it cannot use
-_UNUSABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError, OverflowError)
 
 
 _INT, _STR, _LIST = frozenset({int}), frozenset({str}), frozenset({list})
@@ -154,7 +145,7 @@ class CompileBuilder:
     """Accumulates one compile's records (compile_start, traces, end or error)."""
 
     def __init__(self, *, key: str, log: int, rank: int | None, rank_label: str, start: dict | None,
-                 provs: ProvTable, sink: PageSink, sources: SourceCache,
+                 provs: ProvTable, sink: PageSink, sources: SourceLines,
                  pages: CompilePages, malformed: Callable[[str], None], compare: bool = True,
                  profile: LoggedProfile | None = None, otlp: bool = False) -> None:
         start = start or {}
@@ -172,7 +163,7 @@ class CompileBuilder:
         self.passes: list[TraceView] = []  # without their text: the timeline
         self.prov_ids: set[int] = set()
         self.page_roles: list[RoleCount] = []  # set by finish(), for the run's totals
-        self.error: CompileError | None = None
+        self.error: ErrorView | None = None
         self.recompile: dict | None = None  # the recompile record (with what the run attached)
         self.phases: dict | None = None
         self.executor_compiles: list = []
@@ -291,10 +282,8 @@ class CompileBuilder:
         if self.profile is not None and self.profile.calls:
             from provenance.report.analyze import cost
 
-            try:
-                page.time, summary.time, line_time = cost.compile_time(self.profile, self.provs.record, self.fn)
-            except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as exc:
-                self.malformed(f"profile of compile {self.compile!r} unusable: {type(exc).__name__}: {exc}")
+            page.time, summary.time, line_time = self._part("its profile", cost.compile_time, self.profile,
+                                                            self.provs.record, self.fn, default=(None, None, None))
         line_ops: dict | None = {} if isinstance(self.start.get("piece"), dict) else None  # a ThunderFX piece
         source = self._part("its source view", source_view, summary, final_views, self.provs, self.sources,
                             line_time, line_ops) if final_views else None
@@ -302,7 +291,7 @@ class CompileBuilder:
         if page.time is not None and source is not None:  # the Time section links lines to the source view
             _link_lines(page.time, summary.time, source, self.pages.source)
         if self.memory:
-            self._memory(page, summary, source)
+            self._part("its memory records", self._memory, page, summary, source)
         self.sink.finish(page, source)
         self.latest.clear()
         return summary
@@ -312,39 +301,36 @@ class CompileBuilder:
         from provenance.allocation.static_memory import rollups
         from provenance.allocation.static_memory import summary as totals_of
 
-        try:
-            found = memory_record.decode(self.memory, self.provs.record, self.compile or 0, self.fn)
-            if found is None:
-                return
-            totals, rows = totals_of([found]), rollups([found], ("line", "module"))
-            by_line = rows["line"]
-            page.memory = compile_memory_view(found, summary.finals, totals, by_line, rows["module"])
-            page.static_memory = found
-            summary.memory = totals
-            if self.profile is not None and self.profile.has_memory:  # CUDA: the allocator's readings
-                profile = page.time.profile if page.time is not None else None  # the Time section's, rebuilt once
-                page.memory.measured = measured_view(
-                    found, profile or compile_profile(self.profile, self.provs.record, self.fn))
-            if source is not None:
-                files = {f.path: f.index for f in source.files}
-                source.marks["m"] = {f"L{files[path]}-{line}": [saved, title]
-                                     for (path, line), (saved, title) in line_memory(by_line).items() if path in files}
-        except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as exc:
-            self.malformed(f"memory records of compile {self.compile!r} unusable: {type(exc).__name__}: {exc}")
+        found = memory_record.decode(self.memory, self.provs.record, self.compile or 0, self.fn)
+        if found is None:
+            return
+        totals, rows = totals_of([found]), rollups([found], ("line", "module"))
+        by_line = rows["line"]
+        page.memory = compile_memory_view(found, summary.finals, totals, by_line, rows["module"])
+        page.static_memory = found
+        summary.memory = totals
+        if self.profile is not None and self.profile.has_memory:  # CUDA: the allocator's readings
+            profile = page.time.profile if page.time is not None else None  # the Time section's, rebuilt once
+            page.memory.measured = measured_view(
+                found, profile or compile_profile(self.profile, self.provs.record, self.fn))
+        if source is not None:
+            files = {f.path: f.index for f in source.files}
+            source.marks["m"] = {f"L{files[path]}-{line}": [saved, title]
+                                 for (path, line), (saved, title) in line_memory(by_line).items() if path in files}
 
     def _part(self, what: str, fn: Callable[..., Any], *args: Any, default: Any = None) -> Any:
         """fn(*args), or `default` if the records it reads cannot be used: a compile is never lost
         for one odd part (the part is unknown on its page, and named among the problems)."""
         try:
             return fn(*args)
-        except _UNUSABLE as exc:
+        except UNUSABLE as exc:
             self.malformed(f"compile {self.key}: {what} unusable: {type(exc).__name__}: {str(exc)[:200]}")
             return default
 
     @staticmethod
-    def _bare_error(error: dict) -> CompileError:
+    def _bare_error(error: dict) -> ErrorView:
         """A failure as its type and message only (when its traceback cannot be read)."""
-        return CompileError(type=str(error.get("error_type") or "?"), message=str(error.get("message") or ""),
+        return ErrorView(type=str(error.get("error_type") or "?"), message=str(error.get("message") or ""),
                             traceback="", last_prov=None, last_info=None, last_stack=[])
 
     def _signature(self, view: TraceView) -> list[str]:
@@ -355,17 +341,17 @@ class CompileBuilder:
             out.append(f"{sym}|{info.role if info is not None and info.role else ''}")
         return out
 
-    def _error(self, error: dict) -> CompileError:
+    def _error(self, error: dict) -> ErrorView:
         last = as_int(error.get("last_prov"))
         info = self.provs.info(last)
         text = without_our_frames(str(error.get("traceback") or ""))
         logged = frames_of([error["user_frame"]]) if error.get("user_frame") else []
-        return CompileError(type=str(error.get("error_type") or "?"), message=str(error.get("message") or ""),
+        return ErrorView(type=str(error.get("error_type") or "?"), message=str(error.get("message") or ""),
                             traceback=text, last_prov=last, last_info=info,
                             last_stack=[self.provs.stack_frame(f) for f in info.stack] if info else [],
                             user_frame=logged[0] if logged else user_frame_of(text))
 
-    def _page(self, summary: CompileSummary, provs: dict[int, ProvInfo], error: CompileError | None,
+    def _page(self, summary: CompileSummary, provs: dict[int, ProvInfo], error: ErrorView | None,
               log_seconds: float | None) -> CompilePage:
         timed = [p for p in self.passes if p.ms]
         total_ms = sum(p.ms for p in timed) or 0.0

@@ -33,7 +33,7 @@ from provenance.report.numbers import as_int
 from provenance.report.read.processes import RunLog
 
 if TYPE_CHECKING:
-    from provenance.report.render.source_files import SourceCache
+    from provenance.report.analyze.ports import SourceLines
 
 __all__ = ["FxGraphs"]
 
@@ -188,7 +188,7 @@ class FxGraphs:
             timed.append(graph)
         return timed
 
-    def finish(self, sources: SourceCache) -> FxRun | None:
+    def finish(self, sources: SourceLines) -> FxRun | None:
         if not self._graphs and not self._breaks:
             return None
         graphs = sorted(self._graphs.values(), key=lambda g: (g.log, g.start_ns or 0, g.number or 0, g.key))
@@ -214,7 +214,7 @@ class FxGraphs:
         self._compiled.clear()
         return FxRun(graphs, self._breaks, self.dropped_graphs, self.dropped_breaks)
 
-    def _source(self, graph: GraphView, sources: SourceCache) -> None:
+    def _source(self, graph: GraphView, sources: SourceLines) -> None:
         """The graph's source view: every user line its pieces, split reasons and breaks name."""
         quoted: dict[str, dict[int, str]] = {}
         entries: dict[tuple[str, int], list[dict]] = {}

@@ -11,7 +11,8 @@ its records go:
 - READ_AHEAD: read before the pass (read/read_ahead.py: they follow their compile's end), into
   what `read_ahead(...)` fills; the pass only counts them.
 
-Adding an event type to the report is one class here and one line in `default_handlers()`;
+Adding an event type to the report is one class here (named for its type: `TraceHandler` handles
+`trace`) and one line in `default_handlers()`;
 tests/test_layering.py fails while an event type has no handler.
 """
 
@@ -29,8 +30,7 @@ from provenance.report.read.profile_records import LoggedProfile, ProfileCollect
 from provenance.report.read.read_ahead import ReadAhead, scan
 
 if TYPE_CHECKING:
-    from provenance.report.analyze.compile import CompileBuilder
-    from provenance.report.analyze.run import FilePass, RunBuilder
+    from provenance.report.analyze.ports import CompileSink, FileSink, RunSink
     from provenance.report.read.log_file import LogRecord
 
 __all__ = ["HANDLERS", "READ_AHEAD", "Handler", "Route", "default_handlers", "handler_of", "read_ahead", "registry"]
@@ -56,7 +56,7 @@ class Handler:
     # unless the record only annotates a compile (memory: a timeline of ops no trace of the log has).
     stands_for_compile: ClassVar[bool] = True
 
-    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+    def run(self, run: RunSink, file: FileSink, record: LogRecord) -> None:
         route = self.route
         if route is Route.COMPILE:
             compile_ = file.compile_of(record, begin=self.stands_for_compile)
@@ -67,7 +67,7 @@ class Handler:
         elif route is Route.READ_AHEAD:
             file.read_ahead_seen += 1  # read before the pass, handed to its compile at its start
 
-    def compile(self, builder: CompileBuilder, data: dict) -> None:
+    def compile(self, builder: CompileSink, data: dict) -> None:
         raise TypeError(f"{self.type} records do not go to a compile")
 
     def read_ahead(self, collector: ProfileCollector, data: dict) -> str | None:
@@ -77,26 +77,26 @@ class Handler:
 class Kept(Handler):
     route = Route.LOG
 
-    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+    def run(self, run: RunSink, file: FileSink, record: LogRecord) -> None:
         pass  # the reader keeps it by id (or read it up front: the header)
 
 
-class Header(Kept):
+class HeaderHandler(Kept):
     type = "header"
 
 
-class Prov(Kept):
+class ProvHandler(Kept):
     type = "prov"
 
 
-class Span(Kept):
+class SpanHandler(Kept):
     type = "span"
 
 
-class SpanEnd(Handler):
+class SpanEndHandler(Handler):
     type, route = "span_end", Route.RUN
 
-    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+    def run(self, run: RunSink, file: FileSink, record: LogRecord) -> None:
         span = file.log_file.span_record(record.get("id"))
         end = record.get("end_ns")
         if span and isinstance(span.get("start_ns"), int) and isinstance(end, int):
@@ -104,36 +104,36 @@ class SpanEnd(Handler):
             run.in_order(lambda: run.perfetto.scope(log, name, start, end, role))
 
 
-class CompileStart(Handler):
+class CompileStartHandler(Handler):
     type, route = "compile_start", Route.OPENS
 
-    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+    def run(self, run: RunSink, file: FileSink, record: LogRecord) -> None:
         file.open(record)
 
 
-class Trace(Handler):
+class TraceHandler(Handler):
     type, route = "trace", Route.COMPILE
 
-    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+    def run(self, run: RunSink, file: FileSink, record: LogRecord) -> None:
         if record.get("list") == "prologue" and isinstance(record.get("python"), str):
             file.latest_prologue(record.get("compile"), record["python"])
         super().run(run, file, record)
 
-    def compile(self, builder: CompileBuilder, data: dict) -> None:
+    def compile(self, builder: CompileSink, data: dict) -> None:
         builder.add_trace(data)
 
 
-class Phases(Handler):
+class PhasesHandler(Handler):
     type, route = "phases", Route.COMPILE
 
-    def compile(self, builder: CompileBuilder, data: dict) -> None:
+    def compile(self, builder: CompileSink, data: dict) -> None:
         builder.phases = data
 
 
-class Recompile(Handler):
+class RecompileHandler(Handler):
     type, route = "recompile", Route.COMPILE
 
-    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+    def run(self, run: RunSink, file: FileSink, record: LogRecord) -> None:
         """With the pages of the compiles it names and the final prologue of the newest one (the
         page diffs against it)."""
         data = record.data
@@ -145,7 +145,7 @@ class Recompile(Handler):
         file.compile_of(record).add({**data, "_pages": pages,
                                      "_prologue": zlib.decompress(packed).decode() if packed else None})
 
-    def compile(self, builder: CompileBuilder, data: dict) -> None:
+    def compile(self, builder: CompileSink, data: dict) -> None:
         builder.recompile = data
 
 
@@ -153,45 +153,45 @@ class Closing(Handler):
     route = Route.CLOSES
     status: ClassVar[str]  # the compile's status on the pages
 
-    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+    def run(self, run: RunSink, file: FileSink, record: LogRecord) -> None:
         file.close(record, ok=self.status == "ok")
 
-    def compile(self, builder: CompileBuilder, data: dict) -> None:
+    def compile(self, builder: CompileSink, data: dict) -> None:
         builder.close(self.status, data)
 
 
-class CompileEnd(Closing):
+class CompileEndHandler(Closing):
     type, status = "compile_end", "ok"
 
 
-class CompileError(Closing):
+class CompileErrorHandler(Closing):
     type, status = "compile_error", "failed"
 
 
-class CaptureDisabled(Closing):
+class CaptureDisabledHandler(Closing):
     type, status = "capture_disabled", "disabled"
 
 
-class ExecutorCompile(Handler):
+class ExecutorCompileHandler(Handler):
     type, route = "executor_compile", Route.AFTER_END
 
-    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+    def run(self, run: RunSink, file: FileSink, record: LogRecord) -> None:
         found = executor_compile(record.data)
         if found is not None:
             log, cid = file.log.index, record.get("compile")
             run.in_order(lambda: run.perfetto.executor_compile(log, cid, found))
         super().run(run, file, record)
 
-    def compile(self, builder: CompileBuilder, data: dict) -> None:
+    def compile(self, builder: CompileSink, data: dict) -> None:
         found = executor_compile(data)
         if found is not None:
             builder.executor_compiles.append(found)
 
 
-class Calls(Handler):
+class CallsHandler(Handler):
     type, route = "calls", Route.RUN
 
-    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+    def run(self, run: RunSink, file: FileSink, record: LogRecord) -> None:
         compiles = record.get("compiles") if isinstance(record.get("compiles"), list) else []
         per_compile, hits = None, record.get("compile_hits")  # schema 1.6: beside `compiles`, in order
         if isinstance(hits, list) and len(hits) == len(compiles):
@@ -201,69 +201,70 @@ class Calls(Handler):
                       [c for c in compiles if as_int(c) is not None], per_compile)
 
 
-class DynamoGraph(Handler):
+class DynamoGraphHandler(Handler):
     type, route = "dynamo_graph", Route.RUN
 
-    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+    def run(self, run: RunSink, file: FileSink, record: LogRecord) -> None:
         run.fx.graph(file.log, record.data)
 
 
-class GraphPhases(Handler):
+class GraphPhasesHandler(Handler):
     type, route = "graph_phases", Route.RUN
 
-    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+    def run(self, run: RunSink, file: FileSink, record: LogRecord) -> None:
         run.fx.graph_phases(file.log, record.data)
 
 
-class GraphBreak(Handler):
+class GraphBreakHandler(Handler):
     type, route = "graph_break", Route.RUN
 
-    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+    def run(self, run: RunSink, file: FileSink, record: LogRecord) -> None:
         run.fx.graph_break(file.log, record.data)
 
 
-class Library(Handler):
+class LibraryHandler(Handler):
     """A distribution the model's code lies in (transformers 5.3.0): the run table names it."""
 
     type, route = "library", Route.RUN
     most: ClassVar[int] = 64  # per log: what a log holds is bounded
 
-    def run(self, run: RunBuilder, file: FilePass, record: LogRecord) -> None:
+    def run(self, run: RunSink, file: FileSink, record: LogRecord) -> None:
         name, version = record.get("name"), record.get("version")
         if isinstance(name, str) and len(file.libraries) < self.most:
             file.libraries.setdefault(name[:200], version[:200] if isinstance(version, str) else "?")
 
 
-class ProfileOps(Handler):
+class ProfileOpsHandler(Handler):
     type, route = "profile_ops", Route.READ_AHEAD
 
     def read_ahead(self, collector: ProfileCollector, data: dict) -> str | None:
         return collector.ops(data)
 
 
-class ProfileCall(Handler):
+class ProfileCallHandler(Handler):
     type, route = "profile_call", Route.READ_AHEAD
 
     def read_ahead(self, collector: ProfileCollector, data: dict) -> str | None:
         return collector.call(data)
 
 
-class Memory(Handler):
+class MemoryHandler(Handler):
     """A final trace's static memory timeline: the compile's Memory section (analyze/memory.py)."""
 
     type, route = "memory", Route.COMPILE
     stands_for_compile = False
 
-    def compile(self, builder: CompileBuilder, data: dict) -> None:
+    def compile(self, builder: CompileSink, data: dict) -> None:
         if data.get("trace") in ("forward", "backward"):
             builder.memory[data["trace"]] = data
 
 
 def default_handlers() -> list[Handler]:
     """Every event type's handler, one each."""
-    return [Header(), Prov(), Span(), SpanEnd(), CompileStart(), Trace(), Phases(), Recompile(), CompileEnd(),
-            CompileError(), CaptureDisabled(), ExecutorCompile(), Calls(), DynamoGraph(), GraphPhases(), GraphBreak(),
-            Library(), ProfileOps(), ProfileCall(), Memory()]
+    return [HeaderHandler(), ProvHandler(), SpanHandler(), SpanEndHandler(), CompileStartHandler(), TraceHandler(),
+            PhasesHandler(), RecompileHandler(), CompileEndHandler(), CompileErrorHandler(), CaptureDisabledHandler(),
+            ExecutorCompileHandler(), CallsHandler(), DynamoGraphHandler(), GraphPhasesHandler(), GraphBreakHandler(),
+            LibraryHandler(), ProfileOpsHandler(), ProfileCallHandler(), MemoryHandler()]
 
 
 def registry(handlers: list[Handler]) -> dict[str, Handler]:

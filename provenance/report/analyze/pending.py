@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 
 from provenance.report.analyze.compile import CompileBuilder
 from provenance.report.analyze.handlers import handler_of
-from provenance.report.model import CompileError, CompileSummary, RoleCount
+from provenance.report.model import CompileSummary, ErrorView, RoleCount
+from provenance.report.read.coerce import UNUSABLE
 
-__all__ = ["RECOVERABLE", "Compile", "CompileResult", "ElsewhereCompile", "IsolatedCompile", "LocalCompile",
+__all__ = ["Compile", "CompileResult", "ElsewhereCompile", "IsolatedCompile", "LocalCompile",
            "Pending", "SkippedCompile", "result_of"]
 
-RECOVERABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)  # a record the report cannot use
 
 Deliver = Callable[["CompileResult"], None]
 MakeBuilder = Callable[[list[str]], CompileBuilder]  # a compile's builder, its problems appended to the list
@@ -35,7 +35,7 @@ class CompileResult:
 
     summary: CompileSummary | None  # None if the compile's records could not be used at all
     roles: list[RoleCount] = field(default_factory=list)
-    error: CompileError | None = None
+    error: ErrorView | None = None
     malformed: list[str] = field(default_factory=list)
 
 
@@ -74,7 +74,7 @@ class IsolatedCompile:
     def add(self, data: dict) -> None:
         try:
             handler_of(data).compile(self.builder, data)
-        except RECOVERABLE as exc:
+        except UNUSABLE as exc:
             self.malformed.append(f"{data.get('type')} record: {type(exc).__name__}: {exc}")
 
     def finish(self, closing: dict | None) -> None:
@@ -83,7 +83,7 @@ class IsolatedCompile:
         summary = None
         try:
             summary = self.builder.finish()
-        except RECOVERABLE as exc:
+        except UNUSABLE as exc:
             self.malformed.append(f"compile end: {type(exc).__name__}: {exc}")
         self.deliver(result_of(self.builder, summary, self.malformed))
 

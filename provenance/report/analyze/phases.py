@@ -7,7 +7,7 @@ Every field comes from an untrusted log: anything of the wrong type is skipped, 
 from __future__ import annotations
 
 from provenance.log.events import MAX_PHASES
-from provenance.report.model import ExecutorCompile, Phase, PhaseGroup, PhaseView
+from provenance.report.model import ExecutorCompileView, Phase, PhaseGroup, PhaseView
 from provenance.report.numbers import as_int
 
 __all__ = ["GROUPS", "executor_compile", "phase_view", "phases_of"]
@@ -48,17 +48,17 @@ def phases_of(record: dict | None) -> tuple[tuple[int, int] | None, list[Phase]]
     return window, out
 
 
-def executor_compile(record: dict) -> ExecutorCompile | None:
+def executor_compile(record: dict) -> ExecutorCompileView | None:
     start, end = as_int(record.get("start_ns")), as_int(record.get("end_ns"))
     if start is None or end is None or end < start:
         return None
     trace = record.get("trace")
-    return ExecutorCompile(str(record.get("executor") or "?"), str(record.get("fusion") or "?"),
+    return ExecutorCompileView(str(record.get("executor") or "?"), str(record.get("fusion") or "?"),
                            trace if isinstance(trace, str) else None, start, end)
 
 
 def phase_view(window: tuple[int, int] | None, phases: list[Phase],
-               executor_compiles: list[ExecutorCompile]) -> PhaseView | None:
+               executor_compiles: list[ExecutorCompileView]) -> PhaseView | None:
     """The pipeline bar (top-level phases and the gaps between them, as "other", then each
     executor compile at the first call), the phase table, and the time by group."""
     if window is None or not phases:

@@ -15,6 +15,7 @@ from provenance.core.annotation import header
 from provenance.core.attribution import line_frame, module_line_frame
 from provenance.core.record import Provenance
 from provenance.report.model import FrameRef, ProvInfo, StackFrame
+from provenance.report.read.coerce import UNUSABLE
 from provenance.report.read.log_file import LogFile
 
 __all__ = ["ProvTable", "role_color"]
@@ -74,7 +75,7 @@ class ProvTable:
             return None
         try:
             return self.file.provenance(prov_id)
-        except (TypeError, ValueError, KeyError, AttributeError, RecursionError):
+        except UNUSABLE:
             return None
 
     def info(self, prov_id: Any) -> ProvInfo | None:
@@ -90,7 +91,7 @@ class ProvTable:
         record = self.record(prov_id)
         try:
             info = self._describe(prov_id, raw, record) if record is not None else None
-        except (TypeError, ValueError, KeyError, AttributeError, RecursionError):
+        except UNUSABLE:
             info = None
         if info is None:
             self.malformed_ids.add(prov_id)

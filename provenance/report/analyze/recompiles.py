@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from provenance.report.model import Recompile, Rejection, StackFrame
+from provenance.report.model import RecompileView, Rejection, StackFrame
 from provenance.report.numbers import as_int
 
 __all__ = ["recompile_view"]
@@ -50,7 +50,7 @@ def _changes(raw: Any) -> list[tuple[str, ...]]:
             if isinstance(c, list) and len(c) == 3]
 
 
-def recompile_view(record: dict | None, prologue: list[str] | None) -> Recompile | None:
+def recompile_view(record: dict | None, prologue: list[str] | None) -> RecompileView | None:
     """A recompile record -> the page's view; `prologue`: this compile's final prologue (lines).
     The run attaches `_pages` (compile id -> page) and `_prologue` (the newest rejected entry's
     final prologue) to the record it hands over."""
@@ -62,8 +62,9 @@ def recompile_view(record: dict | None, prologue: list[str] | None) -> Recompile
                 if r is not None]
     older = record.get("_prologue")
     diff = _diff(older.split("\n"), prologue) if isinstance(older, str) and prologue else None
-    return Recompile(str(record.get("reason") or (rejected[0].reason if rejected else "")), _frame(record.get("call")),
-                     rejected, as_int(record.get("more")) or 0, rejected[0] if rejected else None, diff)
+    reason = str(record.get("reason") or (rejected[0].reason if rejected else ""))
+    return RecompileView(reason, _frame(record.get("call")), rejected, as_int(record.get("more")) or 0,
+                         rejected[0] if rejected else None, diff)
 
 
 def _diff(old: list[str], new: list[str]) -> list[tuple[str, str]]:

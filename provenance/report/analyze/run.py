@@ -23,7 +23,7 @@ from provenance.report.analyze.compile import CompileBuilder
 from provenance.report.analyze.fx_graphs import FxGraphs
 from provenance.report.analyze.handlers import HANDLERS, READ_AHEAD, read_ahead
 from provenance.report.analyze.memory import run_memory
-from provenance.report.analyze.pending import RECOVERABLE, Compile, CompileResult, LocalCompile
+from provenance.report.analyze.pending import Compile, CompileResult, LocalCompile
 from provenance.report.analyze.prov_table import ProvTable
 from provenance.report.analyze.ranks import GROUP_OVER, compare_ranks, group_logs, ranks_label
 from provenance.report.model import (
@@ -40,17 +40,13 @@ from provenance.report.model import (
 )
 from provenance.report.numbers import as_int, total
 from provenance.report.plural import plural
-from provenance.report.read.coerce import hashable
+from provenance.report.read.coerce import UNUSABLE, hashable
 from provenance.report.read.log_file import LogFile, LogRecord
 from provenance.report.read.processes import RunLog, header_view
 from provenance.report.read.profile_records import LoggedProfile
 
-if TYPE_CHECKING:  # the outputs are given (build.py): analysis imports no renderer
-    from provenance.report.render.directory import DirectoryWriter
-    from provenance.report.render.output import ReportWriter
-    from provenance.report.render.perfetto import PerfettoWriter
-    from provenance.report.render.source_files import SourceCache
-    from provenance.report.workers import MainShare, WorkerShare
+if TYPE_CHECKING:  # the outputs are given (build.py): analysis names them by what it asks of them
+    from provenance.report.analyze.ports import DirectorySink, PerfettoSink, ReportSink, Share, SourceLines
 
 __all__ = ["RunBuilder"]
 
@@ -144,10 +140,10 @@ class RunBuilder:
     source files (a worker's run has no Perfetto trace or directory: it only reads, and builds
     its share)."""
 
-    def __init__(self, writer: ReportWriter, logs: list[RunLog], *, perfetto: PerfettoWriter | None,
-                 directory: DirectoryWriter | None, sources: SourceCache,
+    def __init__(self, writer: ReportSink, logs: list[RunLog], *, perfetto: PerfettoSink | None,
+                 directory: DirectorySink | None, sources: SourceLines,
                  progress: Callable[[int], None] | None = None,
-                 share: MainShare | WorkerShare | None = None) -> None:
+                 share: Share | None = None) -> None:
         self.writer = writer
         self.logs = logs
         self.progress = progress
@@ -317,7 +313,7 @@ class RunBuilder:
                             ("its directory entry", lambda: self.directory.add(summary.directory_entry()))):
             try:  # one output that cannot use the compile never costs it the others
                 write()
-            except RECOVERABLE as exc:
+            except UNUSABLE as exc:
                 if _DEBUG:
                     raise
                 self.problems.add("malformed record", log.name, None,
@@ -333,7 +329,7 @@ class RunBuilder:
         end of the report (THUNDER_TRACE_REPORT_DEBUG: raised instead)."""
         try:
             fn(*args)
-        except RECOVERABLE as exc:
+        except UNUSABLE as exc:
             if _DEBUG:
                 raise
             self.malformed(log, line, f"{what}: {type(exc).__name__}: {exc}")

@@ -20,7 +20,7 @@ from provenance.report.model import (
 )
 
 if TYPE_CHECKING:
-    from provenance.report.render.source_files import SourceCache
+    from provenance.report.analyze.ports import SourceLines
 
 __all__ = ["source_view"]
 
@@ -29,7 +29,7 @@ MAX_LINES = 2000  # lines kept in `line_ops`
 
 
 def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTable,
-                sources: SourceCache, line_time: dict[tuple[str, int], Any] | None = None,
+                sources: SourceLines, line_time: dict[tuple[str, int], Any] | None = None,
                 line_ops: dict[tuple[str, int], list] | None = None) -> SourcePage:
     """The user files behind the final traces, each line with what it produced (and with
     `line_time`, a profiled compile's (path, line) -> model.LineTime, what it cost). With

@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from provenance.report.model.memory import CompileMemoryView
 
 __all__ = ["LINE", "LISTS", "MAX_PROBLEMS_LISTED", "N", "OUTS", "PROV", "SYM", "CacheCounts", "CallSiteNode",
-           "CompileError", "CompilePage", "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem",
-           "DisabledCapture", "ErrorSummary", "ExecutorCompile", "Failure", "FrameRef", "Fused", "Fusion", "FusionLine",
+           "CompilePage", "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem", "DisabledCapture",
+           "ErrorSummary", "ErrorView", "ExecutorCompileView", "Failure", "FrameRef", "Fused", "Fusion", "FusionLine",
            "LogGroup", "LogHeader", "LogSummary", "Op", "PassList", "PassSummary", "Phase", "PhaseGroup", "PhaseView",
-           "Problem", "Problems", "ProvInfo", "RankComparison", "RankGroup", "RankRow", "RankTime", "Recompile",
+           "Problem", "Problems", "ProvInfo", "RankComparison", "RankGroup", "RankRow", "RankTime", "RecompileView",
            "Rejection", "RoleCount", "SourceFileView", "SourcePage", "SourcePane", "StackFrame", "Totals",
            "TraceDiff", "TraceView", "coverage", "site_of"]
 
@@ -228,7 +228,7 @@ class Phase(NamedTuple):
         return f"{self.name} ({self.detail})" if self.detail else self.name
 
 
-class ExecutorCompile(NamedTuple):
+class ExecutorCompileView(NamedTuple):
     """A fusion executor compiling a fusion at its first call (after the compile ended)."""
 
     executor: str
@@ -306,7 +306,7 @@ class CompileSummary:
     recompile_reason: str | None = None  # why it compiled again (the newest cache entry's rejecting check)
     window: tuple[int, int] | None = None  # the compile's wall time (ns), from its phases record
     phases: list[Phase] = field(default_factory=list)  # dropped with `passes` once the entries are written
-    executor_compiles: list[ExecutorCompile] = field(default_factory=list)
+    executor_compiles: list[ExecutorCompileView] = field(default_factory=list)
     time: TimeSummary | None = None  # of a profiled compile
     memory: dict[str, Any] | None = None  # its static memory (allocation.static_memory.summary), for memory.html
     # A ThunderFX piece's compile: (path, line) -> what its final traces made there (source_view's
@@ -355,7 +355,7 @@ class CompileSummary:
 
 # -- a compile's pages ----------------------------------------------------------------------------
 @dataclass(slots=True, repr=False, eq=False)
-class CompileError:
+class ErrorView:
     """A failed compile's error on its page and failures.html: the exception, its traceback, the op
     being processed when it raised."""
 
@@ -423,7 +423,7 @@ class Rejection:
 
 
 @dataclass(slots=True, repr=False, eq=False)
-class Recompile:
+class RecompileView:
     """compile.html's "Why it compiled again"."""
 
     reason: str
@@ -453,7 +453,7 @@ class PhaseView:
     phases: list[Phase]  # every phase, in time order, nested ones after their parent
     groups: list[PhaseGroup]  # time by group, "other" always listed
     covered_pct: float  # named top-level phases / wall time
-    executor_compiles: list[ExecutorCompile]
+    executor_compiles: list[ExecutorCompileView]
 
 
 @dataclass(slots=True, repr=False, eq=False)
@@ -461,7 +461,7 @@ class CompilePage:
     """compile.html: the pass pipeline, the traces (rendered as they came), fusions, roles."""
 
     summary: CompileSummary
-    error: CompileError | None
+    error: ErrorView | None
     lists: list[PassList]
     timeline: list[TraceView]  # the passes that report a duration
     total_ms: float
@@ -470,7 +470,7 @@ class CompilePage:
     roles: list[RoleCount]
     provs: dict[int, ProvInfo]  # every record the page's traces name
     paths: dict[int, str]  # the files their frames name, by index
-    recompile: Recompile | None = None
+    recompile: RecompileView | None = None
     phases: PhaseView | None = None
     time: CompileTime | None = None  # the Time section, for a profiled compile
     memory: CompileMemoryView | None = None  # the Memory section
@@ -521,7 +521,7 @@ class Failure:
     """A failed compile, for failures.html."""
 
     summary: CompileSummary
-    error: CompileError
+    error: ErrorView
     call_stack: list[StackFrame]  # kept here: the summary's is dropped once its entries are written
 
 

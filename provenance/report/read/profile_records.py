@@ -19,7 +19,7 @@ from typing import Any
 
 from provenance.core.record import Provenance
 from provenance.report.numbers import as_count, as_int, clamp
-from provenance.report.read.coerce import hashable
+from provenance.report.read.coerce import UNUSABLE, hashable
 from provenance.timing.profile import BACKWARD, FORWARD, MAX_CALLS, CompileProfile, Op, ProfiledCall, TraceProfile
 from provenance.timing.spread import measured_calls
 
@@ -189,7 +189,7 @@ def safe_lookup(record_of: Callable[[int], Provenance | None]) -> Callable[[int 
     def safe(prov_id: int | None) -> Provenance | None:
         try:
             return record_of(prov_id)
-        except (TypeError, ValueError, KeyError, AttributeError, RecursionError):
+        except UNUSABLE:
             return None
 
     return safe

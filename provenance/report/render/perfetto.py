@@ -26,7 +26,7 @@ from typing import IO, Any
 
 import orjson
 
-from provenance.report.model import CompileSummary, ExecutorCompile, GraphView
+from provenance.report.model import CompileSummary, ExecutorCompileView, GraphView
 from provenance.report.numbers import clamp, dumps, duration_ns, ns_of_ms, ns_of_seconds
 
 __all__ = ["PERFETTO_FILE", "PerfettoWriter"]
@@ -116,7 +116,7 @@ class PerfettoWriter:
                         "args": {"phase": phase.name, "detail": phase.detail, "graph": g.label}},
                        phase.start_ns, phase.end_ns - phase.start_ns)
 
-    def executor_compile(self, pid: int, compile_id: Any, e: ExecutorCompile) -> None:
+    def executor_compile(self, pid: int, compile_id: Any, e: ExecutorCompileView) -> None:
         self._emit({"ph": "X", "name": f"{e.fusion} ({e.executor})", "cat": "executor_compile", "pid": pid,
                     "tid": EXECUTORS, "args": {"compile": compile_id, "trace": e.trace, "executor": e.executor}},
                    e.start_ns, e.end_ns - e.start_ns)
