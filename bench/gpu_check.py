@@ -18,7 +18,7 @@ with nvFuser (Thunder's default executor on CUDA); else they run without it and 
 Steps, each in a fresh process with its own time limit, each PASS, FAIL or SKIP (with why), all
 inside --budget seconds (the results are written after every step: a run cut short keeps them):
 1. `environment`: GPU, torch, CUDA, Thunder, nvFuser (and one fusion checked against eager), this package.
-2. `gpu_tests`: the suite's GPU tests (nvFuser fusion members at their lines: tests/capture/test_fusion.py).
+2. `gpu_tests`: the suite's GPU tests (nvFuser fusion members at their lines: tests/thunder/test_fusion.py).
 3. `cuda_profile`: bench/cuda_profile_check.py (CUDA events pair up, kernel vs launch time, coverage).
 4. `memory`: nanoGPT profiled on the device; the allocator's readings against the static timeline
    (provenance.memory_checks): ops agreeing, peaks measured and static.
@@ -232,7 +232,7 @@ def steps(runner: Runner, only: frozenset[str] = frozenset(STEPS), nvfuser_path:
 
     if "gpu_tests" in only:
         rc, text, s = runner.run("gpu_tests", [py, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                                               "tests/capture/test_fusion.py", "-rs", "-m", "not slow"],
+                                               "tests/thunder/test_fusion.py", "-rs", "-m", "not slow"],
                                  240, reserve=120)
         summary = _last_line(text)
         skipped = "skipped" in summary and "passed" not in summary
@@ -267,9 +267,9 @@ def steps(runner: Runner, only: frozenset[str] = frozenset(STEPS), nvfuser_path:
 
 
 def _memory(runner: Runner, py: str, device: str) -> None:
-    if runner.dry_run:  # on the CPU the allocator is the stand-ins' (tests/memory/test_measured_memory.py)
+    if runner.dry_run:  # on the CPU the allocator is the stand-ins' (tests/allocation/test_measured_memory.py)
         rc, text, s = runner.run("memory", [py, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                            "tests/memory/test_measured_memory.py", "-k", "agree or named"], 240)
+                                            "tests/allocation/test_measured_memory.py", "-k", "agree or named"], 240)
         runner.step("memory", "PASS" if rc == 0 else "FAIL", s, "stand-ins (no GPU): " + _last_line(text))
         return
     rc, text, s = runner.run("memory", [py, "-c", _MEMORY, device], 150, reserve=60)

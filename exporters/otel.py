@@ -74,7 +74,7 @@ class OtelExporter:
     needs_trace_text = False  # pass timings only: the session skips printing traces for us
     # What this consumer of the event stream does with each type of provenance/log/events.py: handled by
     # its `_on_<type>` method (HANDLERS, found once below), or ignored, with why. Every type is one or
-    # the other (tests/otel/test_otel.py checks it against events.TYPES).
+    # the other (tests/exporters/test_otel.py checks it against events.TYPES).
     IGNORED: dict[str, str] = {
         "library": "the libraries a process imported: the report's run table; nothing here to time or count",
     }

@@ -2,7 +2,7 @@
 Thunder (and of the torch it runs on) that capture patches or reads, in one table per series.
 
 Capture's modules take their Thunder objects from `api()`, the running series' table resolved, and
-patch only the points the table lists (tests/capture/test_compat.py holds the hooks to it). Supporting
+patch only the points the table lists (tests/thunder/test_compat.py holds the hooks to it). Supporting
 another series is one more `Series` in `TABLES`: the same names, wherever that release keeps them.
 Importing this module imports neither Thunder nor torch.
 """
@@ -160,7 +160,7 @@ _THUNDER_0_2 = Series(
 )
 
 # Thunder's development head (0.2.7.dev0, commit 1e22aac, 2026-01-29) keeps every name above where 0.2.6
-# does (tests/capture/test_compat.py resolves them on each stack of the support matrix).
+# does (tests/thunder/test_compat.py resolves them on each stack of the support matrix).
 TABLES: dict[str, Series] = {"0.2.6": _THUNDER_0_2, "0.2.7.dev0": _THUNDER_0_2}
 SUPPORTED_THUNDER = tuple(TABLES)  # release series this integration was written and tested against
 # The torch releases of the support matrix (README, "Compatibility"); another one is tried, not refused.

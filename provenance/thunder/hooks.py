@@ -67,10 +67,10 @@ from provenance.thunder.state import (
 
 # Fault-injection names (state.check_fault) of the hooks that run in every compile with autograd
 # (memory.py's "memory": its timeline at the compile's end); distributed.py's are "distributed" and
-# "rematerialize"; the rest are injected where they run (tests/capture/test_fault_points.py).
+# "rematerialize"; the rest are injected where they run (tests/thunder/test_fault_points.py).
 CORE_HOOKS = ("bind", "from_bsym", "source_location", "processor", "set_provenance", "pass", "compile", "jit",
               "phases", "memory")
-# Run only when a call misses a cache that holds entries (tests/capture/test_recompile.py injects its fault).
+# Run only when a call misses a cache that holds entries (tests/thunder/test_recompile.py injects its fault).
 RECOMPILE_HOOK = "recompile"
 
 T = api()  # this Thunder's objects (compat.py)

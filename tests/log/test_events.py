@@ -133,8 +133,8 @@ def test_what_the_writers_emit_is_what_events_declares():
     (error,) = [e for e in collect.events if e["type"] == "compile_error"]
     assert error["message"] == str(raised.value)
     seen = {e["type"] for e in collect.events}
-    # executor_compile needs the torch.compile executor (an inductor build): tests/capture/test_phases.py;
-    # ThunderFX's records: tests/capture/test_thunderfx.py; library (model code in site-packages):
+    # executor_compile needs the torch.compile executor (an inductor build): tests/thunder/test_phases.py;
+    # ThunderFX's records: tests/thunder/test_thunderfx.py; library (model code in site-packages):
     # tests/report/test_report_hf.py
     assert seen == events.KNOWN_TYPES - {"executor_compile", "dynamo_graph", "graph_break", "graph_phases", "library"}
     assert any("same_as" in e for e in collect.events)  # both forms of "trace"

@@ -1,4 +1,4 @@
-"""Run under torchrun by tests/capture/test_distributed.py: compiles the RFC's tensor-parallel ToyModel,
+"""Run under torchrun by tests/thunder/test_distributed.py: compiles the RFC's tensor-parallel ToyModel,
 then DDP and FSDP versions, and writes what provenance says about every op of the final
 forward/backward traces to OUT/rank<N>.json."""
 

@@ -1,6 +1,6 @@
 """A tiny ThunderFX program whose second call changes a sequence length, so Dynamo compiles the
 frame again ([0/1]); one piece falls back to inductor (det). Forward and backward. Run with
-THUNDER_TRACE and no code change (tests/otel, tests/capture/test_fx_compile.py)."""
+THUNDER_TRACE and no code change (tests/exporters, tests/thunder/test_fx_compile.py)."""
 
 import time
 

@@ -1,4 +1,4 @@
-"""Run under torchrun by tests/cost/test_cost_report.py with THUNDER_TRACE and THUNDER_TRACE_PROFILE set
+"""Run under torchrun by tests/timing/test_cost_report.py with THUNDER_TRACE and THUNDER_TRACE_PROFILE set
 (no code change: the .pth bootstrap, or `provenance.enable()` reading both): the RFC's ToyModel,
 `net1` column-parallel and `net2` row-parallel on 2 CPU ranks (gloo), called 1 + PROFILED times.
 Rank 1 sleeps before each profiled call, so rank 0 waits in the row-parallel all-reduce: that

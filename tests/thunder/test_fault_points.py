@@ -1,6 +1,6 @@
 """The fault points that run only in some programs, each injected where it runs: one warning, the
 program's results unchanged, the log still whole (report --strict clean). The hooks of every compile
-are tests/capture/test_safety.py's (hooks.CORE_HOOKS)."""
+are tests/thunder/test_safety.py's (hooks.CORE_HOOKS)."""
 
 from __future__ import annotations
 

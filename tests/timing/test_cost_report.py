@@ -293,7 +293,7 @@ jm = thunder.jit(models.Net(n=8, depth=2))
 x = torch.randn(4, 8)
 models.forward_backward(jm, x)  # the compile's call
 # the 1st profiled call's forward tells the window an executor compiled in it, as phases.py would
-# (the torch.compile executor's real compile: tests/cost/test_cost.py): left out, one call more
+# (the torch.compile executor's real compile: tests/timing/test_cost.py): left out, one call more
 from provenance.thunder import capture
 (window,) = capture.ACTIVE.profile_windows
 namespace = inspect.unwrap(window.forward.fn).__globals__

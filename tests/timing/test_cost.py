@@ -463,7 +463,7 @@ def test_disable_closes_open_windows(profiled):
 def test_the_cuda_clock_pairs_one_event_per_mark(profiled, monkeypatch):
     monkeypatch.setattr(capture.ACTIVE, "force_clock", "cuda")
     monkeypatch.setattr(capture.ACTIVE, "cuda_event_factory", FakeCudaEvent)
-    monkeypatch.setattr(capture.ACTIVE, "profile_memory", False)  # tests/memory/test_measured_memory.py reads it
+    monkeypatch.setattr(capture.ACTIVE, "profile_memory", False)  # tests/allocation/test_measured_memory.py reads it
     monkeypatch.setattr(FakeCudaEvent, "records", 0)
     jm = thunder.jit(models.OneBigLine())
     x = torch.randn(384, 384)
