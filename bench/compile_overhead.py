@@ -18,14 +18,13 @@ the first forward and backward, on a freshly built model each time.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import statistics
-import subprocess
-import sys
 import time
 import warnings
+
+import harness
 
 warnings.filterwarnings("ignore")
 
@@ -33,10 +32,9 @@ warnings.filterwarnings("ignore")
 def compile_once(layers: int) -> tuple[float, float, int]:
     import thunder
     import torch
-    from thunder.tests.nanogpt_model import GPT, GPTConfig
 
     torch.manual_seed(0)
-    model = GPT(GPTConfig(n_layer=layers, n_head=4, n_embd=64, block_size=32, vocab_size=128, dropout=0.0))
+    model = harness.nanogpt(layers)
     x = torch.randint(0, 128, (2, 32))
     gc.collect()  # the previous sample's garbage must not be collected on this sample's clock
     wall, cpu = time.perf_counter(), time.process_time()
@@ -70,8 +68,7 @@ def on_off(pairs: int, layers: int, log_dir: str | None, versus: str = "off") ->
 
     run("on"), run("off")  # warm-up: imports, kernels, caches
     walls, cpus = [], []
-    for i in range(pairs):
-        order = ("on", "off") if i % 2 == 0 else ("off", "on")
+    for i, order in harness.pairs(pairs, "on", "off"):
         got = {mode: run(mode) for mode in order}
         walls.append(got["on"][0] / got["off"][0])
         cpus.append(got["on"][1] / got["off"][1])
@@ -84,28 +81,12 @@ def on_off(pairs: int, layers: int, log_dir: str | None, versus: str = "off") ->
     print(f"median ratio on/{versus}: wall {statistics.median(walls):.3f}, cpu {statistics.median(cpus):.3f}")
 
 
-_CHILD = """
-import sys, json, warnings
-warnings.filterwarnings("ignore")
-sys.path.insert(0, {bench!r})
-if sys.argv[1] == "imported":
-    import provenance
-from compile_overhead import compile_once
-print(json.dumps(compile_once(int(sys.argv[2]))))
-"""
-
-
 def disabled_vs_plain(processes: int, layers: int) -> None:
-    import os
-
-    child = _CHILD.format(bench=os.path.dirname(os.path.abspath(__file__)))
     ratios = []
-    for i in range(processes):
-        order = ("imported", "plain") if i % 2 == 0 else ("plain", "imported")
+    for i, order in harness.pairs(processes, "imported", "plain"):
         got = {}
         for mode in order:
-            out = subprocess.run([sys.executable, "-c", child, mode, str(layers)], capture_output=True,
-                                 text=True, check=True)
+            out = harness.run_child("compile_overhead_child.py", mode, layers, check=True)
             got[mode] = json.loads(out.stdout.strip().splitlines()[-1])[0]
         ratios.append(got["imported"] / got["plain"])
         print(f"process pair {i + 1}: imported-disabled {got['imported']:.2f}s plain {got['plain']:.2f}s", flush=True)
@@ -169,7 +150,6 @@ def recompile_cost(layers: int, log_dir: str, repeats: int = 5) -> None:
     import orjson
     import thunder
     import torch
-    from thunder.tests.nanogpt_model import GPT, GPTConfig
 
     import provenance
 
@@ -177,8 +157,7 @@ def recompile_cost(layers: int, log_dir: str, repeats: int = 5) -> None:
     for _ in range(repeats):
         out = tempfile.mkdtemp(dir=log_dir)
         provenance.enable(out)
-        model = GPT(GPTConfig(n_layer=layers, n_head=4, n_embd=64, block_size=32, vocab_size=128, dropout=0.0))
-        jm = thunder.jit(model)
+        jm = thunder.jit(harness.nanogpt(layers))
         jm(torch.randint(0, 128, (2, 32)))
         jm(torch.randint(0, 128, (2, 16)))  # rejected by the first entry's prologue: a recompile
         provenance.disable()
@@ -193,7 +172,7 @@ def recompile_cost(layers: int, log_dir: str, repeats: int = 5) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = harness.parser(__doc__)
     parser.add_argument("--pairs", type=int, default=9)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--processes", type=int, default=5, help="process pairs for disabled/plain (0: skip)")

@@ -15,16 +15,17 @@ tiny, on the GPU, profiled for 3 calls. Checks, each printed PASS/FAIL (exit cod
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import warnings
+
+import harness
 
 warnings.filterwarnings("ignore")
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--n", type=int, default=4096)
     parser.add_argument("--json")
     args = parser.parse_args()

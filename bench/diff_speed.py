@@ -17,7 +17,6 @@ medians printed with their ratios to the report's.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -26,11 +25,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+import harness
 import orjson
+from report_throughput import LogWriter, measure  # bench/: the script's own folder, first on the path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from report_throughput import LogWriter, measure  # noqa: E402
+ROOT = harness.ROOT
 
 PROGRAM = ROOT / "tests" / "support" / "diff_program.py"
 ONCE = ("prov", "span", "span_end", "library")
@@ -83,7 +82,7 @@ def replicate(base: Path, target: Path, size: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--size-mb", type=float, default=60)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--work", type=Path)

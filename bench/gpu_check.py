@@ -32,7 +32,6 @@ Exit status: 0 when no step failed.
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -45,7 +44,9 @@ import time
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import harness
+
+ROOT = harness.ROOT
 WHEELS = ROOT / ".whl"
 SITE = Path("/tmp/site")
 # What the device image lacks (KINDS.md lists what it has): this project's own needs, pinned as here.
@@ -62,84 +63,6 @@ SHIM_SOURCE = ROOT / "bench" / "gpu" / "c10_logger_shim.cpp"
 SHIM = WHEELS / "libc10_logger_shim.so"
 SITE_NVF = Path("/tmp/site_nvf")
 LEFT_OUT = "nvfuser-left-out.txt"  # in the tree: the bundled libraries left out (the image's are linked instead)
-
-_ENVIRONMENT = r"""
-import json, platform, torch
-info = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
-try:
-    import thunder; info["thunder"] = thunder.__version__
-except Exception as exc: info["thunder"] = f"does not import: {exc!r}"[:300]
-try:
-    import nvfuser_direct; info["nvfuser"] = str(nvfuser_direct.version())
-except Exception as exc: info["nvfuser"] = f"does not import: {exc!r}"[:300]
-import provenance; info["thunder_provenance"] = provenance.__version__
-if info["gpu"] and not info["nvfuser"].startswith("does not import"):
-    try:  # one fusion, checked against eager: is this nvFuser build usable with this torch?
-        from thunder.executors.nvfuserex import nvfuserex
-        def f(a, b):
-            return torch.nn.functional.gelu(a * b + 1).sum(-1)
-        a, b = torch.randn(64, 256, device="cuda"), torch.randn(64, 256, device="cuda")
-        jf = thunder.jit(f, executors=[nvfuserex])
-        torch.testing.assert_close(jf(a, b), f(a, b))
-        fused = [s.sym.name for s in thunder.last_traces(jf)[-1].bound_symbols if s.sym.is_fusion]
-        info["nvfuser_fusion"] = f"ran, equal to eager: {fused}" if fused else "FAILED: nothing fused"
-    except Exception as exc:
-        import traceback
-        info["nvfuser_fusion"] = f"FAILED: {exc!r} at " + " <- ".join(
-            f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno}" for f in traceback.extract_tb(exc.__traceback__)[::-1][:4])
-print(json.dumps(info))
-"""
-
-_MEMORY = r"""
-import json, sys, torch, thunder, provenance
-from thunder.tests.nanogpt_model import GPT, GPTConfig
-device = sys.argv[1]
-torch.manual_seed(0)
-provenance.enable(profile=2)
-model = GPT(GPTConfig(n_layer=2, n_head=4, n_embd=128, block_size=128, vocab_size=512, dropout=0.0)).to(device)
-jm = thunder.jit(model)
-x = torch.randint(0, 512, (4, 128), device=device)
-for _ in range(4):
-    jm(x, x)[1].backward()
-checks = provenance.memory_checks(jm)
-print(json.dumps([{"trace": c.trace, "ops": c.ops, "agree": c.agree, "static_peak": c.static_peak,
-                   "measured_peak": c.measured_peak, "allocator_peak": c.allocator_peak,
-                   "text": c.describe(), "differ": [[d.name, d.static, d.measured] for d in c.differ[:5]]}
-                  for c in checks]))
-"""
-
-_MODELS = r"""
-import sys, torch, thunder
-from thunder.dynamo import thunderfx
-device, parts = sys.argv[1], sys.argv[2].split(",")
-if "nanogpt" in parts:
-    from thunder.tests.nanogpt_model import GPT, GPTConfig
-    model = GPT(GPTConfig(n_layer=2, n_head=4, n_embd=64, block_size=64, vocab_size=256, dropout=0.0)).to(device)
-    x = torch.randint(0, 256, (2, 64), device=device)
-    jm = thunder.jit(model)
-    for _ in range(3):
-        jm(x, x)[1].backward()
-if "breaks" in parts:
-    def breaks(x):
-        y = torch.sin(x)
-        torch._dynamo.graph_break()
-        return torch.cos(y)
-
-    fb = thunderfx(breaks)
-    fb(torch.randn(8, device=device))
-    fb(torch.randn(8, 3, device=device))  # another rank: Dynamo recompiles, with its reason
-if "llama" in parts:
-    from transformers import LlamaConfig, LlamaForCausalLM
-    llama = LlamaForCausalLM(LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                         num_attention_heads=4, num_key_value_heads=2)).to(device)
-    fx = thunderfx(llama)
-    ids = torch.randint(0, 256, (2, 32), device=device)
-    for _ in range(2):
-        fx(input_ids=ids, labels=ids).loss.backward()
-print("ran", ",".join(parts), "on", device)
-"""
-
 
 class Runner:
     """Runs the steps in fresh processes inside one time budget, writing the results after each."""
@@ -215,13 +138,13 @@ def steps(runner: Runner, only: frozenset[str] = frozenset(STEPS), nvfuser_path:
     py, device = sys.executable, "cpu" if dry_run else "cuda"
     step = runner.step
     with_nvfuser = {"PYTHONPATH": os.pathsep.join([nvfuser_path, runner.env["PYTHONPATH"]])} if nvfuser_path else None
-    rc, text, s = runner.run("environment", [py, "-c", _ENVIRONMENT], 240, with_nvfuser)
+    rc, text, s = runner.run("environment", [py, str(harness.child("gpu_environment.py"))], 240, with_nvfuser)
     info = _last_json(text) if rc == 0 else None
     usable = bool(info) and str(info.get("nvfuser_fusion", "")).startswith("ran")
     if with_nvfuser and not usable:  # nvFuser crashed the import or computed wrong: the checks go on without it
         why = (info or {}).get("nvfuser_fusion") or (info or {}).get("nvfuser") or _last_line(text)
         (runner.out / "logs" / "environment_with_nvfuser.txt").write_text(text)
-        rc, text, s2 = runner.run("environment", [py, "-c", _ENVIRONMENT], 120)
+        rc, text, s2 = runner.run("environment", [py, str(harness.child("gpu_environment.py"))], 120)
         info, s = _last_json(text) if rc == 0 else None, s + s2
         if info is not None:
             info["nvfuser"] = f"carried build not usable: {why}"[:400]
@@ -248,12 +171,13 @@ def steps(runner: Runner, only: frozenset[str] = frozenset(STEPS), nvfuser_path:
     if "traced_models" in only:
         # a GPU machine's 16 cores take ~1 min; this shared 2-core CPU up to 5 under load (inductor's fallback)
         parts = "nanogpt,breaks,llama"
-        rc, text, s = runner.run("traced_models", [py, "-c", _MODELS, device, parts], 900 if dry_run else 240,
+        models = [py, str(harness.child("gpu_models.py")), device, parts]
+        rc, text, s = runner.run("traced_models", models, 900 if dry_run else 240,
                                  {"THUNDER_TRACE": str(logs)}, reserve=60)
         said = next((line for line in text.splitlines() if line.startswith("ran ")), _last_line(text))
         detail, status = f"{said}; {_records(logs)}", "PASS" if rc == 0 else "FAIL"
         if rc != 0:  # ours, or theirs? the same programs without tracing: SKIP where they fail too
-            rc2, text2, s2 = runner.run("untraced_models", [py, "-c", _MODELS, device, parts], 240, reserve=30)
+            rc2, text2, s2 = runner.run("untraced_models", models, 240, reserve=30)
             detail += (f"; without THUNDER_TRACE: {'the same programs run' if rc2 == 0 else 'they fail too'}"
                        f" ({_last_line(text2)})")
             status, s = "FAIL" if rc2 == 0 else "SKIP", s + s2
@@ -272,7 +196,7 @@ def _memory(runner: Runner, py: str, device: str) -> None:
                                             "tests/allocation/test_measured_memory.py", "-k", "agree or named"], 240)
         runner.step("memory", "PASS" if rc == 0 else "FAIL", s, "stand-ins (no GPU): " + _last_line(text))
         return
-    rc, text, s = runner.run("memory", [py, "-c", _MEMORY, device], 150, reserve=60)
+    rc, text, s = runner.run("memory", [py, str(harness.child("gpu_memory.py")), device], 150, reserve=60)
     checks = _last_json(text) if rc == 0 else None
     # agreement: nearly every op's change equal to its static one, and the peaks within 10% (+ 1 MiB)
     good = bool(checks) and all(c["agree"] >= 0.9 * c["ops"] and abs(c["measured_peak"] - c["static_peak"])
@@ -380,7 +304,7 @@ def _image_nvrtc() -> Path | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/gpu_check")))
     parser.add_argument("--dry-run", action="store_true", help="on this CPU machine: the steps a GPU does not need")
     parser.add_argument("--fetch-wheels", action="store_true", help="download what the device lacks into .whl/")

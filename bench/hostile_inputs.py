@@ -38,7 +38,6 @@ past `--timeout` is killed and reported as such.
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
 import shutil
@@ -49,12 +48,12 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "support"))
-sys.path.insert(0, str(ROOT / "bench"))
+import harness
+from report_throughput import measure
 
+ROOT = harness.ROOT
+sys.path.insert(0, str(harness.SUPPORT))
 import hostile_logs  # noqa: E402  (tests/: the shapes the tests bound)
-from report_throughput import measure  # noqa: E402
 
 CASES = {  # label: (hostile log, the valid log to compare it with)
     "1 M bad lines": (lambda: hostile_logs.bad_lines(1_000_000), None),
@@ -106,7 +105,7 @@ def _write_case(case: str, work: Path) -> tuple[dict[str, Path], dict[str, float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--code", action="append", required=True, metavar="LABEL=DIR",
                         help="a code tree to measure (its directory goes on PYTHONPATH); repeat to compare")
     parser.add_argument("--runs", type=int, default=3)

@@ -33,17 +33,12 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-_HELPER = r"""
-#include <valgrind/callgrind.h>
-void cg_start(void) { CALLGRIND_START_INSTRUMENTATION; CALLGRIND_ZERO_STATS; }
-void cg_stop(const char *name) { CALLGRIND_DUMP_STATS_AT(name); CALLGRIND_STOP_INSTRUMENTATION; }
-"""
+import harness
 
 
 def _build_helper(directory: Path) -> Path:
-    src, lib = directory / "cg.c", directory / "libcg.so"
-    src.write_text(_HELPER)
-    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    lib = directory / "libcg.so"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(harness.child("cg.c"))], check=True)
     return lib
 
 
@@ -52,7 +47,6 @@ def child(args: argparse.Namespace) -> None:
     import warnings
 
     warnings.filterwarnings("ignore")
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import thunderfx
     import torch
 
@@ -81,8 +75,8 @@ def child(args: argparse.Namespace) -> None:
         print(f"sample {mode}-{n} done", flush=True)
 
     switch("on"), switch("off")  # warm-up: imports, Dynamo, caches
-    for n in range(args.rounds):
-        for mode in ("on", "off") if n % 2 == 0 else ("off", "on"):
+    for n, order in harness.pairs(args.rounds, "on", "off"):
+        for mode in order:
             sample(mode, n)
 
 
@@ -107,7 +101,7 @@ def _totals(out: Path) -> dict[str, dict[str, int]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = harness.parser(__doc__)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2, help="pairs of samples (on,off then off,on ...)")
     parser.add_argument("--entry", choices=("thunderfx", "thunder.jit"), default="thunderfx")

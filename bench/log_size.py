@@ -10,42 +10,18 @@ The same model, nanoGPT (thunder.tests.nanogpt_model), N layers, forward + backw
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
-import subprocess
-import sys
 import tempfile
 
-_MODEL = """
-import torch, warnings
-warnings.filterwarnings("ignore")
-from thunder.tests.nanogpt_model import GPT, GPTConfig
-torch.manual_seed(0)
-model = GPT(GPTConfig(n_layer={layers}, n_head=4, n_embd=64, block_size=32, vocab_size=128, dropout=0.0))
-x = torch.randint(0, 128, (2, 32))
-"""
-
-_THUNDER = _MODEL + """
-import thunder
-jm = thunder.jit(model)
-logits, _ = jm(x)
-logits.sum().backward()
-"""
-
-_TORCH = _MODEL + """
-cm = torch.compile(model)
-logits, _ = cm(x)
-logits.sum().backward()
-"""
+import harness
 
 
 def thunder_figures(layers: int) -> dict:
     with tempfile.TemporaryDirectory() as logs:
         env = {**os.environ, "THUNDER_TRACE": logs}
-        subprocess.run([sys.executable, "-c", _THUNDER.format(layers=layers)], env=env, check=True,
-                       capture_output=True)
+        harness.run_child("log_size_child.py", "thunder", layers, env=env, check=True)
         import provenance
 
         size, bsyms, final = 0, 0, 0
@@ -61,8 +37,7 @@ def thunder_figures(layers: int) -> dict:
 def torch_figures(layers: int) -> dict:
     with tempfile.TemporaryDirectory() as logs:
         env = {**os.environ, "TORCH_TRACE": logs}
-        subprocess.run([sys.executable, "-c", _TORCH.format(layers=layers)], env=env, check=True,
-                       capture_output=True)
+        harness.run_child("log_size_child.py", "torch", layers, env=env, check=True)
         size, nodes, graph = 0, 0, None
         for name in os.listdir(logs):
             path = os.path.join(logs, name)
@@ -79,7 +54,7 @@ def torch_figures(layers: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = harness.parser(__doc__)
     parser.add_argument("--layers", type=int, default=4)
     args = parser.parse_args()
     ours = thunder_figures(args.layers)

@@ -22,11 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness
+
 
 def _model(layers: int):
-    from thunder.tests.nanogpt_model import GPT, GPTConfig
-
-    return GPT(GPTConfig(n_layer=layers, n_head=4, n_embd=64, block_size=64, vocab_size=256, dropout=0.0))
+    return harness.nanogpt(layers, block_size=64, vocab_size=256)
 
 
 def _compile(layers: int):
@@ -111,7 +111,7 @@ def counted(layers: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = harness.parser(__doc__)
     parser.add_argument("--layers", type=int, default=None, help="nanoGPT layers (default: 4 timed, 2 counted)")
     parser.add_argument("--instructions", action="store_true", help="count instructions under callgrind")
     parser.add_argument("--helper", help=argparse.SUPPRESS)

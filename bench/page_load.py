@@ -21,7 +21,6 @@ Medians over the rounds, and the report's size over the log's.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -30,6 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import harness
 from playwright.sync_api import sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
@@ -83,7 +83,7 @@ def measure(page, url: str, clicks: list[str], find: str | None) -> dict[str, fl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.parser(__doc__, full=True)
     parser.add_argument("logs", type=Path)
     parser.add_argument("--before", type=Path, required=True)
     parser.add_argument("--after", type=Path, default=Path(__file__).resolve().parents[1])

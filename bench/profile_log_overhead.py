@@ -16,7 +16,6 @@ reported (wall and process CPU time), with the log bytes written per call.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
@@ -24,6 +23,8 @@ import statistics
 import tempfile
 import time
 import warnings
+
+import harness
 
 warnings.filterwarnings("ignore")
 
@@ -36,7 +37,7 @@ def step(jm, x) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--threads", type=int, default=1)
@@ -46,13 +47,12 @@ def main() -> None:
 
     import thunder
     import torch
-    from thunder.tests.nanogpt_model import GPT, GPTConfig
 
     import provenance
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = GPT(GPTConfig(n_layer=args.layers, n_head=4, n_embd=64, block_size=32, vocab_size=128, dropout=0.0))
+    model = harness.nanogpt(args.layers)
     x = torch.randint(0, 128, (2, 32))
     logs = tempfile.mkdtemp(prefix="profile_log_overhead.")
 

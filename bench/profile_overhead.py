@@ -18,12 +18,13 @@ from the same timestamps), for nanoGPT and llama2 (thunder.tests.llama2_model).
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import statistics
 import time
 import warnings
+
+import harness
 
 warnings.filterwarnings("ignore")
 
@@ -50,12 +51,11 @@ def jit_with(profile: int, model, x):
 
 def overhead(layers: int, rounds: int) -> dict:
     import torch
-    from thunder.tests.nanogpt_model import GPT, GPTConfig
 
     import provenance
 
     torch.manual_seed(0)
-    model = GPT(GPTConfig(n_layer=layers, n_head=4, n_embd=64, block_size=32, vocab_size=128, dropout=0.0))
+    model = harness.nanogpt(layers)
     x = torch.randint(0, 128, (2, 32))
     fns = {"profiled": jit_with(10**9, model, x), "plain": jit_with(0, model, x), "after": jit_with(2, model, x)}
     for jm in fns.values():  # warm up; `after` runs its window out
@@ -117,7 +117,7 @@ def coverage_llama2(layers: int, calls: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0: torch's default)")

@@ -19,7 +19,6 @@ Hugging Face models run under ThunderFX only: Thunder 0.2.6's thunder.jit fails 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -29,48 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import harness
+
+ROOT = harness.ROOT
 HF_ONLY_FX = {"hf-llama", "hf-gpt2"}
-
-_CHILD = """
-import json, sys, time, warnings
-warnings.filterwarnings("ignore")
-sys.path.insert(0, {support!r})
-import torch, thunder, thunder.dynamo
-import real_models
-import provenance
-from provenance import Kind
-from provenance.core.attribution import charged, line_frame, module_line_frame
-
-builders = {{"litgpt": real_models.litgpt_llama, "hf-llama": real_models.hf_llama, "hf-gpt2": real_models.hf_gpt2}}
-build = builders[sys.argv[1]]
-entry = sys.argv[2]
-torch.manual_seed(0)
-model, step, model_file = build()
-steps = []
-start = time.perf_counter()
-compiled = thunder.dynamo.thunderfx(model) if entry == "thunderfx" else thunder.jit(model)
-for seq in (16, 16, 8):
-    t = start if not steps else time.perf_counter()  # the first step includes entry(model)
-    step(compiled, real_models.ids(seq)).backward()
-    steps.append(time.perf_counter() - t)
-fns = ([p.fn for g in provenance.fx_graphs(compiled) for p in g.pieces if p.thunder]
-       if entry == "thunderfx" else [compiled])
-total = user = module = 0
-for fn in fns:
-    for traces in (thunder.last_traces(fn), thunder.last_backward_traces(fn)):
-        for bsym in traces[-1].bound_symbols if traces else ():
-            record = provenance.of(bsym)
-            if record is None or record.kind == Kind.BOOKKEEPING:
-                continue
-            for r in charged(record):  # a fusion as its members
-                total += 1
-                user += (f := line_frame(r)) is not None and f.file == model_file
-                module += (f := module_line_frame(r)) is not None and f.file == model_file
-print(json.dumps({{"steps": steps, "compute": total, "user": user / total, "module_line": module / total,
-                   "model_file": model_file}}))
-"""
-
 
 def _shown(report: Path) -> dict:
     """What the report shows: the index's total compile time (every compile, and each Dynamo
@@ -95,8 +56,7 @@ def run(model: str, entry: str, work: Path) -> dict:
     logs, report = work / f"{model}-{entry}", work / f"{model}-{entry}-report"
     shutil.rmtree(logs, ignore_errors=True)  # a kept folder from an earlier run: this run's log alone
     env = dict(os.environ, THUNDER_TRACE=str(logs))
-    child = _CHILD.format(support=str(ROOT / "tests" / "support"))
-    out = subprocess.run([sys.executable, "-c", child, model, entry], env=env, capture_output=True, text=True)
+    out = harness.run_child("real_models_child.py", model, entry, env=env)
     if out.returncode:
         return {"model": model, "entry": entry, "error": out.stderr.strip().splitlines()[-1:]}
     measured = json.loads(out.stdout.strip().splitlines()[-1])
@@ -109,7 +69,7 @@ def run(model: str, entry: str, work: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = harness.parser(__doc__)
     parser.add_argument("--models", default="litgpt,hf-llama,hf-gpt2")
     parser.add_argument("--entries", default="thunderfx,thunder.jit")
     parser.add_argument("--keep", type=Path, help="keep the logs and reports here")

@@ -44,29 +44,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import harness
 import orjson
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = harness.ROOT
 BIN = Path(sys.executable).parent
-
-TORCH_PROGRAM = r'''
-import torch, torch.nn as nn
-torch._dynamo.config.recompile_limit = 64
-class M(nn.Module):
-    def __init__(s, d, n):
-        super().__init__(); s.ls = nn.ModuleList(nn.Linear(d, d) for _ in range(n)); s.ln = nn.LayerNorm(d)
-    def forward(s, x):
-        for i, l in enumerate(s.ls):
-            x = torch.relu(l(x)) if i % 2 else torch.tanh(l(x)) * 2
-            x = s.ln(x) + x
-        return x.sum()
-for n in range(2, 2 + int(__import__('sys').argv[1])):
-    m = torch.compile(M(16, n), dynamic=False)
-    for b in (2, 3, 5):
-        x = torch.randn(b, 16, requires_grad=True)
-        m(x).backward()
-'''
-
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("THUNDER_TRACE", "TORCH_TRACE")}
@@ -138,8 +120,7 @@ def replicate_thunder(base: Path, target: Path, size: int) -> int:
 def torch_base(work: Path, models: int = 6) -> Path:
     logs = work / f"torch_base_{models}"
     shutil.rmtree(logs, ignore_errors=True)
-    subprocess.run([sys.executable, "-c", TORCH_PROGRAM, str(models)], env=_env(TORCH_TRACE=str(logs)), check=True,
-                   capture_output=True)
+    harness.run_child("torch_compile_models.py", models, env=_env(TORCH_TRACE=str(logs)), check=True)
     return max(logs.glob("*.log"), key=lambda p: p.stat().st_size)
 
 
@@ -222,19 +203,6 @@ def workers_used(stderr: str) -> int:
 def du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
-
-PARSE_ONLY = r"""
-import sys, orjson
-jsonl = sys.argv[2] == "jsonl"
-with open(sys.argv[1], "rb") as f:
-    for line in f:
-        if jsonl:
-            orjson.loads(line)
-        elif not line.startswith(b"\t"):  # a glog line: its JSON metadata after the header
-            start = line.find(b"{")
-            if start >= 0:
-                orjson.loads(line[start:])
-"""
 
 BURNER = "while True: pass"
 
@@ -364,10 +332,10 @@ class BeforeTool:
 
 def _tools(thunder_log: Path, torch_log: Path, tlparse: str) -> dict[str, tuple[Path, Callable[[Path], list[str]]]]:
     return {
-        "parse-only (Thunder log)": (thunder_log, lambda out: [sys.executable, "-c", PARSE_ONLY, str(thunder_log),
-                                                              "jsonl"]),
-        "parse-only (TORCH_TRACE log)": (torch_log, lambda out: [sys.executable, "-c", PARSE_ONLY, str(torch_log),
-                                                                 "glog"]),
+        "parse-only (Thunder log)": (thunder_log, lambda out: harness.child_command("parse_only.py", thunder_log,
+                                                                                   "jsonl")),
+        "parse-only (TORCH_TRACE log)": (torch_log, lambda out: harness.child_command("parse_only.py", torch_log,
+                                                                                      "glog")),
         "ours -j 1": (thunder_log, lambda out: ours(thunder_log, out, 1)),
         "ours (default)": (thunder_log, lambda out: ours(thunder_log, out, None)),
         "tlparse 0.4.3": (torch_log, lambda out: [tlparse, str(torch_log), "--overwrite", "--no-browser", "-o",
@@ -376,7 +344,7 @@ def _tools(thunder_log: Path, torch_log: Path, tlparse: str) -> dict[str, tuple[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--sizes", default="3,30", help="log sizes in MB, comma-separated (e.g. 3,30,300)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--conditions", default="quiet,loaded")
@@ -480,7 +448,7 @@ def _many(args: argparse.Namespace, work: Path, results: dict, before: BeforeToo
         copies = replicate_compiles(args.many_base, log, int(args.many_mb * 1e6))
         print(f"many-compiles log: {copies} copies of {args.many_base}", file=sys.stderr)
     compiles = sum(1 for line in log.open("rb") if b'"type":"compile_start"' in line)
-    tools = {"parse-only (Thunder log)": (log, lambda out: [sys.executable, "-c", PARSE_ONLY, str(log), "jsonl"]),
+    tools = {"parse-only (Thunder log)": (log, lambda out: harness.child_command("parse_only.py", log, "jsonl")),
              "ours -j 1": (log, lambda out: ours(log, out, 1)),
              "ours (default)": (log, lambda out: ours(log, out, None))} | before(log)
     got = rounds(tools, max(3, args.runs // 2 + 1), args.out, "many compiles", before.envs)

@@ -8,7 +8,6 @@ it is Thunder's failure on that stack, not ours). Prints one row of bench/README
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
@@ -17,7 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import harness
+
+ROOT = harness.ROOT
 EXAMPLES = ["toy_model.py", "custom_transform.py", "train_nanogpt.py", "annotate_nanogpt.py", "cost_nanogpt.py",
             "memory_nanogpt.py", "thunderfx.py", "tensor_parallel.py"]
 
@@ -71,7 +72,7 @@ def report(python: Path, logs: Path, out: Path) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--venv", type=Path, required=True)
     parser.add_argument("--out", type=Path, default=None, help="where the logs and reports go (default: a temp dir)")
     parser.add_argument("--no-suite", action="store_true", help="skip the fast suite")

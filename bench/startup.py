@@ -8,13 +8,14 @@ start-up; "not installed" hides that file for its runs. Runs alternate, N each; 
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
 import sys
 import sysconfig
 import time
+
+import harness
 
 
 def run_once() -> float:
@@ -25,7 +26,7 @@ def run_once() -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = harness.parser(__doc__)
     parser.add_argument("--runs", type=int, default=40)
     args = parser.parse_args()
     pth = os.path.join(sysconfig.get_paths()["purelib"], "thunder_provenance.pth")

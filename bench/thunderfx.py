@@ -26,7 +26,6 @@ counts the same samples' instructions instead (deterministic, under valgrind).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
 import random
@@ -37,17 +36,17 @@ import time
 import warnings
 from collections.abc import Callable
 
+import harness
+
 warnings.filterwarnings("ignore")
 
 
 def _models(layers: int):
     import torch
     from thunder.tests.llama2_model import ModelArgs, Transformer
-    from thunder.tests.nanogpt_model import GPT, GPTConfig
 
     def nanogpt():
-        cfg = GPTConfig(n_layer=layers, n_head=4, n_embd=64, block_size=32, vocab_size=128, dropout=0.0)
-        return GPT(cfg), torch.randint(0, 128, (2, 32))
+        return harness.nanogpt(layers), torch.randint(0, 128, (2, 32))
 
     def llama2():
         args = ModelArgs(dim=64, n_layers=layers, n_heads=4, vocab_size=128, multiple_of=16, max_seq_len=32)
@@ -254,36 +253,15 @@ def _load() -> str:
     return " ".join(f"{v:.1f}" for v in os.getloadavg())
 
 
-_CHILD = """
-import sys, json, warnings
-warnings.filterwarnings("ignore")
-sys.path.insert(0, {bench!r})
-import thunderfx
-import torch
-torch.set_num_threads(int(sys.argv[3]))
-thunderfx.join_frame_threads()
-if sys.argv[1] == "on":
-    import provenance
-    provenance.enable()
-layers = int(sys.argv[2])
-thunderfx._compile_once(layers)  # warm-up
-print(json.dumps(thunderfx._compile_once(layers)))
-"""
-
-
 def fresh_processes(processes: int, layers: int, threads: int) -> None:
     """The same comparison, each sample in a fresh process (warm-up compile, then the timed one)."""
     import json
-    import os
-    import subprocess
 
-    child = _CHILD.format(bench=os.path.dirname(os.path.abspath(__file__)))
     walls, cpus = [], []
-    for i in range(processes):
+    for i, order in harness.pairs(processes, "on", "off"):
         got = {}
-        for mode in ("on", "off") if i % 2 == 0 else ("off", "on"):
-            out = subprocess.run([sys.executable, "-c", child, mode, str(layers), str(threads)],
-                                 capture_output=True, text=True, check=True)
+        for mode in order:
+            out = harness.run_child("thunderfx_child.py", mode, layers, threads, check=True)
             got[mode] = json.loads(out.stdout.strip().splitlines()[-1])
         walls.append(got["on"][0] / got["off"][0])
         cpus.append(got["on"][1] / got["off"][1])
@@ -294,7 +272,7 @@ def fresh_processes(processes: int, layers: int, threads: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = harness.parser(__doc__)
     parser.add_argument("--layers", type=int, default=2, help="layers for the coverage table")
     parser.add_argument("--pairs", type=int, default=9)
     parser.add_argument("--overhead-layers", type=int, default=4)

@@ -14,56 +14,15 @@ executor compiles).
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
 import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import harness
+
+ROOT = harness.ROOT
 TOP = 5
-
-_CHILD = """
-import json, sys, warnings
-warnings.filterwarnings("ignore")
-sys.path.insert(0, {support!r})
-import torch
-torch.set_num_threads(1)
-import thunder, thunder.dynamo
-import provenance
-import real_models
-
-name, calls = sys.argv[1], int(sys.argv[2])
-torch.manual_seed(0)
-if name == "nanogpt":
-    from thunder.tests.nanogpt_model import GPT, GPTConfig
-    model = GPT(GPTConfig(n_layer=2, n_head=4, n_embd=128, block_size=64, vocab_size=256, dropout=0.0))
-    compiled = thunder.jit(model)
-    ids = torch.randint(0, 256, (4, 64))
-    step = lambda: compiled(ids, ids)[1].backward()
-else:
-    model, run, _ = {{"litgpt": real_models.litgpt_llama, "hf-llama": real_models.hf_llama}}[name]()
-    compiled = thunder.dynamo.thunderfx(model)
-    ids = real_models.ids(int(sys.argv[3]))
-    step = lambda: run(compiled, ids).backward()
-for _ in range(calls + 1):
-    step()
-rows = [r for r in provenance.cost() if r.kind in ("key", "fusion")]
-# the ranking before distributions: sums over every profiled call, one-offs included
-by_sum = sorted((r for r in provenance.cost(keep_all=True) if r.kind in ("key", "fusion")), key=lambda r: -r.sum_ns)
-from provenance.timing.rollup import summary
-totals = summary(provenance.profiles())
-print(json.dumps({{
-    "median": [[r.label, r.median_ns / 1e6, r.time.low_ns / 1e6, r.time.high_ns / 1e6] for r in rows[:{top}]],
-    "sum": [[r.label, r.sum_ns / 1e6] for r in by_sum[:{top}]],
-    "excluded": [e.describe() for _, _, e in totals["excluded"]],
-    "calls": totals["calls"], "profiled": totals["profiled"],
-}}))
-"""
-
 
 def _spin() -> None:
     while True:
@@ -77,10 +36,8 @@ def run(name: str, calls: int, load: int, seq: int) -> dict:
     try:
         env = {**os.environ, "THUNDER_TRACE_PROFILE": str(calls), "PYTHONPATH": str(ROOT)}
         env.pop("THUNDER_TRACE", None)
-        code = _CHILD.format(support=str(ROOT / "tests" / "support"), top=TOP)
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", code, name, str(calls), str(seq)], env=env, capture_output=True,
-                              text=True, timeout=1800)
+        done = harness.run_child("time_rankings_child.py", name, calls, seq, TOP, env=env, timeout=1800)
         if done.returncode:
             raise SystemExit(f"{name}: {done.stderr[-2000:]}")
         out = json.loads(done.stdout.strip().splitlines()[-1])
@@ -93,7 +50,7 @@ def run(name: str, calls: int, load: int, seq: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--models", default="nanogpt,litgpt,hf-llama")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--calls", type=int, default=5)

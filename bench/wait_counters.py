@@ -8,10 +8,11 @@ completed handle (so only the overhead is timed), with wait counters installed a
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 import warnings
+
+import harness
 
 warnings.filterwarnings("ignore")
 
@@ -30,7 +31,7 @@ def per_call_ns(fn, calls: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = harness.parser(__doc__)
     parser.add_argument("--calls", type=int, default=200_000)
     args = parser.parse_args()
     import provenance
