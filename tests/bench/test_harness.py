@@ -5,6 +5,7 @@ benchmark names (no program left in a string constant, none left over)."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -12,8 +13,10 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-import harness  # noqa: E402  (bench/ on the path first)
+# loaded from its file: bench/ on sys.path would shadow the tests' helpers (bench/real_models.py)
+_spec = importlib.util.spec_from_file_location("bench_harness", BENCH / "harness.py")
+harness = sys.modules["bench_harness"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(harness)
 
 
 def test_pairs_alternate_their_order():
