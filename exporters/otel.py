@@ -77,6 +77,8 @@ class OtelExporter:
     # the other (tests/exporters/test_otel.py checks it against events.TYPES).
     IGNORED: dict[str, str] = {
         "library": "the libraries a process imported: the report's run table; nothing here to time or count",
+        "torch_trace": "torch's compiler artifacts (graphs, guards, generated code): text for the report's graph "
+                       "pages, not spans; captured only for an exporter that keeps trace text, which this is not",
     }
     HANDLERS: dict[str, Callable[[OtelExporter, Event], None]] = {}
 

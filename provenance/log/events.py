@@ -36,10 +36,10 @@ __all__ = [
     "MAX_NESTING", "MEMORY_BLOCK_FIELDS", "MEMORY_OP_FIELDS", "Memory", "ProfileOpJSON", "ProfileOps", "Prov",
     "Recompile", "Ref", "RejectedEntry", "SCHEMA_VERSION",
     "SpanEnd",
-    "SpanStart", "SplitReasonJSON", "TYPES", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json",
+    "SpanStart", "SplitReasonJSON", "TYPES", "TorchTrace", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json",
 ]
 
-SCHEMA_VERSION = "1.8"  # major.minor: readers refuse another major and read a newer minor
+SCHEMA_VERSION = "1.9"  # major.minor: readers refuse another major and read a newer minor
 # How deep provenance records (derived_from, members) and spans (parent) nest, at most: the writer
 # writes a deeper one with its references dropped (a chain restarts), the reader drops deeper ones'.
 MAX_NESTING = 64
@@ -244,6 +244,20 @@ class GraphBreakEvent(TypedDict):
     time_ns: int
     reason: str
     frames: list[FrameJSON]  # the user's stack at the break, innermost first
+
+
+class TorchTrace(TypedDict):
+    """An artifact of torch's structured trace (what TORCH_TRACE writes): Dynamo's output graph and
+    guards, AOT graphs, inductor's code, symbolic shapes, cache outcomes, metrics (schema 1.9)."""
+
+    type: Literal["torch_trace"]
+    name: str  # torch's name of the artifact ("dynamo_output_graph", "fx_graph_cache_miss", ...)
+    compile_id: str | None  # torch's compile id of the frame ("0/1"), as dynamo_graph.compile_id
+    attempt: int | None  # Dynamo's attempt at the frame (a restart traces it again)
+    time_ns: int
+    metadata: Any  # torch's metadata of the artifact, its file names resolved
+    payload: NotRequired[str]  # its text (a graph, code, guards), at most MAX_PAYLOAD characters
+    payload_chars: NotRequired[int]  # the payload's whole length, where it was cut or left out
 
 
 # A trace after a pass. Functional syntax: "pass" is a Python keyword.
@@ -529,6 +543,7 @@ TYPES: dict[str, EventType] = {t.name: t for t in (
     _type("graph_phases", GraphPhases),
     _type("library", Library),
     _type("memory", Memory, provs=("ops[].2", "blocks[].2", "saved[].2", "remat[].2")),
+    _type("torch_trace", TorchTrace),
 )}
 KNOWN_TYPES = frozenset(TYPES)
 CLOSING_TYPES = frozenset(name for name, t in TYPES.items() if t.closes)
@@ -537,7 +552,7 @@ EVENTS: dict[str, Any] = {name: functools.reduce(operator.or_, t.forms) for name
 # Any event, for type checkers: the forms of every type.
 Event = (Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError
          | CaptureDisabled | Calls | ProfileOps | ProfileCall | Recompile | Phases | ExecutorCompile | DynamoGraphEvent
-         | GraphBreakEvent | GraphPhases | Library | Memory)
+         | GraphBreakEvent | GraphPhases | Library | Memory | TorchTrace)
 
 
 def frame_json(frame: Frame) -> FrameJSON:

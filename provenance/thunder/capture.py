@@ -72,6 +72,8 @@ class Capture:
         self.fx_contexts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.fx_line_tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.fx_warned = False
+        # torch_trace.py: the handler on torch's trace logger (None: not installed)
+        self.torch_trace: Any = None
         # run by stop() after the patcher's undo, newest first (hook modules' own clean-up)
         self.on_stop: list[Callable[[], None]] = []
 

@@ -98,6 +98,8 @@ _THUNDER_0_2 = Series(
         "OptimizedModule": "torch._dynamo.eval_frame:OptimizedModule",
         "CompileContext": "torch._guards:CompileContext",
         "TracingContext": "torch._guards:TracingContext",
+        "trace_log": "torch._logging._internal:trace_log",  # torch's structured trace (torch_trace.py)
+        "intern_table": "torch._logging.structured:INTERN_TABLE",  # ...and the file names it interns
     },
     patch_points=(
         # hooks.py: where bound symbols are made, copied, printed; where a compile starts and ends

@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from provenance.core.record import Frame
+from provenance.dynamo.torch_trace import user_name
 from provenance.log.events import DynamoGuardFailure, DynamoRecompile, frame_json
 from provenance.thunder.frames import frame_at
 
@@ -23,18 +24,7 @@ MAX_TEXT = 1000
 _ENTRY = re.compile(r"^(?P<entry>\d+/\d+): (?P<text>.*)$", re.S)
 _TENSOR = re.compile(r"tensor '(?P<name>.+?)' (?P<what>[\w ]+?) mismatch(?: at index (?P<index>\d+))?\. "
                      r"expected (?P<old>.+?), actual (?P<new>.+?)$", re.S)
-_LOCAL = re.compile(r"\bL\['(?P<name>[^']+)'\]")
-_GLOBAL = re.compile(r"\bG\['(?P<name>[^']+)'\]")
-_KWARG = re.compile(r"^kwargs\['(?P<name>[^']+)'\]")
 _SIZE = re.compile(r"^(?P<name>.+?)\.size\(\)\[(?P<index>\d+)\]")
-
-
-def user_name(source: str) -> str:
-    """A guard's source in the user's words: `L['x']` -> `x`, `kwargs['input_ids']` -> `input_ids`,
-    `G['SCALE']` -> `SCALE`."""
-    name = _GLOBAL.sub(lambda m: m["name"], _LOCAL.sub(lambda m: m["name"], source))
-    kwarg = _KWARG.match(name)
-    return kwarg["name"] + name[kwarg.end():] if kwarg else name
 
 
 def _failure(entry: str | None, text: str) -> DynamoGuardFailure:

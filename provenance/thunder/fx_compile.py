@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provenance.log.session import SESSION
-from provenance.thunder import dynamo_reasons, emit
+from provenance.thunder import capture, dynamo_reasons, emit, torch_trace
 from provenance.thunder.capture import Capture
 from provenance.thunder.compat import api
 from provenance.thunder.stack import python_stack
@@ -108,6 +108,8 @@ def _started(args: Any) -> None:
         trigger = getattr(args.callback_trigger, "name", "")
         frames = _frames()
         if trigger == "DYNAMO":
+            if capture.ACTIVE is not None:
+                torch_trace.attach(capture.ACTIVE)  # put back if torch's set_logs removed it
             key = str(args.compile_id)
             frames[key] = FrameCompile(time.time_ns(), recompile=_recompiles().pop(key, None))
             while len(frames) > MAX_PENDING:

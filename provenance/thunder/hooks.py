@@ -38,6 +38,7 @@ from provenance.thunder import (
     profiling,
     recompile,
     thunderfx,
+    torch_trace,
 )
 from provenance.thunder.capture import Capture
 from provenance.thunder.compat import api
@@ -580,4 +581,5 @@ def install(running: Capture) -> None:
     phases.install(running)
     thunderfx.install(patcher)
     fx_compile.install(running)
+    torch_trace.install(running)
     memory.install(patcher)

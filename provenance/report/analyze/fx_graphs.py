@@ -18,6 +18,8 @@ from provenance.core.record import user_frame
 from provenance.log.events import MAX_PHASES
 from provenance.report.analyze.compile import frames_of
 from provenance.report.analyze.phases import phase_view, phases_of
+from provenance.report.analyze.torch_trace import TorchTraces
+from provenance.report.analyze.torch_trace import view as torch_view
 from provenance.report.model import (
     CompileSummary,
     DynamoRecompileView,
@@ -92,8 +94,10 @@ class FxGraphs:
         self._compiled: dict[str, CompileSummary] = {}  # compile page key -> a piece compile's summary
         self._lines: dict[str, dict] = {}  # compile page key -> its piece_lines
         self.dropped_graphs = self.dropped_breaks = 0
+        self.torch_unmatched = self.torch_dropped = 0  # torch_trace records: of no graph, not kept
         self._unnumbered = 0
         self._quoted = 0  # characters of op code kept (MAX_QUOTED)
+        self._torch = TorchTraces()
 
     def graph(self, log: RunLog, data: dict) -> None:
         number = as_int(data.get("graph"))
@@ -154,6 +158,9 @@ class FxGraphs:
                                            summary=reason.strip().partition("\n")[0][:300] or "?", reason=reason,
                                            frame=user_frame(stack), stack=stack))
 
+    def torch_trace(self, log: RunLog, data: dict) -> None:
+        self._torch.add(log.index, data)
+
     def piece_compile(self, log: RunLog, key: str, start: dict) -> None:
         """A compile_start: if it compiles a piece, remember which (its summary comes later)."""
         piece = start.get("piece")
@@ -206,6 +213,7 @@ class FxGraphs:
             if summary is not None and piece is not None:
                 piece.compiles.append(summary)
         self.timed_graphs()
+        self._torch_views(graphs)
         for graph in graphs:
             for piece in graph.pieces:
                 piece.compiles.sort(key=lambda s: (as_int(s.compile) is None, as_int(s.compile) or 0, s.key))
@@ -213,6 +221,20 @@ class FxGraphs:
         self._lines.clear()
         self._compiled.clear()
         return FxRun(graphs, self._breaks, self.dropped_graphs, self.dropped_breaks)
+
+    def _torch_views(self, graphs: list[GraphView]) -> None:
+        """Each graph's view of torch's trace of its frame compile, the guards later calls failed marked."""
+        failed: dict[tuple[int, str | None], list] = {}  # (log, compile id) -> failures naming that entry
+        for graph in graphs:
+            for failure in graph.recompile.failures if graph.recompile is not None else ():
+                failed.setdefault((graph.log, failure.entry), []).append(failure)
+        for graph in graphs:
+            frame = self._torch.pop(graph.log, graph.compile_id)
+            if frame is not None:
+                graph.torch = torch_view(frame, failed.get((graph.log, graph.compile_id), []))
+        self.torch_unmatched = len(self._torch.frames)  # frame compiles of no ThunderFX graph (torch.compile's)
+        self.torch_dropped = self._torch.dropped
+        self._torch.frames.clear()
 
     def _source(self, graph: GraphView, sources: SourceLines) -> None:
         """The graph's source view: every user line its pieces, split reasons and breaks name."""

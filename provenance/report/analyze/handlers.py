@@ -222,6 +222,15 @@ class GraphBreakHandler(Handler):
         run.fx.graph_break(file.log, record.data)
 
 
+class TorchTraceHandler(Handler):
+    """An artifact of torch's structured trace: kept for its Dynamo graph's page."""
+
+    type, route = "torch_trace", Route.RUN
+
+    def run(self, run: RunSink, file: FileSink, record: LogRecord) -> None:
+        run.fx.torch_trace(file.log, record.data)
+
+
 class LibraryHandler(Handler):
     """A distribution the model's code lies in (transformers 5.3.0): the run table names it."""
 
@@ -264,7 +273,7 @@ def default_handlers() -> list[Handler]:
     return [HeaderHandler(), ProvHandler(), SpanHandler(), SpanEndHandler(), CompileStartHandler(), TraceHandler(),
             PhasesHandler(), RecompileHandler(), CompileEndHandler(), CompileErrorHandler(), CaptureDisabledHandler(),
             ExecutorCompileHandler(), CallsHandler(), DynamoGraphHandler(), GraphPhasesHandler(), GraphBreakHandler(),
-            LibraryHandler(), ProfileOpsHandler(), ProfileCallHandler(), MemoryHandler()]
+            TorchTraceHandler(), LibraryHandler(), ProfileOpsHandler(), ProfileCallHandler(), MemoryHandler()]
 
 
 def registry(handlers: list[Handler]) -> dict[str, Handler]:

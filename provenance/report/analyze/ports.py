@@ -114,6 +114,8 @@ class FxSink(Protocol):
 
     def graph_break(self, log: RunLog, data: dict) -> None: ...
 
+    def torch_trace(self, log: RunLog, data: dict) -> None: ...
+
 
 class RunSink(Protocol):
     perfetto: PerfettoSink

@@ -8,8 +8,8 @@ from typing import Any
 
 from provenance.report.model.core import CompileSummary, Phase, PhaseView, SourceFileView, StackFrame
 
-__all__ = ["DynamoRecompileView", "FxRun", "GraphBreakView", "GraphView", "GuardFailureView", "PieceView",
-           "SplitView"]
+__all__ = ["CodeView", "DynamoRecompileView", "FxRun", "GraphBreakView", "GraphView", "GuardFailureView",
+           "GuardGroupView", "GuardView", "PieceView", "ShapeView", "SplitView", "TorchTraceView"]
 
 # Phases of a graph's compile that are its Thunder pieces' own compiles (counted with the compiles)
 THUNDER_PHASES = frozenset({"thunder_compile"})
@@ -72,6 +72,67 @@ class GuardFailureView:
 
 
 @dataclass(slots=True, repr=False, eq=False)
+class GuardView:
+    """One check of the graph's guards (torch's guard tree)."""
+
+    kind: str  # TENSOR_MATCH, ID_MATCH, LAMBDA_GUARD, ...
+    code: str  # torch's code of the check, sources in the user's words
+    where: str | None  # the user line that made it, as torch says
+    failed: bool = False  # a later call failed it (that call's recompile names it)
+
+
+@dataclass(slots=True, repr=False, eq=False)
+class GuardGroupView:
+    """The guards on one input (in the user's words), or on global state."""
+
+    subject: str
+    guards: list[GuardView]
+    local: bool = False  # an argument or local of the frame
+
+    @property
+    def failed(self) -> int:
+        return sum(g.failed for g in self.guards)
+
+
+@dataclass(slots=True, repr=False, eq=False)
+class CodeView:
+    """A graph or generated code torch wrote (an output graph, an AOT graph, inductor's code)."""
+
+    title: str
+    text: str
+    cut: int | None = None  # its whole length where the log kept less
+
+
+@dataclass(slots=True, repr=False, eq=False)
+class ShapeView:
+    """A symbolic-shape step: a dim made dynamic, a specialization, a guard on a symbol."""
+
+    kind: str  # "symbol" | "specialized" | "guard"
+    subject: str | None  # the input's dim in the user's words (`input_ids dim 1`)
+    text: str
+    frame: StackFrame | None  # the user's line, where torch gives it
+
+
+@dataclass(slots=True, repr=False, eq=False)
+class TorchTraceView:
+    """What torch's structured trace says about the graph's frame compile (torch_trace records)."""
+
+    groups: list[GuardGroupView]
+    guard_count: int  # checks in the guard tree
+    torch_guard_count: int | None  # compilation_metrics.guard_count: Dynamo's guards, some several checks each
+    output_graph: CodeView | None
+    codes: list[CodeView]  # AOT graphs and inductor's code of the graph's torch pieces
+    shapes: list[ShapeView]
+    caches: list[tuple[str, str, str]]  # (cache, outcome, why)
+    metrics: list[tuple[str, str]]  # (what, value) of torch's compilation metrics
+    others: dict[str, int]  # other artifacts by name, counted
+
+    @property
+    def failed(self) -> int:
+        return sum(g.failed for g in self.groups)
+
+
+@dataclass(slots=True, repr=False, eq=False)
 class DynamoRecompileView:
     """Why Dynamo compiled the graph's frame again."""
 
@@ -106,6 +167,7 @@ class GraphView:
     phases: list[Phase] = field(default_factory=list)  # the whole compile's, as logged (time order at finish)
     timing: PhaseView | None = None  # made by FxGraphs.finish(): the pipeline bar of the whole compile
     recompile: DynamoRecompileView | None = None
+    torch: TorchTraceView | None = None  # torch's structured trace of its frame compile (torch_trace records)
 
     @property
     def seconds(self) -> float | None:

@@ -1,0 +1,91 @@
+"""torch's structured trace on a Dynamo graph's page (issue 46), from hand-written records
+(tests/support/report_logs.py's ThunderFX log, with `torch_trace` records as torch 2.9 writes them):
+each section, the failed guard marked, records of other frame compiles counted, hostile records
+read or left out. No torch, no browser."""
+
+from __future__ import annotations
+
+import orjson
+import report_logs
+
+from provenance.cli import main
+
+TREE = ("\nTREE_GUARD_MANAGER:\n+- RootGuardManager\n| +- GLOBAL_STATE: ___check_global_state()\n"
+        "| +- GuardManager: source=L['x'], accessed_by=FrameLocalsGuardAccessor(key='x'), type=<class 'Tensor'>\n"
+        "| | +- TENSOR_MATCH: check_tensor(L['x'], Tensor, torch.float32, size=[2, 3])  # y = x * 2  # m.py:10 in f\n"
+        "| +- GuardManager: source=L['self'], accessed_by=FrameLocalsGuardAccessor(key='self'), type=<class 'M'>\n"
+        "| | +- ID_MATCH: ___check_obj_id(L['self']._modules['lin'], 1)  # y = x * 2  # m.py:10 in f\n"
+        "+- LAMBDA_GUARD: 2 <= L['x'].size()[0]  # y = x * 2  # m.py:10 in f\n")
+
+
+def _torch(name: str, compile_id: str = "0/0", **fields) -> dict:
+    return {"type": "torch_trace", "name": name, "compile_id": compile_id, "attempt": 0, "time_ns": 1,
+            "metadata": {}, **fields}
+
+
+def _records() -> list[dict]:
+    records = report_logs.records(fx=True)
+    graph = next(r for r in records if r["type"] == "dynamo_graph")
+    recompiled = dict(graph, graph=2, compile_id="0/1", recompile={
+        "reason": "x: dim 0 size 2 \u2192 4", "function": report_logs.frame(9, "def f(x):", fn="f"), "call": None,
+        "more": 0,
+        "failures": [{"entry": "0/0", "subject": "x", "changes": [["dim 0 size", "2", "4"]],
+                      "reason": "x: dim 0 size 2 \u2192 4", "guard": "tensor 'x' size mismatch at index 0"}]})
+    end = records.index(graph) + 1
+    records[end:end] = [
+        _torch("dynamo_output_graph", payload="class GraphModule(torch.nn.Module):\n    def forward(self, L_x_):"),
+        _torch("dynamo_cpp_guards_str", payload=TREE),
+        _torch("inductor_output_code", payload="# inductor's kernel\n" + "x" * 50, payload_chars=9000),
+        _torch("aot_backward_graph", payload="def backward(): ..."),
+        _torch("fx_graph_cache_miss", payload='{"key": "abc", "why": "not cached"}'),
+        _torch("compilation_metrics", metadata={"guard_count": 5, "graph_op_count": 2,
+                                                "restart_reasons": ["a break\nmore"]}),
+        _torch("create_symbol", "0/1", metadata={
+            "symbol": "s0", "val": "4", "vr": "[2, int_oo]", "source": "L['x'].size()[0]",
+            "user_stack": [{"filename": "/m.py", "line": 10, "name": "f", "loc": "y = x * 2", "user": True}]}),
+        _torch("made_up_artifact"),
+        _torch("dynamo_output_graph", "7/0", payload="another frame's graph"),  # no ThunderFX graph: counted
+        recompiled,
+    ]
+    return records
+
+
+def _page(tmp_path, capsys, records, compile_id: str) -> tuple[str, str]:
+    out = tmp_path / "out"
+    code = main(["report", str(report_logs.write(tmp_path / "a.jsonl", records)), "-o", str(out), "--no-browser"])
+    err = capsys.readouterr().err
+    assert code == 0 and "Traceback" not in err, err
+    graphs = orjson.loads((out / "compile_directory.json").read_bytes())["dynamo_graphs"]["graphs"]
+    return next((out / g["page"]).read_text() for g in graphs if g["compile_id"] == compile_id), err
+
+
+def test_the_graph_page_shows_torchs_trace_of_its_frame_compile(tmp_path, capsys):
+    page, err = _page(tmp_path, capsys, _records(), "0/0")
+    assert "malformed" not in err, err
+    torch_part = page.split('id="torch"')[1]
+    assert "Guards: 4 checks (Dynamo's 5 guards), 1 failed by a later call" in torch_part
+    # grouped by the input each reads, the failed one first, in the user's names
+    assert torch_part.index("<b>x</b>") < torch_part.index("<b>self</b>") < torch_part.index("(global state)")
+    assert '<tr class="guard-failed"><td>TENSOR_MATCH</td><td><code>check_tensor(x, Tensor' in torch_part
+    assert "___check_obj_id(self.lin, 1)" in torch_part
+    assert "Dynamo&#39;s output graph" in torch_part and "class GraphModule" in torch_part
+    assert "inductor&#39;s code</b> (the log kept 70 of 9000 characters)" in torch_part
+    assert "AOT backward graph" in torch_part and "fx_graph_cache" in torch_part and "not cached" in torch_part
+    assert "<th>restarts</th><td>a break</td>" in torch_part and "made_up_artifact &times;1" in torch_part
+    assert "another frame" not in page
+
+
+def test_a_dynamic_dim_is_named_by_the_users_input_and_line(tmp_path, capsys):
+    page, _ = _page(tmp_path, capsys, _records(), "0/1")
+    shapes = page.split('id="shapes"')[1].split("</table>")[0]
+    assert "made dynamic</td><td><code>x dim 0</code>" in shapes and "m.py:10" in shapes and "y = x * 2" in shapes
+
+
+def test_hostile_torch_records_are_read_or_left_out(tmp_path, capsys):
+    records = _records()
+    records[-1:-1] = [_torch(name, **junk) for name in ("dynamo_cpp_guards_str", "create_symbol", "compilation_metrics")
+                      for junk in ({"payload": 5}, {"metadata": [None]}, {"compile_id": 3}, {"attempt": "x"},
+                                   {"payload": "+- " * 10000}, {"metadata": {"user_stack": [{"line": "x"}] * 5}})]
+    records[-1:-1] = [{"type": "torch_trace"}, {"type": "torch_trace", "name": None, "compile_id": "0/0"}]
+    page, err = _page(tmp_path, capsys, records, "0/0")
+    assert 'id="torch"' in page

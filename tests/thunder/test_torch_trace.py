@@ -1,0 +1,142 @@
+"""torch's structured trace captured into THUNDER_TRACE's log (issue 46), on a real ThunderFX run
+(tests/support/fx_recompile.py: graph [0/0], a recompile [0/1] at another sequence length, a piece that
+falls back to inductor): each artifact tied to its Dynamo graph, the guards as torch itself counts them,
+the graph page showing them, nothing attached without a log, a fault that costs one warning only."""
+
+from __future__ import annotations
+
+import logging
+import re
+import warnings
+
+import fx_recompile
+import orjson
+import pytest
+import thunder_failures
+import torch
+
+import provenance
+from provenance.cli import main as report_main
+from provenance.dynamo.torch_trace import guard_tree
+from provenance.thunder import capture
+
+pytestmark = pytest.mark.slow  # Dynamo, Thunder and inductor compile in the test process
+
+
+def _trace_log() -> logging.Logger:
+    return logging.getLogger("torch.__trace")
+
+
+def _ours() -> list[logging.Handler]:
+    return [h for h in _trace_log().handlers if type(h).__name__ == "TorchTraceHandler"]
+
+
+def _torch_checks(entry) -> int:
+    """torch's own count of a cache entry's guard checks, from its guard manager: each code part of each
+    leaf guard (a relational guard once), through dicts' key and value managers, and the epilogue guards."""
+    relational, seen = torch._C._dynamo.guards.RelationalGuard, set()
+
+    def parts(guard) -> int:
+        if isinstance(guard, relational):
+            if id(guard) in seen:
+                return 0
+            seen.add(id(guard))
+        return len(guard.verbose_code_parts())
+
+    def walk(manager) -> int:
+        count = sum(map(parts, manager.get_leaf_guards()))
+        for key, value in (manager.get_key_value_managers().values()
+                           if hasattr(manager, "get_key_value_managers") else ()):
+            count += (walk(key) if key is not None else 0) + (walk(value) if value is not None else 0)
+        return count + sum(map(walk, manager.get_child_managers()))
+
+    root = entry.guard_manager.root
+    return walk(root) + sum(map(parts, root.get_epilogue_lambda_guards()))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    logs = tmp_path_factory.mktemp("torch_trace") / "logs"
+    torch._dynamo.reset()
+    provenance.enable(logs)
+    try:
+        assert len(_ours()) == 1
+        torch._logging.set_logs()  # torch's own reset keeps handlers it did not make
+        assert len(_ours()) == 1
+        _trace_log().removeHandler(_ours()[0])  # removed by someone else: put back at the next frame compile
+        assert _ours() == []
+        thunder_failures.run(fx_recompile.main)
+        assert len(_ours()) == 1
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+        checks = {str(e.compile_id): _torch_checks(e) for e in _debug_get_cache_entry_list(fx_recompile.Seq.forward)}
+    finally:
+        provenance.disable()
+    assert _ours() == []  # removed with the capture
+    (log,) = logs.glob("*.jsonl")
+    return logs, [orjson.loads(line) for line in log.read_bytes().splitlines()], checks
+
+
+def test_each_artifact_is_a_record_tied_to_its_dynamo_graph(run):
+    _, records, checks = run
+    graphs = {r["compile_id"] for r in records if r["type"] == "dynamo_graph"}
+    assert graphs == {"0/0", "0/1"} == set(checks)
+    artifacts = [r for r in records if r["type"] == "torch_trace"]
+    by_graph = {cid: {r["name"] for r in artifacts if r["compile_id"] == cid} for cid in graphs}
+    for names in by_graph.values():
+        assert {"dynamo_output_graph", "dynamo_cpp_guards_str", "compilation_metrics", "inductor_output_code",
+                "aot_forward_graph", "aot_backward_graph"} <= names
+    assert "recompile_reasons" in by_graph["0/1"] and "create_symbol" in by_graph["0/1"]
+    names = {r["name"] for r in artifacts}
+    assert not names & {"str", "chromium_event", "describe_tensor"}  # resolved or left out
+    output = next(r for r in artifacts if r["name"] == "dynamo_output_graph" and r["compile_id"] == "0/1")
+    assert "class GraphModule" in output["payload"] and "Sym(s" in output["payload"]  # the dynamic dim
+    symbol = next(r for r in artifacts if r["name"] == "create_symbol")
+    files = {f["filename"]: f["user"] for f in symbol["metadata"]["user_stack"]}
+    assert fx_recompile.__file__ in files and files[fx_recompile.__file__] is True  # a name, not torch's id
+
+
+def test_the_guards_are_the_checks_torch_counts(run):
+    _, records, checks = run
+    for r in records:
+        if r["type"] == "torch_trace" and r["name"] == "dynamo_cpp_guards_str":
+            assert len(guard_tree(r["payload"])) == checks[r["compile_id"]] > 3
+
+
+def test_the_graph_page_shows_guards_shapes_code_and_metrics(run, tmp_path):
+    logs, records, checks = run
+    out = tmp_path / "report"
+    assert report_main(["report", str(logs), "-o", str(out), "--strict", "--no-browser"]) == 0
+    directory = orjson.loads((out / "compile_directory.json").read_bytes())
+    pages = {g["compile_id"]: (out / g["page"]).read_text() for g in directory["dynamo_graphs"]["graphs"]}
+    first, second = pages["0/0"], pages["0/1"]
+    assert f"Guards: {checks['0/0']} checks" in first and "1 failed by a later call" in first
+    failed = re.search(r'<tr class="guard-failed"><td>TENSOR_MATCH</td><td><code>check_tensor\(tokens,', first)
+    assert failed, "the check the second call failed, on the first graph's page, in the user's names"
+    assert "made dynamic</td><td><code>tokens dim 1</code>" in second
+    assert "fx_recompile.py:" in second.split('id="shapes"')[1].split("</table>")[0]  # the user's line
+    assert "inductor&#39;s code" in first and "AOT backward graph" in first and "Dynamo&#39;s output graph" in first
+    assert "<th>guards (Dynamo&#39;s)</th>" in first
+
+
+def test_nothing_is_attached_without_a_log(tmp_path):
+    provenance.enable()  # capture only: no exporter keeps text
+    try:
+        assert _ours() == []
+    finally:
+        provenance.disable()
+
+
+def test_a_fault_reading_torchs_trace_warns_once_and_the_run_is_whole(tmp_path, monkeypatch):
+    provenance.enable(tmp_path / "logs")
+    try:
+        monkeypatch.setattr(capture.ACTIVE, "fault_injection", "torch_trace")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch._dynamo.reset()
+            thunder_failures.run(fx_recompile.main)
+    finally:
+        provenance.disable()
+    ours = [str(w.message) for w in caught if "thunder-provenance" in str(w.message)]
+    assert len(ours) == 1 and "hook 'torch_trace'" in ours[0], ours
+    assert report_main(["report", str(tmp_path / "logs"), "-o", str(tmp_path / "r"), "--strict", "--no-browser"]) == 0
