@@ -51,11 +51,12 @@ def test_a_fault_logging_a_profile_leaves_it_profiled_and_the_log_without_it(tmp
     assert not any(r["type"] in ("profile_ops", "profile_call") for r in records)
 
 
-def test_a_fault_reading_dynamos_recompile_reasons_warns_once_and_the_run_is_whole(tmp_path, monkeypatch):
-    """tests/support/fx_recompile.py: the sequence length changes, Dynamo compiles graph [0/1]."""
+def _faulted_fx_run(tmp_path, monkeypatch, fault_injection: str) -> tuple[str, list[dict]]:
+    """tests/support/fx_recompile.py (the sequence length changes, Dynamo compiles graph [0/1]), logged,
+    that hook faulted: our one warning, and the log's records (report --strict clean)."""
     provenance.enable(tmp_path / "logs")
     try:
-        monkeypatch.setattr(capture.ACTIVE, "fault_injection", "dynamo_recompile")
+        monkeypatch.setattr(capture.ACTIVE, "fault_injection", fault_injection)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             torch._dynamo.reset()
@@ -63,8 +64,20 @@ def test_a_fault_reading_dynamos_recompile_reasons_warns_once_and_the_run_is_who
     finally:
         provenance.disable()
     (message,) = _ours(caught)
-    assert "hook 'dynamo_recompile'" in message and "that step was skipped" in message
-    records = _strict(tmp_path / "logs", tmp_path)
+    assert f"hook {fault_injection!r}" in message
+    return message, _strict(tmp_path / "logs", tmp_path)
+
+
+def test_a_fault_reading_torchs_trace_warns_once_and_stops_only_torchs_trace(tmp_path, monkeypatch):
+    message, records = _faulted_fx_run(tmp_path, monkeypatch, fault_injection="torch_trace")
+    assert "torch's structured trace is no longer logged" in message
+    assert not any(r["type"] == "torch_trace" for r in records)  # the fault hit the first artifact
+    assert sum(r["type"] == "dynamo_graph" for r in records) == 2  # the rest of the log is whole
+
+
+def test_a_fault_reading_dynamos_recompile_reasons_warns_once_and_the_run_is_whole(tmp_path, monkeypatch):
+    message, records = _faulted_fx_run(tmp_path, monkeypatch, fault_injection="dynamo_recompile")
+    assert "that step was skipped" in message
     graphs = [r for r in records if r["type"] == "dynamo_graph"]
     assert len(graphs) == 2 and graphs[1]["recompile"] is None  # [0/1] is there, without Dynamo's reasons
     ends = sum(r["type"] == "compile_end" for r in records)
@@ -82,7 +95,7 @@ def test_every_fault_point_is_injected_by_a_test():
     root, tests = pathlib.Path(provenance.__file__).parent, pathlib.Path(__file__).parent.parent
     checked = {m for p in root.rglob("*.py") for m in re.findall(r'check_fault\("(\w+)"\)', p.read_text())}
     injected = {m for p in tests.rglob("*.py")
-                for m in re.findall(r'fault_injection"?,? =? ?"(\w+)"', p.read_text())}
+                for m in re.findall(r'fault_injection"?,?\s*=?\s*"(\w+)"', p.read_text())}
     injected |= set(hooks.CORE_HOOKS) | {hooks.RECOMPILE_HOOK}
     assert {"memory", "dynamo_recompile", "profile_log"} <= checked
     assert checked <= injected, checked - injected

@@ -1,13 +1,12 @@
 """torch's structured trace captured into THUNDER_TRACE's log (issue 46), on a real ThunderFX run
 (tests/support/fx_recompile.py: graph [0/0], a recompile [0/1] at another sequence length, a piece that
 falls back to inductor): each artifact tied to its Dynamo graph, the guards as torch itself counts them,
-the graph page showing them, nothing attached without a log, a fault that costs one warning only."""
+the graph page showing them, nothing attached without a log (its fault point: test_fault_points.py)."""
 
 from __future__ import annotations
 
 import logging
 import re
-import warnings
 
 import fx_recompile
 import orjson
@@ -18,7 +17,6 @@ import torch
 import provenance
 from provenance.cli import main as report_main
 from provenance.dynamo.torch_trace import guard_tree
-from provenance.thunder import capture
 
 pytestmark = pytest.mark.slow  # Dynamo, Thunder and inductor compile in the test process
 
@@ -126,17 +124,3 @@ def test_nothing_is_attached_without_a_log(tmp_path):
     finally:
         provenance.disable()
 
-
-def test_a_fault_reading_torchs_trace_warns_once_and_the_run_is_whole(tmp_path, monkeypatch):
-    provenance.enable(tmp_path / "logs")
-    try:
-        monkeypatch.setattr(capture.ACTIVE, "fault_injection", "torch_trace")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            torch._dynamo.reset()
-            thunder_failures.run(fx_recompile.main)
-    finally:
-        provenance.disable()
-    ours = [str(w.message) for w in caught if "thunder-provenance" in str(w.message)]
-    assert len(ours) == 1 and "hook 'torch_trace'" in ours[0], ours
-    assert report_main(["report", str(tmp_path / "logs"), "-o", str(tmp_path / "r"), "--strict", "--no-browser"]) == 0
