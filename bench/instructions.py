@@ -14,7 +14,10 @@ time spent waiting. What it does see, unlike cProfile: every instruction of the 
 garbage collector and torch's C++ code, with no profiler overhead distorting small calls.
 
     python bench/instructions.py [--layers 2] [--rounds 2] [--entry thunderfx|thunder.jit] [--model nanoGPT|hf-llama]
-                                 [--cache-sim] [--out DIR]
+                                 [--versus off|torch-trace] [--cache-sim] [--out DIR]
+
+`--versus torch-trace`: both sides log (THUNDER_TRACE's JSONL exporter), "on" with torch's structured
+trace captured (provenance/thunder/torch_trace.py), "off" with THUNDER_TRACE_TORCH=0.
 
 Needs valgrind (with its headers: Debian's `valgrind` package has them) and gcc. Slow: a 2-layer
 thunderfx sample is ~5 s natively and ~5 min instrumented; rounds are on,off then off,on.
@@ -57,8 +60,15 @@ def child(args: argparse.Namespace) -> None:
     thunderfx.ENTRY, thunderfx.MODEL = args.entry, args.model
     cg = ctypes.CDLL(args.helper)
 
+    logs = tempfile.mkdtemp(prefix="instructions-logs-")
+
     def switch(mode: str) -> None:
-        provenance.enable() if mode == "on" else provenance.disable()
+        provenance.disable()
+        if args.versus == "torch-trace":  # both logged (THUNDER_TRACE); off: without torch's structured trace
+            os.environ["THUNDER_TRACE_TORCH"] = "1" if mode == "on" else "0"
+            provenance.enable(logs)
+        elif mode == "on":
+            provenance.enable()
         thunderfx._compile_once(args.layers)  # untimed: the switch's own effects stay out
 
     def sample(mode: str, n: int) -> None:
@@ -109,6 +119,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="where callgrind's dumps go (default: a new temporary folder)")
     parser.add_argument("--cache-sim", action="store_true",
                         help="simulate the caches too (about twice as slow): adds a cycle estimate")
+    parser.add_argument("--versus", choices=("off", "torch-trace"), default="off",
+                        help="off: capture on vs off; torch-trace: logged with torch's structured trace vs without")
     parser.add_argument("--helper", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.helper:
@@ -119,7 +131,7 @@ def main() -> None:
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
            f"--cache-sim={'yes' if args.cache_sim else 'no'}", f"--callgrind-out-file={out}/callgrind.out.%p",
            sys.executable, os.path.abspath(__file__), "--layers", str(args.layers), "--rounds", str(args.rounds),
-           "--entry", args.entry, "--model", args.model, "--helper", str(helper)]
+           "--entry", args.entry, "--model", args.model, "--versus", args.versus, "--helper", str(helper)]
     env = dict(os.environ, PYTHONHASHSEED="0")
     subprocess.run(cmd, check=True, env=env, stderr=subprocess.DEVNULL)
     totals = _totals(out)
