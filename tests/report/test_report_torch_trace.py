@@ -81,6 +81,20 @@ def test_a_dynamic_dim_is_named_by_the_users_input_and_line(tmp_path, capsys):
     assert "made dynamic</td><td><code>x dim 0</code>" in shapes and "m.py:10" in shapes and "y = x * 2" in shapes
 
 
+def test_a_dynamic_dim_of_a_graph_with_thunder_pieces_is_said_to_be_fixed_there(tmp_path, capsys):
+    records = _records()
+    symbol = next(r for r in records if r.get("name") == "create_symbol")
+    records.insert(records.index(symbol), dict(symbol, compile_id="0/0"))  # graph [0/0] has a Thunder piece compile
+    page, _ = _page(tmp_path, capsys, records, "0/0")
+    assert ("Dynamo made <code>x dim 0 (s0)</code> dynamic, but Thunder compiles each piece for the sizes it is given"
+            in page)
+    graphs = orjson.loads((tmp_path / "out" / "compile_directory.json").read_bytes())["dynamo_graphs"]["graphs"]
+    found = {g["compile_id"]: g["torch"] for g in graphs}
+    assert found["0/0"]["guards"] == 4 and found["0/0"]["dynamo_guards"] == 5 and found["0/0"]["failed_guards"] == 1
+    assert found["0/0"]["fixed_by_thunder"] == ["x dim 0 (s0)"] and found["0/1"]["fixed_by_thunder"] == []
+    assert found["0/1"]["dynamic"] == ["x dim 0"] and found["0/0"]["caches"] == [["fx_graph_cache", "miss"]]
+
+
 def test_hostile_torch_records_are_read_or_left_out(tmp_path, capsys):
     records = _records()
     records[-1:-1] = [_torch(name, **junk) for name in ("dynamo_cpp_guards_str", "create_symbol", "compilation_metrics")

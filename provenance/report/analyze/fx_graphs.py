@@ -232,6 +232,11 @@ class FxGraphs:
             frame = self._torch.pop(graph.log, graph.compile_id)
             if frame is not None:
                 graph.torch = torch_view(frame, failed.get((graph.log, graph.compile_id), []))
+                thunder = [c for p in graph.pieces if p.thunder for c in p.compiles]
+                if thunder:  # Thunder compiles a piece for the sizes it is given: a dynamic dim is fixed there
+                    graph.torch.fixed = sorted({f"{s.subject} ({s.symbol})" if s.symbol else s.subject
+                                                for s in graph.torch.shapes if s.kind == "symbol" and s.subject})
+                    graph.torch.recompiled = sum(1 for c in thunder if c.recompile_reason)
         self.torch_unmatched = len(self._torch.frames)  # frame compiles of no ThunderFX graph (torch.compile's)
         self.torch_dropped = self._torch.dropped
         self._torch.frames.clear()

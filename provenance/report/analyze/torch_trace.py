@@ -110,7 +110,7 @@ def view(frame: FrameTrace, failures: list[GuardFailureView]) -> TorchTraceView:
              if key in metrics and metrics[key] not in (None, [], "")]
     torch_count = metrics.get("guard_count")
     codes = [c for c in (_code(_TITLES.get(a.name, a.name), a) for a in [*frame.graphs, *frame.inductor]) if c]
-    shapes = [ShapeView(s.kind, s.subject, s.text, _frame(user_frame(s.user_stack)))
+    shapes = [ShapeView(s.kind, s.subject, s.text, _frame(user_frame(s.user_stack)), s.symbol)
               for s in frame.shapes]
     caches = [(cache, outcome, (why or "")[:2000]) for cache, outcome, why in frame.caches]
     return TorchTraceView(ordered, len(guards), torch_count if type(torch_count) is int else None,

@@ -111,6 +111,7 @@ class ShapeView:
     subject: str | None  # the input's dim in the user's words (`input_ids dim 1`)
     text: str
     frame: StackFrame | None  # the user's line, where torch gives it
+    symbol: str | None = None  # torch's symbol (`s27`)
 
 
 @dataclass(slots=True, repr=False, eq=False)
@@ -126,10 +127,19 @@ class TorchTraceView:
     caches: list[tuple[str, str, str]]  # (cache, outcome, why)
     metrics: list[tuple[str, str]]  # (what, value) of torch's compilation metrics
     others: dict[str, int]  # other artifacts by name, counted
+    fixed: list[str] = field(default_factory=list)  # dims Dynamo made dynamic that Thunder's pieces take as fixed
+    recompiled: int = 0  # of the graph's Thunder piece compiles, the recompiles (each a new size, with `fixed`)
 
     @property
     def failed(self) -> int:
         return sum(g.failed for g in self.groups)
+
+    def directory(self) -> dict[str, Any]:
+        """A graph's `torch` in compile_directory.json: the counts its page shows."""
+        return {"guards": self.guard_count, "dynamo_guards": self.torch_guard_count, "failed_guards": self.failed,
+                "dynamic": [s.subject for s in self.shapes if s.kind == "symbol"], "fixed_by_thunder": self.fixed,
+                "codes": [c.title for c in self.codes], "caches": [[c, o] for c, o, _ in self.caches],
+                "others": self.others}
 
 
 @dataclass(slots=True, repr=False, eq=False)
@@ -243,6 +253,7 @@ class FxRun:
                             "reasons": [{"kind": r.kind, "node": r.node, "info": r.info, "line": where(r.frame)}
                                         for r in p.reasons]} for p in g.pieces],
                 "breaks": [{"reason": b.summary, "line": where(b.frame)} for b in g.breaks],
+                "torch": g.torch.directory() if g.torch is not None else None,
             } for g in self.graphs],
             "breaks": len(self.breaks), "not_listed": {"graphs": self.dropped_graphs, "breaks": self.dropped_breaks},
         }
