@@ -111,14 +111,18 @@ class StackReader:
 
 
 def python_stack(limit: int = 64) -> list[Frame]:
-    """The user frames of the current Python stack, outermost first (for compile call sites)."""
+    """The user frames of the current Python stack, outermost first (for compile call sites). A frame
+    at its function's own first line (its `def`, or the decorator above it) runs the code Dynamo compiled
+    from that function, which has no line of its own: the user's call is the frame above it, and a
+    decorator's `@wraps(func)` in a library (transformers' `can_return_tuple`) is no call site."""
     frames: list[Frame] = []
     frame = sys._getframe(1)
     while frame is not None and len(frames) < limit:
         module_name = frame.f_globals.get("__name__", "")
-        path = frame.f_code.co_filename
-        if is_user_code(module_name, path):
-            frames.append(frame_of(path, frame.f_lineno, frame.f_code.co_qualname, module_name))
+        code = frame.f_code
+        path = code.co_filename
+        if frame.f_lineno != code.co_firstlineno and is_user_code(module_name, path):
+            frames.append(frame_of(path, frame.f_lineno, code.co_qualname, module_name))
         frame = frame.f_back
     frames.reverse()
     return frames

@@ -124,3 +124,15 @@ def test_nothing_is_attached_without_a_log(tmp_path):
     finally:
         provenance.disable()
 
+
+
+def test_a_piece_compiles_call_site_is_the_users_call_not_the_compiled_functions_def(run):
+    """Dynamo runs its compiled code in the frame of the function it compiled, at that function's first
+    line: not a line of the user's (for HF models, transformers' `@wraps(func)`), so the call site ends
+    at the call above it."""
+    _, records, _ = run
+    starts = [r for r in records if r["type"] == "compile_start"]
+    assert starts
+    for start in starts:
+        innermost = start["call_stack"][-1]
+        assert innermost[1] == fx_recompile.line_of("fxr call") and innermost[0] == fx_recompile.__file__, innermost
