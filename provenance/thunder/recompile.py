@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from provenance.dynamo.torch_trace import dim_name
 from provenance.thunder.compat import api
 
 T = api()  # this Thunder's objects (compat.py)
@@ -399,13 +400,14 @@ class _Names:
             pass
         code = getattr(inspect.unwrap(target), "__code__", None) if target is not None else None
         self.freevars = code.co_freevars if code is not None else ()
+        self.renamed = _placeholder_names(fn)
 
     def render(self, path: tuple) -> str:
         root, rest = path[0], list(path[1:])
         if root == "args" and rest and rest[0][0] == "[]" and isinstance(rest[0][1], int):
             i = rest.pop(0)[1]
             if i < len(self.positional):
-                text = self.positional[i]
+                text = self.renamed.get(self.positional[i], self.positional[i])
             elif self.varargs:
                 text = f"{self.varargs}[{i - len(self.positional)}]"
             else:
@@ -435,6 +437,24 @@ class _Names:
         else:
             text = str(root)
         return text + _suffix(rest)
+
+
+def _placeholder_names(fn: Any) -> dict[str, str]:
+    """A ThunderFX piece (an FX GraphModule Dynamo made): each placeholder's name -> the user's name of what
+    Dynamo passes there (`l_kwargs_input_ids_` -> `input_ids`, `s27` -> `input_ids dim 1`), from the
+    placeholder's `grapharg` source; a placeholder another piece feeds keeps its FX name."""
+    graph = getattr(fn, "graph", None) if isinstance(fn, torch.fx.GraphModule) else None
+    names: dict[str, str] = {}
+    for node in graph.nodes if graph is not None else ():
+        if node.op == "placeholder":
+            source = getattr(node.meta.get("grapharg"), "source", None)
+            try:
+                name = source.name() if source is not None else None
+            except Exception:  # a source torch cannot name
+                name = None
+            if isinstance(name, str) and isinstance(node.target, str):
+                names[node.target] = dim_name(name)
+    return names
 
 
 def _suffix(steps: list) -> str:

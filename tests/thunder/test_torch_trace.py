@@ -136,3 +136,32 @@ def test_a_piece_compiles_call_site_is_the_users_call_not_the_compiled_functions
     for start in starts:
         innermost = start["call_stack"][-1]
         assert innermost[1] == fx_recompile.line_of("fxr call") and innermost[0] == fx_recompile.__file__, innermost
+
+
+def test_a_dim_dynamo_made_dynamic_recompiles_thunders_pieces_in_the_users_names(tmp_path):
+    """Lengths 16, 8, 12: Dynamo makes the length dynamic at 8 ([0/1], symbol s27); at 12 it reuses [0/1],
+    and each of its Thunder pieces recompiles, since Thunder compiled it for length 8. The pieces' reasons
+    name the user's input and dim, not FX's placeholders (`l_tokens_`, `s27`); the graph page says why."""
+    logs = tmp_path / "logs"
+    torch._dynamo.reset()
+    provenance.enable(logs)
+    try:
+        torch.manual_seed(0)
+        model = thunder_failures.run(lambda: __import__("thunder").dynamo.thunderfx(fx_recompile.Seq()))
+        for length in (16, 8, 12):
+            thunder_failures.run(lambda length=length: model(torch.randn(2, length, 4)).sum().backward())
+    finally:
+        provenance.disable()
+    (log,) = logs.glob("*.jsonl")
+    records = [orjson.loads(line) for line in log.read_bytes().splitlines()]
+    reasons = [r["reason"] for r in records if r["type"] == "recompile"]
+    assert reasons and all("l_tokens_" not in r and "s27" not in r for r in reasons), reasons
+    assert any(r.startswith(("tokens", "tokens dim 1")) for r in reasons), reasons
+    out = tmp_path / "report"
+    assert report_main(["report", str(logs), "-o", str(out), "--no-browser"]) == 0
+    graphs = orjson.loads((out / "compile_directory.json").read_bytes())["dynamo_graphs"]["graphs"]
+    dynamic = next(g for g in graphs if g["compile_id"] == "0/1")
+    assert dynamic["torch"]["fixed_by_thunder"] == ["tokens dim 1 (s27)"]
+    page = (out / dynamic["page"]).read_text()
+    assert "a new size compiles the graph's Thunder pieces again" in page
+    assert re.search(r"\(\d+ piece recompiles? here\)", page)
