@@ -58,6 +58,7 @@ _THUNDER_0_2 = Series(
         "distributed_utils": "thunder.distributed.utils:",
         "dynamo_utils": "thunder.dynamo.utils:",
         "dynamo_compiler": "thunder.dynamo.compiler:",
+        "dynamo_splitter": "thunder.dynamo.splitter:",
         "BoundSymbol": "thunder.core.symbol:BoundSymbol",
         "BoundSymbolTag": "thunder.core.symbol:BoundSymbolTag",
         "TraceCtx": "thunder.core.trace:TraceCtx",
@@ -134,6 +135,7 @@ _THUNDER_0_2 = Series(
         ("symbolic_convert", "log_graph_break"), ("InstructionTranslatorBase", "log_graph_break"),
         # fx_compile.py: the splitter's inductor compiles, Dynamo's recompile reasons
         ("dynamo_compiler", "_splitter"), ("convert_frame", "get_and_maybe_log_recompilation_reasons"),
+        ("dynamo_splitter", "split_module"), ("dynamo_splitter", "is_node_supported_by_thunder"),
     ),
     names={
         "compile_stats_attr": "_lc_cs",  # a jitted function's CompileStats (thunder.compile_stats)

@@ -11,7 +11,9 @@ is a named phase of the graph (wall-clock ns):
   keyed by Dynamo's compile id ("0/0"): `dynamo_trace` (its start to the backend call),
   `dynamo_finish` (the backend's return to its end), `inductor_backward`;
 - `thunder.dynamo.compiler._splitter`: the inductor callable ThunderCompiler hands it is timed
-  (`inductor_compile` per fallback piece); the rest of the backend call is `split`;
+  (`inductor_compile` per fallback piece); the rest of the backend call is `split`, and inside it
+  torch's `split_module` (`split_module`, depth 1: where the splitter tries each node on Thunder, the
+  nodes tried and their time in its detail);
 - a Thunder piece's compile (`thunder_compile`, emit.piece_compiled).
 
 What the backend call knows goes out with the graph (`dynamo_graph.phases`); what comes later as
@@ -71,6 +73,13 @@ class SplitTimer:
     phases: list = field(default_factory=list)  # [name, start, end, depth, detail]
     graphs: list = field(default_factory=list)  # the FX graph each inductor_compile compiled, by phase index
     cursor: int = 0
+    node_checks: int = 0  # nodes Thunder's splitter tried on Thunder (is_node_supported_by_thunder)
+    node_check_ns: int = 0
+
+    def split_module(self, start: int, end: int) -> None:
+        """torch's split_module inside `split`: where the splitter tries each node on Thunder."""
+        detail = f"{self.node_checks} nodes tried on Thunder in {self.node_check_ns / 1e6:.0f} ms"
+        self.phases.append(["split_module", start, end, 1, detail])
 
     def inductor(self, start: int, end: int, graph: Any) -> None:
         if start > self.cursor:
@@ -180,6 +189,40 @@ def _timed_inductor(inner: Callable) -> Callable:
     return inductor_compile
 
 
+def _timed_split_module(orig: Callable) -> Callable:
+    """thunder.dynamo.splitter's split_module (torch.fx's): a phase inside `split`, with the node checks."""
+    def split_module(*args: Any, **kwargs: Any) -> Any:
+        timer = current_split.get()
+        if timer is None:
+            return orig(*args, **kwargs)
+        start = time.time_ns()
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            try:
+                timer.split_module(start, time.time_ns())
+            except Exception as exc:
+                fail("thunderfx", exc)
+
+    return split_module
+
+
+def _counted_node_check(orig: Callable) -> Callable:
+    """thunder.dynamo.splitter's is_node_supported_by_thunder: counted and timed for `split_module`."""
+    def is_node_supported_by_thunder(*args: Any, **kwargs: Any) -> Any:
+        timer = current_split.get()
+        if timer is None:
+            return orig(*args, **kwargs)
+        start = time.perf_counter_ns()
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            timer.node_checks += 1
+            timer.node_check_ns += time.perf_counter_ns() - start
+
+    return is_node_supported_by_thunder
+
+
 def _splitter(orig: Callable) -> Callable:
     """thunder.dynamo.compiler._splitter(gm, thunder_jit, torch_inductor, ...): time the inductor
     compiles it makes (only the callable ThunderCompiler passes it, not torch's own function)."""
@@ -224,6 +267,8 @@ def _recompilation_reasons(orig: Callable) -> Callable:
 
 def install(running: Capture) -> None:
     running.patcher.wrap(T.dynamo_compiler, "_splitter", _splitter)
+    running.patcher.wrap(T.dynamo_splitter, "split_module", _timed_split_module)
+    running.patcher.wrap(T.dynamo_splitter, "is_node_supported_by_thunder", _counted_node_check)
     running.patcher.wrap(T.convert_frame, "get_and_maybe_log_recompilation_reasons", _recompilation_reasons)
     running.listen_to_dynamo(T.dynamo_callbacks, _started, _ended)
     running.on_stop.append(_stopped)

@@ -61,11 +61,16 @@ def test_named_phases_cover_each_graphs_first_step(run):
     assert sorted(graphs) == ["0/0", "0/1"]
     for compile_id, (start, end) in zip(("0/0", "0/1"), steps):
         graph, phases = graphs[compile_id]
+        inner = [p for p in phases if p[3] == 1]  # torch's split_module inside the splitter's `split`
+        phases = [p for p in phases if p[3] == 0]
         names = {p[0] for p in phases}
         # inductor_backward only where a fallback's output needs a gradient (the HF test has one)
         assert names <= NAMED and {"dynamo_trace", "split", "inductor_compile", "dynamo_finish",
                                    "thunder_compile"} <= names, names
-        assert all(p[3] == 0 for p in phases)
+        (split_module,) = inner
+        assert split_module[0] == "split_module" and re.fullmatch(r"\d+ nodes tried on Thunder in \d+ ms",
+                                                                  split_module[4])
+        assert any(p[0] == "split" and p[1] <= split_module[1] <= split_module[2] <= p[2] + 1000 for p in phases)
         spans = sorted((p[1], p[2]) for p in phases)
         assert all(b[0] >= a[1] - 1000 for a, b in zip(spans, spans[1:])), "top-level phases overlap"
         named = sum(e - s for s, e in spans)
