@@ -307,6 +307,8 @@ class OtelExporter:
                                  "thunder.coverage.with_provenance": final.get("with_provenance", 0),
                                  "thunder.coverage.compute_with_user_source": final.get("compute_with_user_source", 0),
                                  "thunder.coverage.compute": final.get("compute", 0),
+                                 **({"thunder.coverage.compute_at_module_file": final["compute_at_module_file"]}
+                                    if "compute_at_module_file" in final else {}),
                                  "thunder.log_seconds": float(event.get("log_seconds") or 0.0)})
             span.end(end_time=event["time_ns"])
             self._spans += 1

@@ -32,7 +32,7 @@ ALLOWED = {
                        "provenance.core.attribution", "provenance.allocation.static_memory"},  # memory: the peak's rule
     # the API's trace readers get Thunder's printing and bookkeeping rule from their caller
     "provenance.core.annotation": {"provenance.core.record"},
-    "provenance.core.coverage_stats": {"provenance.core.record"},
+    "provenance.core.coverage_stats": {"provenance.core.record", "provenance.core.attribution"},  # at_module_file
     # capture's seam and state: below every hook module
     "provenance.thunder.compat": {"provenance._version"},  # its refusals name our version
     "provenance.thunder.patching": set(),

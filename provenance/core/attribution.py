@@ -26,7 +26,7 @@ from provenance.core.record import Kind
 
 __all__ = ["BOOKKEEPING", "MAX_MODULE_DEPTH", "NO_LINE", "ROOT", "ancestors", "charged", "common_module", "keys",
            "line_frame", "line_key", "location", "module_line_frame", "module_line_key", "module_of", "modules",
-           "role_of"]
+           "role_of", "at_module_file"]
 
 BOOKKEEPING = "(bookkeeping)"
 NO_LINE = "(no user line)"
@@ -91,6 +91,14 @@ def module_line_frame(record: Attributed | None) -> Any:
     """The module line a record is charged to: its module frame, else its user frame (a backward
     op: its forward op's)."""
     return _follow(record, lambda r: getattr(r, "module_frame", None) or r.user_frame)
+
+
+def at_module_file(record: Attributed | None) -> bool:
+    """Whether the user line a record is charged to lies in its module's own file: the model's code,
+    not a helper it calls (transformers' sdpa_attention.py under modeling_llama.py's attention)."""
+    frame = line_frame(record)
+    module_file = _follow(record, lambda r: getattr(r, "module_file", None))
+    return frame is not None and module_file is not None and frame.file == module_file
 
 
 def module_of(record: Attributed | None) -> str | None:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from provenance.core.attribution import at_module_file
 from provenance.core.record import Kind, of
 
 __all__ = ["Coverage", "coverage"]
@@ -25,6 +26,7 @@ class Coverage:
     compute: int = 0  # not bookkeeping
     compute_with_user_source: int = 0
     compute_with_module: int = 0
+    compute_at_module_file: int = 0  # of compute_with_user_source: the line in its module's own file
     missing: list = field(default_factory=list)  # bound symbols without provenance
 
     @property
@@ -60,6 +62,7 @@ def coverage(trace: Any, is_bookkeeping: Callable[[Any], bool], *, deep: bool = 
         # a fusion has the user lines and modules of its members
         covered = (record,) if record is None or record.kind != Kind.FUSION else record.members
         user = any(r is not None and r.user_frame is not None for r in covered)
+        model = user and any(at_module_file(r) for r in covered if r is not None)
         module = any(r is not None and r.module is not None for r in covered)
         cov.with_user_source += user
         cov.with_module += module
@@ -68,5 +71,6 @@ def coverage(trace: Any, is_bookkeeping: Callable[[Any], bool], *, deep: bool = 
         else:
             cov.compute += 1
             cov.compute_with_user_source += user
+            cov.compute_at_module_file += model
             cov.compute_with_module += module
     return cov

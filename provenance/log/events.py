@@ -297,6 +297,7 @@ class FinalCounts(TypedDict):
     with_provenance: int
     compute: int
     compute_with_user_source: int
+    compute_at_module_file: NotRequired[int]  # of those, the line in its module's own file (schema 1.9)
     fusions: int
 
 

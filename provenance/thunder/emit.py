@@ -216,6 +216,7 @@ def compile_finished(state: CompileState, entry: Any, compile_stats: Any) -> Non
         "final": {"ops": sum(c.total for c in covs), "with_provenance": sum(c.with_provenance for c in covs),
                   "compute": sum(c.compute for c in covs),
                   "compute_with_user_source": sum(c.compute_with_user_source for c in covs),
+                  "compute_at_module_file": sum(c.compute_at_module_file for c in covs),
                   "fusions": sum(1 for t in final for b in t.bound_symbols if b.sym.is_fusion)},
     }
     SESSION.emit(event)

@@ -46,7 +46,7 @@ def _declared_fields(event_type: str) -> dict[str, bool]:
                 continue
             fields[key] = fields.get(key, False) or key in form.__optional_keys__
             for inner in (a for a in (typing.get_args(hint) or (hint,)) if typing.is_typeddict(a)):
-                fields.update((f"{key}.{k}", False) for k in typing.get_type_hints(inner))
+                fields.update((f"{key}.{k}", k in inner.__optional_keys__) for k in typing.get_type_hints(inner))
     return fields
 
 

@@ -209,3 +209,13 @@ def test_every_op_in_the_log_is_at_the_model_file_by_its_module_line(model, requ
     assert len(records) > 500
     assert by_module_line / len(records) >= 0.95 and by_user_line / len(records) < 0.9, (
         by_module_line, by_user_line, len(records))
+
+
+def test_the_index_says_how_much_is_the_model_files_own_code(llama):
+    """Ops at a user line are not all the model's: HF's attention and mask helpers (sdpa_attention.py,
+    masking_utils.py) are user code too (site-packages model code), so the index says both figures."""
+    _, out = llama
+    totals = orjson.loads((out / "compile_directory.json").read_bytes())["totals"]
+    assert 0 < totals["compute_at_module_file"] < totals["compute_with_user_source"] <= totals["compute"]
+    assert totals["module_file_pct"] == pytest.approx(100 * totals["compute_at_module_file"] / totals["compute"])
+    assert "in the model's own files, the rest in code it calls" in (out / "index.html").read_text()

@@ -388,6 +388,9 @@ class RunBuilder:
         keys = ("ops", "with_provenance", "compute", "compute_with_user_source", "fusions")
         # a run without compiles has zero of each; sums saturate (provenance/report/numbers.py)
         final = {k: total((s.final or {}).get(k) for s in self.summaries) for k in keys}
+        counted = [s.final for s in self.summaries if s.final]
+        if counted and all(type(f.get("compute_at_module_file")) is int for f in counted):  # every log says (1.9)
+            final["compute_at_module_file"] = total(f["compute_at_module_file"] for f in counted)
         return Totals(compiles=len(self.summaries), ok=status["ok"], failed=status["failed"],
                       incomplete=status["incomplete"], disabled=status["disabled"],
                       recompiles=sum(1 for s in self.summaries if s.recompiled) + (fx.recompiles if fx else 0),

@@ -168,6 +168,8 @@ class Coverage:
     fusions: int
     pct: float  # with_provenance / ops
     user_pct: float  # compute_with_user_source / compute
+    compute_at_module_file: int | None = None  # of compute_with_user_source: in the module's own file (1.9)
+    module_file_pct: float | None = None  # compute_at_module_file / compute
 
 
 def _count(value: Any) -> int | None:
@@ -183,10 +185,12 @@ def coverage(final: dict | None) -> Coverage | None:
                                      ("ops", "with_provenance", "compute", "compute_with_user_source"))
     if ops is None or with_prov is None or compute is None or user is None:
         return None
+    model = _count(final.get("compute_at_module_file"))
     return Coverage(ops=ops, with_provenance=with_prov, compute=compute, compute_with_user_source=user,
                     fusions=_count(final.get("fusions")) or 0,
                     pct=100.0 * with_prov / ops if ops else 100.0,
-                    user_pct=100.0 * user / compute if compute else 100.0)
+                    user_pct=100.0 * user / compute if compute else 100.0, compute_at_module_file=model,
+                    module_file_pct=(100.0 * model / compute if compute else 100.0) if model is not None else None)
 
 
 @dataclass(slots=True, repr=False, eq=False)
@@ -621,6 +625,8 @@ class Totals:
     fusions: int
     pct: float
     user_pct: float
+    compute_at_module_file: int | None
+    module_file_pct: float | None
     bytes: int  # read
     logs: int
 

@@ -399,6 +399,8 @@ def _compile(compile_id: int, span: dict, phases: dict[bytes, tuple], runs: list
                  "compute": a.get("thunder.coverage.compute"),
                  "compute_with_user_source": a.get("thunder.coverage.compute_with_user_source"),
                  "fusions": a.get("thunder.fusions")}
+        if "thunder.coverage.compute_at_module_file" in a:  # schema 1.9's, where the exporter had it
+            final["compute_at_module_file"] = a["thunder.coverage.compute_at_module_file"]
         log_seconds = a.get("thunder.log_seconds")
         out.append({"type": "compile_end", "compile": compile_id, "status": "ok", "time_ns": end, "seconds": seconds,
                     "log_seconds": log_seconds if type(log_seconds) is float else None, "cache": None,
