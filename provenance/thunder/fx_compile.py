@@ -27,6 +27,7 @@ State is per thread and bounded: at most MAX_PENDING frame compiles and MAX_GRAP
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 import time
@@ -173,25 +174,11 @@ def name_inductor_phases(timer: SplitTimer, pieces: dict[Any, str]) -> None:
 
 
 # -- hooks ----------------------------------------------------------------------------------------
-def _timed_inductor(inner: Callable) -> Callable:
-    def inductor_compile(graph_module: Any, *args: Any, **kwargs: Any) -> Any:
-        timer = current_split.get()
-        start = time.time_ns()
-        try:
-            return inner(graph_module, *args, **kwargs)
-        finally:
-            if timer is not None:
-                try:
-                    timer.inductor(start, time.time_ns(), getattr(graph_module, "graph", None))
-                except Exception as exc:
-                    fail("thunderfx", exc)
-
-    return inductor_compile
-
-
-def _timed_split_module(orig: Callable) -> Callable:
-    """thunder.dynamo.splitter's split_module (torch.fx's): a phase inside `split`, with the node checks."""
-    def split_module(*args: Any, **kwargs: Any) -> Any:
+def _in_split(orig: Callable, record: Callable[[SplitTimer, int, int, tuple], None]) -> Callable:
+    """`orig`, and while a backend call is timed (`current_split`), `record(timer, start_ns, end_ns, args)`
+    after it (an error of ours in `record` is fail(): one warning, orig's result unchanged)."""
+    @functools.wraps(orig)
+    def timed(*args: Any, **kwargs: Any) -> Any:
         timer = current_split.get()
         if timer is None:
             return orig(*args, **kwargs)
@@ -200,27 +187,31 @@ def _timed_split_module(orig: Callable) -> Callable:
             return orig(*args, **kwargs)
         finally:
             try:
-                timer.split_module(start, time.time_ns())
+                record(timer, start, time.time_ns(), args)
             except Exception as exc:
                 fail("thunderfx", exc)
 
-    return split_module
+    return timed
+
+
+def _timed_inductor(inner: Callable) -> Callable:
+    """The inductor callable ThunderCompiler hands the splitter: an `inductor_compile` phase per piece."""
+    return _in_split(inner, lambda timer, start, end, args: timer.inductor(
+        start, end, getattr(args[0], "graph", None) if args else None))
+
+
+def _timed_split_module(orig: Callable) -> Callable:
+    """thunder.dynamo.splitter's split_module (torch.fx's): a phase inside `split`, with the node checks."""
+    return _in_split(orig, lambda timer, start, end, args: timer.split_module(start, end))
 
 
 def _counted_node_check(orig: Callable) -> Callable:
     """thunder.dynamo.splitter's is_node_supported_by_thunder: counted and timed for `split_module`."""
-    def is_node_supported_by_thunder(*args: Any, **kwargs: Any) -> Any:
-        timer = current_split.get()
-        if timer is None:
-            return orig(*args, **kwargs)
-        start = time.perf_counter_ns()
-        try:
-            return orig(*args, **kwargs)
-        finally:
-            timer.node_checks += 1
-            timer.node_check_ns += time.perf_counter_ns() - start
+    def count(timer: SplitTimer, start: int, end: int, args: tuple) -> None:
+        timer.node_checks += 1
+        timer.node_check_ns += end - start
 
-    return is_node_supported_by_thunder
+    return _in_split(orig, count)
 
 
 def _splitter(orig: Callable) -> Callable:
