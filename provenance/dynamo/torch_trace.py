@@ -8,16 +8,44 @@ it reads), the AOT graphs and inductor code of its torch pieces, the symbols its
 the guards and specializations on them (`ShapeEvent`), cache outcomes, and torch's compilation metrics.
 A restarted frame (Dynamo found a graph break while tracing and traced it again) keeps the last attempt's.
 Records are untrusted: a field of the wrong type is left out.
+
+The record's encoder is here too (`Encoder`): one of torch's trace records (its metadata and payload, from
+the capture's handler on torch's trace logger or a line of a TORCH_TRACE log) -> a `torch_trace` event,
+bounded as every record is: a payload is cut at MAX_PAYLOAD characters (a cache outcome's, whose key
+components torch lists in full each time, at MAX_CACHE_PAYLOAD) and a process's payloads at MAX_TOTAL
+(later records keep their metadata and say how long the payload was); a string in metadata is cut at
+MAX_FIELD characters (compilation_metrics repeats torch's config dumps), and metadata past MAX_METADATA
+bytes is replaced by its size. torch interns file names (its `str` records; for the capture, its intern
+table for those interned before the handler listened): they are resolved into the frames that name them
+(at most MAX_STRINGS names), each frame marked as the user's code or not (`user`). torch's
+`chromium_event` timings are left out (the graph's phases time it), as are its `describe_*` records
+(meta-tensor descriptions, one per tensor input: hundreds per model); both are counted.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Artifact", "FrameTrace", "Guard", "ShapeEvent", "StackFrame", "decode", "dim_name", "guard_tree",
-           "root_name", "stack_of", "user_frame", "user_name"]
+import orjson
+
+__all__ = ["Artifact", "Encoder", "FrameTrace", "Guard", "ShapeEvent", "StackFrame", "compile_id", "decode",
+           "dim_name", "guard_tree", "root_name", "stack_of", "user_frame", "user_name"]
+
+MAX_PAYLOAD = 1 << 20  # characters of one artifact's payload
+MAX_TOTAL = 64 << 20  # characters of payload per process
+MAX_METADATA = 64 << 10  # bytes of one artifact's metadata, as JSON
+MAX_FIELD = 2000  # characters of one string in metadata (compilation_metrics' config dumps: 16 KB each time)
+MAX_CACHE_PAYLOAD = 16 << 10  # characters of a cache outcome's payload (its key's components: 45 KB each time)
+MAX_STRINGS = 1 << 16  # interned file names remembered
+MAX_DEPTH = 8  # levels of metadata walked to resolve file names
+# the keys of torch's metadata that say where an artifact comes from, not what it is
+CONTEXT = frozenset({"rank", "compiled_autograd_id", "frame_id", "frame_compile_id", "attempt", "has_payload",
+                     "stack"})
+LEFT_OUT = frozenset({"chromium_event", "describe_storage", "describe_tensor", "describe_source"})
 
 MAX_ARTIFACTS = 4096  # per frame compile; more are counted
 MAX_GUARDS = 20_000  # guards listed per frame compile
@@ -26,6 +54,7 @@ SHAPES = ("create_symbol", "symbolic_shape_specialization", "guard_added_fast", 
           "propagate_real_tensors")
 # torch's cache artifacts: `<cache>_<outcome>` (fx_graph_cache_hit, aotautograd_cache_bypass, ...)
 _CACHE = re.compile(r"^(?P<cache>[a-z_]*cache)_(?P<outcome>hit|miss|bypass)$")
+_CACHE_NAME = re.compile(r"cache_(hit|miss|bypass)$")
 
 _LOCAL = re.compile(r"\bL\['(?P<name>[^']+)'\]")
 _GLOBAL = re.compile(r"\bG\['(?P<name>[^']+)'\]")
@@ -63,6 +92,96 @@ def dim_name(source: str) -> str:
     name = user_name(source)
     size = _SIZE.match(name)
     return f"{size['name']} dim {size['index']}" if size else name
+
+
+def compile_id(metadata: dict) -> str | None:
+    """torch's CompileId as its str() writes it: "0/1", "!2/0/1" under compiled autograd."""
+    frame, attempt_of = metadata.get("frame_id"), metadata.get("frame_compile_id")
+    autograd = metadata.get("compiled_autograd_id")
+    frame_part = f"{frame}/{attempt_of}" if type(frame) is int and type(attempt_of) is int else None
+    if type(autograd) is int:
+        return f"!{autograd}/{frame_part}" if frame_part else f"!{autograd}"
+    return frame_part
+
+
+class Encoder:
+    """torch's trace records -> `torch_trace` events, for one process (its interned file names, its
+    payload budget). `is_user(path)`: whether a file is the user's code; `intern_table()`: torch's own
+    table of file names interned before the records were seen (the capture's; a log has its `str` lines)."""
+
+    def __init__(self, is_user: Callable[[str], bool], intern_table: Callable[[], dict] | None = None) -> None:
+        self.is_user = is_user
+        self.intern_table = intern_table
+        self.strings: dict[int, str] = {}
+        self.payload_chars = 0  # kept so far (MAX_TOTAL)
+        self.left_out: Counter[str] = Counter()  # by name: LEFT_OUT kinds, and payloads past MAX_TOTAL
+
+    def encode(self, metadata: Any, payload: Any, time_ns: int) -> dict | None:
+        """The event of one of torch's records (None: a file name interned, a kind left out, no artifact)."""
+        if not isinstance(metadata, dict):
+            return None
+        name = next((k for k in metadata if k not in CONTEXT), None)
+        if not isinstance(name, str):
+            return None
+        value = metadata[name]
+        if name == "str":  # an interned file name: ["path", id]
+            if isinstance(value, list | tuple) and len(value) == 2 and len(self.strings) < MAX_STRINGS \
+                    and type(value[1]) is int:
+                self.strings[value[1]] = str(value[0])
+            return None
+        if name in LEFT_OUT:
+            self.left_out[name] += 1
+            return None
+        if name == "artifact" and isinstance(value, dict) and isinstance(value.get("name"), str):
+            name = value["name"]  # torch's generic artifacts: their own name
+        event: dict[str, Any] = {"type": "torch_trace", "name": name[:200], "compile_id": compile_id(metadata),
+                                 "attempt": metadata.get("attempt") if type(metadata.get("attempt")) is int else None,
+                                 "time_ns": time_ns, "metadata": self._metadata(value)}
+        if isinstance(payload, str):
+            most = MAX_CACHE_PAYLOAD if _CACHE_NAME.search(name) else MAX_PAYLOAD
+            kept = payload[:most] if self.payload_chars + min(len(payload), MAX_PAYLOAD) <= MAX_TOTAL else None
+            if kept is None:
+                self.left_out["payload past MAX_TOTAL"] += 1
+            else:
+                self.payload_chars += len(kept)
+                event["payload"] = kept
+            if kept is None or len(kept) < len(payload):
+                event["payload_chars"] = len(payload)
+        return event
+
+    def _metadata(self, value: Any) -> Any:
+        """torch's metadata, JSON-safe and bounded, its interned file names resolved."""
+        resolved = self._resolve(value, 0)
+        data = orjson.dumps(resolved, default=repr, option=orjson.OPT_NON_STR_KEYS)
+        if len(data) > MAX_METADATA:
+            return {"dropped_bytes": len(data)}
+        return orjson.loads(data)
+
+    def _file(self, index: int) -> str:
+        """An interned file name; one torch interned before the records were seen, from its table."""
+        found = self.strings.get(index)
+        if found is None and self.intern_table is not None and len(self.strings) < MAX_STRINGS:
+            table = self.intern_table()
+            if len(table) > len(self.strings):
+                for name, i in list(table.items())[:MAX_STRINGS]:
+                    self.strings.setdefault(i, name)
+            found = self.strings.get(index)
+        return found if found is not None else f"<file {index}>"
+
+    def _resolve(self, value: Any, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            return value
+        if isinstance(value, dict):
+            out = {k: self._resolve(v, depth + 1) for k, v in value.items()}
+            if type(out.get("filename")) is int:  # a frame of a structured stack: its file, and whose code
+                out["filename"] = path = self._file(out["filename"])
+                out["user"] = self.is_user(path)
+            return out
+        if isinstance(value, list | tuple):
+            return [self._resolve(v, depth + 1) for v in value]
+        if isinstance(value, str) and len(value) > MAX_FIELD:
+            return f"{value[:MAX_FIELD]}... ({len(value)} characters)"
+        return value
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,6 +137,9 @@ def _ended(args: Any) -> None:
     try:
         trigger = getattr(args.callback_trigger, "name", "")
         key = str(args.compile_id) if trigger == "DYNAMO" else f"bw:{args.compile_id}"
+        running = capture.ACTIVE
+        if trigger == "DYNAMO" and running is not None and running.torch_trace is not None:
+            running.torch_trace.frame_ended(key)  # torch's artifacts of a frame that made no ThunderFX graph
         found = _frames().pop(key, None)
         if found is None or found.graph is None or not SESSION.active:
             return
@@ -165,6 +168,9 @@ def graph_made(compile_id: str | None, graph: int, backend_end: int) -> None:
             _graphs[compile_id] = graph
             while len(_graphs) > MAX_GRAPHS:
                 _graphs.popitem(last=False)
+        running = capture.ACTIVE
+        if running is not None and running.torch_trace is not None:
+            running.torch_trace.keep(compile_id)  # its torch artifacts, held until now, are written
 
 
 def name_inductor_phases(timer: SplitTimer, pieces: dict[Any, str]) -> None:

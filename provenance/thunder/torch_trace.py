@@ -8,16 +8,15 @@ on that logger and each artifact becomes a `torch_trace` record, tied to its Dyn
 compile id ("0/1"). With no such exporter nothing is attached and torch skips the work, as it does
 without TORCH_TRACE. THUNDER_TRACE_TORCH=0 leaves it off.
 
-Bounded as every record is: a payload is cut at MAX_PAYLOAD characters (a cache outcome's, whose
-key components torch lists in full each time, at MAX_CACHE_PAYLOAD) and a process's payloads at
-MAX_TOTAL (later records keep their metadata and say how long the payload was); a string in metadata
-is cut at MAX_FIELD characters (compilation_metrics repeats torch's config dumps), and metadata past
-MAX_METADATA bytes is replaced by its size. torch interns file names (its `str` records; its intern
-table for those interned before the handler listened): they are resolved into the frames that name
-them (at most MAX_STRINGS names), each frame marked as the user's code or not by
-provenance.core.usercode's rule (`user`). torch's `chromium_event` timings are left out (fx_compile.py
-times the graph's phases), as are its `describe_*` records (meta-tensor descriptions, one per tensor
-input: hundreds per model); both are counted.
+Each record becomes an event by the record's encoder (provenance.dynamo.torch_trace.Encoder: the
+bounds, the interned file names resolved, the frames marked as the user's by
+provenance.thunder.frames' rule, torch's intern table read for names interned before we listened).
+
+Only a ThunderFX graph's artifacts are written: a frame compile's are held (at most MAX_HELD frame
+compiles, MAX_HELD_CHARS each) until its backend call turns out to be ThunderFX's (`keep`, from
+fx_compile.graph_made; later ones of that compile id, a lazy backward's, are written at once) or the
+frame compile ends (`frame_ended`: Thunder's torch.compile executor's fusions, a plain torch.compile's
+frames; counted, not written).
 
 The handler is put back at each Dynamo frame compile if something removed it (torch's own `set_logs`
 keeps handlers it did not make; other code may not), and removed when capture stops. An internal
@@ -28,15 +27,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
+import threading
 import time
 import traceback
 import warnings
-from collections import Counter
-from typing import Any
+from collections import Counter, OrderedDict
 
-import orjson
-
+from provenance.dynamo.torch_trace import Encoder
 from provenance.log.session import SESSION
 from provenance.thunder.capture import Capture
 from provenance.thunder.compat import api
@@ -45,32 +42,13 @@ from provenance.thunder.state import check_fault
 
 T = api()  # this torch's trace logger (compat.py)
 
-MAX_PAYLOAD = 1 << 20  # characters of one artifact's payload
-MAX_TOTAL = 64 << 20  # characters of payload per process
-MAX_METADATA = 64 << 10  # bytes of one artifact's metadata, as JSON
-MAX_FIELD = 2000  # characters of one string in metadata (compilation_metrics' config dumps: 16 KB each time)
-MAX_CACHE_PAYLOAD = 16 << 10  # characters of a cache outcome's payload (its key's components: 45 KB each time)
-MAX_STRINGS = 1 << 16  # interned file names remembered
-MAX_DEPTH = 8  # levels of metadata walked to resolve file names
-# the keys of torch's metadata that say where an artifact comes from, not what it is
-CONTEXT = frozenset({"rank", "compiled_autograd_id", "frame_id", "frame_compile_id", "attempt", "has_payload",
-                     "stack"})
-LEFT_OUT = frozenset({"chromium_event", "describe_storage", "describe_tensor", "describe_source"})
-_CACHE = re.compile(r"cache_(hit|miss|bypass)$")
+MAX_HELD = 64  # frame compiles whose artifacts wait to be known ThunderFX's
+MAX_HELD_CHARS = 32 << 20  # characters of payload one waiting frame compile holds
+MAX_KEPT = 4096  # compile ids known ThunderFX's (later artifacts of theirs: a lazy backward's)
 
 
 def wanted() -> bool:
     return os.environ.get("THUNDER_TRACE_TORCH", "").strip() != "0"
-
-
-def compile_id(metadata: dict) -> str | None:
-    """torch's CompileId as its str() writes it: "0/1", "!2/0/1" under compiled autograd."""
-    frame, attempt_of = metadata.get("frame_id"), metadata.get("frame_compile_id")
-    autograd = metadata.get("compiled_autograd_id")
-    frame_part = f"{frame}/{attempt_of}" if type(frame) is int and type(attempt_of) is int else None
-    if type(autograd) is int:
-        return f"!{autograd}/{frame_part}" if frame_part else f"!{autograd}"
-    return frame_part
 
 
 class TorchTraceHandler(logging.Handler):
@@ -78,10 +56,16 @@ class TorchTraceHandler(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.strings: dict[int, str] = {}
-        self.payload_chars = 0  # kept so far (MAX_TOTAL)
-        self.left_out: Counter[str] = Counter()  # by name: LEFT_OUT kinds, and payloads past MAX_TOTAL
+        self.encoder = Encoder(is_user_path, lambda: T.intern_table)
         self.failed = False  # an internal error: no more of torch's trace in this capture
+        # a frame compile's artifacts wait here until its backend call is ThunderFX's (keep) or it ends (dropped)
+        self.held: OrderedDict[str, tuple[list[dict], list[int]]] = OrderedDict()
+        self.kept: OrderedDict[str, None] = OrderedDict()
+        self.holding = threading.Lock()  # not `lock`: logging.Handler.handle holds that one around emit
+
+    @property
+    def left_out(self) -> Counter[str]:
+        return self.encoder.left_out
 
     def emit(self, record: logging.LogRecord) -> None:  # never raises into torch
         if self.failed:
@@ -98,71 +82,48 @@ class TorchTraceHandler(logging.Handler):
                           f"structured trace is no longer logged; tracing goes on.", RuntimeWarning, stacklevel=2)
 
     def _emit(self, record: logging.LogRecord) -> None:
-        metadata = getattr(record, "metadata", None)
-        if not isinstance(metadata, dict):
+        event = self.encoder.encode(getattr(record, "metadata", None), getattr(record, "payload", None),
+                                    time.time_ns())
+        if event is not None:
+            self._route(event, len(event.get("payload", "")))
+
+    def _route(self, event: dict, chars: int) -> None:
+        """Written now if its frame compile is ThunderFX's, else held until that is known."""
+        key = event["compile_id"]
+        with self.holding:
+            if key is not None and key not in self.kept:
+                if key not in self.held and len(self.held) >= MAX_HELD:
+                    self.held.popitem(last=False)
+                    self.left_out["frame compiles past MAX_HELD"] += 1
+                events, size = self.held.setdefault(key, ([], [0]))
+                if size[0] + chars > MAX_HELD_CHARS:
+                    self.left_out["held payload past MAX_HELD_CHARS"] += 1
+                else:
+                    events.append(event)
+                    size[0] += chars
+                return
+        if key is None:
+            self.left_out["no compile id"] += 1
             return
-        name = next((k for k in metadata if k not in CONTEXT), None)
-        if name is None:
-            return
-        value = metadata[name]
-        if name == "str":  # an interned file name: ["path", id]
-            if isinstance(value, list | tuple) and len(value) == 2 and len(self.strings) < MAX_STRINGS:
-                self.strings[value[1]] = str(value[0])
-            return
-        if name in LEFT_OUT:
-            self.left_out[name] += 1
-            return
-        if name == "artifact" and isinstance(value, dict) and isinstance(value.get("name"), str):
-            name = value["name"]  # torch's generic artifacts: their own name
-        event: dict[str, Any] = {"type": "torch_trace", "name": name[:200], "compile_id": compile_id(metadata),
-                                 "attempt": metadata.get("attempt") if type(metadata.get("attempt")) is int else None,
-                                 "time_ns": time.time_ns(), "metadata": self._metadata(value)}
-        payload = getattr(record, "payload", None)
-        if isinstance(payload, str):
-            most = MAX_CACHE_PAYLOAD if _CACHE.search(name) else MAX_PAYLOAD
-            kept = payload[:most] if self.payload_chars + min(len(payload), MAX_PAYLOAD) <= MAX_TOTAL else None
-            if kept is None:
-                self.left_out["payload past MAX_TOTAL"] += 1
-            else:
-                self.payload_chars += len(kept)
-                event["payload"] = kept
-            if kept is None or len(kept) < len(payload):
-                event["payload_chars"] = len(payload)
         SESSION.emit(event)  # type: ignore[arg-type]
 
-    def _metadata(self, value: Any) -> Any:
-        """torch's metadata, JSON-safe and bounded, its interned file names resolved."""
-        resolved = self._resolve(value, 0)
-        data = orjson.dumps(resolved, default=repr, option=orjson.OPT_NON_STR_KEYS)
-        if len(data) > MAX_METADATA:
-            return {"dropped_bytes": len(data)}
-        return orjson.loads(data)
+    def keep(self, compile_id: str) -> None:
+        """The frame compile `compile_id` made a ThunderFX graph: its artifacts are written, now and later."""
+        with self.holding:
+            self.kept[compile_id] = None
+            while len(self.kept) > MAX_KEPT:
+                self.kept.popitem(last=False)
+            events, _ = self.held.pop(compile_id, ([], None))
+        for event in events:
+            SESSION.emit(event)  # type: ignore[arg-type]
 
-    def _file(self, index: int) -> str:
-        """An interned file name; one torch interned before this handler listened, from its table."""
-        found = self.strings.get(index)
-        if found is None and len(self.strings) < MAX_STRINGS:
-            table = T.intern_table
-            if len(table) > len(self.strings):
-                for name, i in list(table.items())[:MAX_STRINGS]:
-                    self.strings.setdefault(i, name)
-            found = self.strings.get(index)
-        return found if found is not None else f"<file {index}>"
-
-    def _resolve(self, value: Any, depth: int) -> Any:
-        if depth > MAX_DEPTH:
-            return value
-        if isinstance(value, dict):
-            out = {k: self._resolve(v, depth + 1) for k, v in value.items()}
-            if type(out.get("filename")) is int:  # a frame of a structured stack: its file, and whose code
-                out["filename"] = path = self._file(out["filename"])
-                out["user"] = is_user_path(path)
-            return out
-        if isinstance(value, list | tuple):
-            return [self._resolve(v, depth + 1) for v in value]
-        if isinstance(value, str) and len(value) > MAX_FIELD:
-            return f"{value[:MAX_FIELD]}... ({len(value)} characters)"
-        return value
+    def frame_ended(self, compile_id: str) -> None:
+        """A frame compile ended: what it still holds was not ThunderFX's (Thunder's torch.compile
+        executor's fusions, a plain torch.compile's frames), and is not written."""
+        with self.holding:
+            found = self.held.pop(compile_id, None)
+            if found is not None:
+                self.left_out["not ThunderFX's"] += len(found[0])
 
 
 def attach(running: Capture) -> None:
