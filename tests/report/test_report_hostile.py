@@ -246,6 +246,10 @@ def test_a_thunderfx_log_shows_its_graph_pieces_split_and_break(tmp_path, capsys
         ("thunder_0", "thunder", ["log0-c1"]), ("inductor_1", "inductor", [])]
     assert graph["pieces"][1]["reasons"][0]["line"] == f"{report_logs.MODEL}:13"
     assert graph["breaks"] == [{"reason": "Failed to trace builtin operator", "line": f"{report_logs.MODEL}:12"}]
+    (every,) = directory(out)["dynamo_graphs"]["breaks"]  # the run's breaks, each tied to its graph
+    assert every["graph"] == graph["key"] and every["compile_id"] == graph["compile_id"]
+    assert every["reason"] == "Failed to trace builtin operator" and every["line"] == f"{report_logs.MODEL}:12"
+    assert every["stack"][-1] == every["line"]
 
 
 def test_a_huge_number_string_in_final_counts(tmp_path, capsys):
@@ -681,13 +685,14 @@ def test_a_torch_trace_log_is_refused_with_a_pointer_to_tlparse(tmp_path, capsys
     out = tmp_path / "out"
     for given in (log, tmp_path / "tt"):
         code, err = report(capsys, given, "-o", out)
-        assert code == 2 and "this looks like a TORCH_TRACE" in err and "use tlparse" in err, err
+        assert code == 2 and "this looks like a TORCH_TRACE" in err and "read it with tlparse" in err, err
+        assert "thunder-trace report THUNDER_DIR TORCH_DIR" in err
         assert not out.exists()
     jsonl = tmp_path / "renamed" / "torch.jsonl"  # even under a THUNDER_TRACE name, in a directory
     jsonl.parent.mkdir()
     jsonl.write_bytes(log.read_bytes())
     code, err = report(capsys, jsonl.parent, "-o", out)
-    assert code == 2 and "torch.jsonl: this looks like a TORCH_TRACE log; use tlparse" in err, err
+    assert code == 2 and "torch.jsonl: this looks like a TORCH_TRACE log: give it after" in err, err
     assert not out.exists()
 
 

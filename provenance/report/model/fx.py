@@ -236,7 +236,7 @@ class FxRun:
 
     def directory(self) -> dict[str, Any]:
         """compile_directory.json's `dynamo_graphs`: each graph, its pieces (a Thunder piece's
-        compiles by key, a fallback's reasons) and breaks, user lines as `file:line`."""
+        compiles by key, a fallback's reasons) and breaks, and every break of the run, user lines as `file:line`."""
         def where(frame: StackFrame | None) -> str | None:
             return f"{frame.file}:{frame.line}" if frame is not None else None
 
@@ -255,5 +255,9 @@ class FxRun:
                 "breaks": [{"reason": b.summary, "line": where(b.frame)} for b in g.breaks],
                 "torch": g.torch.directory() if g.torch is not None else None,
             } for g in self.graphs],
-            "breaks": len(self.breaks), "not_listed": {"graphs": self.dropped_graphs, "breaks": self.dropped_breaks},
+            # every break of the run, a skipped frame's too (no graph: `graph` null); a graph's own are also under it
+            "breaks": [{"rank_label": b.rank_label, "compile_id": b.compile_id,
+                        "graph": b.graph.key if b.graph is not None else None, "reason": b.summary,
+                        "line": where(b.frame), "stack": [where(f) for f in b.stack]} for b in self.breaks],
+            "not_listed": {"graphs": self.dropped_graphs, "breaks": self.dropped_breaks},
         }
