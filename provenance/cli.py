@@ -48,6 +48,10 @@ def _report_parser(commands: argparse._SubParsersAction) -> None:
     report.add_argument("path", metavar="PATH",
                         help="a log file, or a THUNDER_TRACE directory (every rank's log in it); an OTLP/JSON "
                              "export (gzip'd or not) or a directory of them, with the logs or alone")
+    report.add_argument("torch_trace", metavar="TORCH_DIR", nargs="?",
+                        help="a TORCH_TRACE directory (or .log) of the same run: torch's structured trace "
+                             "merged into each process's log by pid and Dynamo compile id (the Dynamo graph "
+                             "pages' guards, output graph, AOT graphs, inductor code, shapes, caches, metrics)")
     report.add_argument("-o", "--out", default="thunder_trace_report", metavar="OUT",
                         help="output directory (default: %(default)s)")
     report.add_argument("--overwrite", action="store_true",

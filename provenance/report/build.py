@@ -42,14 +42,15 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
                  progress: Callable[[int], None] | None = None, jobs: int = 1,
                  skipped: list[tuple[Path, str]] = (),
                  problems: list[tuple[str, str, int | None, str, str, int]] = (),
-                 observe: Callable[..., None] | None = None) -> Report:
+                 observe: Callable[..., None] | None = None, shown: dict[Path, Path] | None = None) -> Report:
     """Read `paths` once and write the report into `out` (which must exist and be empty);
     `jobs` > 1: compiles are built by that many processes, each reading the logs (workers.py;
     one where fork is not available); `skipped`: files of the input passed over, and why
     (listed as problems); `problems`: more the input had (category, file,
     line, reason, text, count), found before the logs were read (an OTel export's bad lines);
     `observe(page, source, provs)`: called with each compile's page models as they are written
-    (ReportWriter's; needs `jobs` 1: the diff's)."""
+    (ReportWriter's; needs `jobs` 1: the diff's); `shown`: the log given, for a path that is a copy of
+    it (a log merged with a TORCH_TRACE log), as the pages name it."""
     if observe is not None and jobs > 1:
         raise ValueError("observe needs jobs=1: worker processes build their compiles' pages")
     headers = headers if headers is not None else [sniff(p) for p in paths]
@@ -57,7 +58,7 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
     nav = [(page.file, page.title) for page in registered]
     writer = ReportWriter(out, nav, [page.templates for page in registered if page.templates], observe=observe)
     writer.write_assets()
-    logs = label_logs(paths, headers)
+    logs = label_logs(paths, headers, shown)
     share = None
     if jobs > 1:  # the workers read the logs themselves: forked now, each with a run of its own
         from provenance.report.workers import can_fork, start_workers

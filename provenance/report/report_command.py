@@ -66,7 +66,9 @@ def _select(path: str, latest: bool, rank: int | None, spool: _Spool | None = No
         for file, reason in skipped:
             say(f"thunder-trace: {file.name}: {reason}")
         if not skipped and _torch_trace_directory(Path(path)):
-            raise NotALog(f"{path}: this looks like a TORCH_TRACE directory; use tlparse")
+            raise NotALog(f"{path}: this looks like a TORCH_TRACE directory: give it after the THUNDER_TRACE "
+                          "directory of the same run (thunder-trace report THUNDER_DIR TORCH_DIR), or read it "
+                          "with tlparse")
         raise FileNotFoundError(f"no THUNDER_TRACE log or OTLP/JSON export in {path!r}")
     if rank is not None:
         chosen = [(f, h) for f, h in zip(files, headers) if h is not None and type(h.get("rank")) is int
@@ -102,6 +104,7 @@ class _Spool:
         self._beside = os.path.dirname(os.path.abspath(out))
         self._signals: dict[int, Any] = {}
         self.rebuilt: Any = None
+        self.torch_merged: Any = None  # read/torch_trace_logs.Merged, with a TORCH_TRACE directory
 
     def _path(self, where: str | None = None) -> Path:
         if self._dir is None:
@@ -150,9 +153,32 @@ class _Spool:
             self._dir.cleanup()
             self._dir = None
 
+    def merge_torch_trace(self, path: str, files: list[Path], headers: list[dict | None]) -> list[str]:
+        """The TORCH_TRACE logs at `path` merged into the logs of their processes (read/torch_trace_logs.py):
+        `files` then names the merged copies, in the spool; the notes for stderr."""
+        from provenance.report.read.torch_trace_logs import merge
+
+        try:
+            self.torch_merged = merge(path, files, headers, lambda: self._path())
+        except OSError as first:  # TMPDIR full or not writable: the copies go beside OUT
+            if isinstance(first, FileNotFoundError):
+                raise
+            self._remove()
+            try:
+                os.makedirs(self._beside, exist_ok=True)
+                self.torch_merged = merge(path, files, headers, lambda: self._path(self._beside))
+            except OSError as second:
+                self._remove()
+                raise SpoolError(f"cannot write the logs merged with TORCH_TRACE's: in TMPDIR "
+                                 f"({first.strerror or first}), nor in {self._beside} ({second.strerror or second})"
+                                 ) from second
+        files[:] = [self.torch_merged.files.get(f, f) for f in files]
+        return self.torch_merged.notes
+
     @property
     def problems(self) -> list:
-        return self.rebuilt.problems if self.rebuilt is not None else []
+        merged = self.torch_merged.problems if self.torch_merged is not None else []
+        return (self.rebuilt.problems if self.rebuilt is not None else []) + merged
 
     @property
     def files(self) -> set[Path]:
@@ -248,9 +274,20 @@ def _report(args: argparse.Namespace, spool: _Spool) -> int:
         return fail(str(exc))
     for file, reason in skipped:
         say(f"thunder-trace: {file.name}: {reason}")
+    given = list(files)
+    if args.torch_trace is not None:
+        try:
+            notes = spool.merge_torch_trace(args.torch_trace, files, headers)
+        except FileNotFoundError as exc:
+            return fail(str(exc.args[0] if exc.args else exc))
+        except SpoolError as exc:
+            return fail(str(exc))
+        for note in notes:
+            say(f"thunder-trace: {note}")
     for note in spool.rebuilt.notes if spool.rebuilt is not None else ():
         say(f"thunder-trace: {note}")
-    out, reason = prepare_out(Path(args.out), args.overwrite, [Path(args.path), *files])
+    inputs = [Path(args.path), *given] + ([Path(args.torch_trace)] if args.torch_trace is not None else [])
+    out, reason = prepare_out(Path(args.out), args.overwrite, inputs)
     if reason is not None:
         return fail(reason)
     total = sum(f.stat().st_size for f in files)
@@ -259,7 +296,9 @@ def _report(args: argparse.Namespace, spool: _Spool) -> int:
     thresholds = quiet_gc()
     try:
         jobs = max(jobs, 1)
-        report = build_report(files, out, headers, progress, jobs=jobs, skipped=skipped, problems=spool.problems)
+        shown = {copy: log for log, copy in spool.torch_merged.files.items()} if spool.torch_merged else None
+        report = build_report(files, out, headers, progress, jobs=jobs, skipped=skipped, problems=spool.problems,
+                              shown=shown)
     except OSError as exc:  # OUT's disk full, or taken away: every file the report writes is in OUT
         progress.close()
         say(f"thunder-trace: error: cannot write the report into {out}: {exc.strerror or exc}")

@@ -5,6 +5,8 @@ read or left out. No torch, no browser."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 import report_logs
 
@@ -103,3 +105,73 @@ def test_hostile_torch_records_are_read_or_left_out(tmp_path, capsys):
     records[-1:-1] = [{"type": "torch_trace"}, {"type": "torch_trace", "name": None, "compile_id": "0/0"}]
     page, err = _page(tmp_path, capsys, records, "0/0")
     assert 'id="torch"' in page
+
+
+def _glog(pid: int, metadata: dict, payload: str | None = None, frame: tuple[int, int] | None = (0, 0)) -> str:
+    """A line of a TORCH_TRACE log, as torch's TorchLogsFormatter writes it (and its payload's lines)."""
+    if frame is not None:
+        metadata = {**metadata, "frame_id": frame[0], "frame_compile_id": frame[1], "attempt": 0}
+    line = f"V1207 02:18:29.123456 {pid} torch/_dynamo/output_graph.py:1567] {orjson.dumps(metadata).decode()}"
+    return line + "".join(f"\n\t{part}" for part in payload.split("\n")) if payload is not None else line
+
+
+def _torch_dir(tmp_path, pid: int = 4242, extra: tuple[str, ...] = ()) -> str:
+    lines = [
+        _glog(pid, {"str": ["/m.py", 0]}, frame=None),
+        _glog(pid, {"dynamo_output_graph": {"sizes": {}}, "has_payload": "1"},
+              "class GraphModule(torch.nn.Module):\n    def forward(self, L_x_):"),
+        _glog(pid, {"dynamo_cpp_guards_str": {}, "has_payload": "2"}, TREE),
+        _glog(pid, {"create_symbol": {"symbol": "s0", "val": "4", "vr": "[2, int_oo]", "source": "L['x'].size()[0]",
+                                      "user_stack": [{"filename": 0, "line": 10, "name": "f", "loc": "y = x * 2"}]}}),
+        _glog(pid, {"chromium_event": {}}),
+        _glog(pid, {"dynamo_output_graph": {}}, "a frame with no ThunderFX graph", frame=(7, 0)),
+        *extra,
+    ]
+    folder = tmp_path / "torch_trace"
+    folder.mkdir()
+    (folder / "dedicated_log_torch_trace_abc.log").write_text("\n".join(lines) + "\n")
+    return str(folder)
+
+
+def test_a_torch_trace_directory_is_merged_by_process_and_compile_id(tmp_path, capsys):
+    """`thunder-trace report DIR TORCH_DIR`: a run logged with TORCH_TRACE instead of our capture of
+    torch's trace gets the same sections, from torch's own log; the log given is named, not its copy."""
+    log = report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.records(fx=True))
+    out = tmp_path / "out"
+    assert main(["report", str(log), _torch_dir(tmp_path), "-o", str(out), "--strict", "--no-browser"]) == 0
+    err = capsys.readouterr().err
+    assert "3 artifact(s) of torch's trace merged into a.jsonl; 1 of frame compiles with no ThunderFX graph" in err
+    (graph,) = orjson.loads((out / "compile_directory.json").read_bytes())["dynamo_graphs"]["graphs"]
+    page = (out / graph["page"]).read_text()
+    assert "Guards: 4 checks" in page and "class GraphModule" in page
+    assert "<code>x dim 0</code>" in page and "m.py:10" in page  # the interned file name resolved
+    assert "a frame with no ThunderFX graph" not in page
+    for shown in ("index.html", "compile_directory.json", "perfetto_trace.json"):  # the log given, not its copy
+        assert "a.jsonl" in (out / shown).read_text() and "thunder-trace-otlp" not in (out / shown).read_text()
+    assert log.read_bytes() == report_logs.write(tmp_path / "b.jsonl", report_logs.records(fx=True)).read_bytes()
+
+
+def test_a_torch_trace_logs_bad_lines_are_counted_and_other_processes_left_alone(tmp_path, capsys):
+    log = report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.records(fx=True))
+    torch_dir = _torch_dir(tmp_path, extra=("garbage that is no glog line",
+                                            "V1207 02:18:29.123456 4242 x.py:1] {not json", "V9999 99:99:99.000000 "
+                                            "4242 x.py:1] {\"dynamo_output_graph\": {}, \"frame_id\": 0, "
+                                            "\"frame_compile_id\": 0}", _glog(5, {"compilation_metrics": {}})))
+    (Path(torch_dir) / "dedicated_log_torch_trace_rank_3_x.log").write_text(_glog(99, {"compilation_metrics": {}}))
+    (Path(torch_dir) / "leading.log").write_text("\tpayload before any record\n")  # not a TORCH_TRACE log
+    out = tmp_path / "out"
+    assert main(["report", str(log), torch_dir, "-o", str(out), "--strict", "--no-browser"]) == 1
+    err = capsys.readouterr().err
+    assert "no THUNDER_TRACE log of pid 99: not merged" in err and "Traceback" not in err
+    assert "not a line of torch's structured trace" in err and "its JSON does not parse" in err
+    assert "a record of pid 5 in pid 4242's log" in err
+    (graph,) = orjson.loads((out / "compile_directory.json").read_bytes())["dynamo_graphs"]["graphs"]
+    assert "Guards: 4 checks" in (out / graph["page"]).read_text()  # the good lines merged all the same
+
+
+def test_a_torch_trace_directory_alone_says_how_to_give_it(tmp_path, capsys):
+    assert main(["report", _torch_dir(tmp_path), "-o", str(tmp_path / "out"), "--no-browser"]) == 2
+    assert "thunder-trace report THUNDER_DIR TORCH_DIR" in capsys.readouterr().err
+    log = report_logs.write(tmp_path / "a.jsonl", report_logs.records(fx=True))
+    assert main(["report", str(log), str(tmp_path / "nothing"), "-o", str(tmp_path / "o2"), "--no-browser"]) == 2
+    assert "no TORCH_TRACE log at" in capsys.readouterr().err

@@ -165,3 +165,58 @@ def test_a_dim_dynamo_made_dynamic_recompiles_thunders_pieces_in_the_users_names
     page = (out / dynamic["page"]).read_text()
     assert "a new size compiles the graph's Thunder pieces again" in page
     assert re.search(r"\(\d+ piece recompiles? here\)", page)
+
+
+def test_only_thunderfx_graphs_artifacts_are_written(run, tmp_path):
+    """Each record's frame compile made a ThunderFX graph; Thunder's torch.compile executor compiles its
+    fusions with torch.compile too (Dynamo frames of their own): none of theirs reaches the log."""
+    _, records, _ = run
+    graphs = {r["compile_id"] for r in records if r["type"] == "dynamo_graph"}
+    assert {r["compile_id"] for r in records if r["type"] == "torch_trace"} == graphs
+    import thunder
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    provenance.enable(tmp_path / "logs")
+    try:
+        jf = thunder.jit(lambda x: torch.nn.functional.gelu(x * 2) + 1, executors=[torch_compile_ex])
+        thunder_failures.run(lambda: jf(torch.randn(8)))
+        fused = [b for b in thunder.last_traces(jf)[-1].bound_symbols if b.sym.is_fusion]
+        assert fused  # inductor compiled a fusion, through Dynamo
+    finally:
+        provenance.disable()
+    (log,) = (tmp_path / "logs").glob("*.jsonl")
+    assert b'"type":"torch_trace"' not in log.read_bytes()
+
+
+def test_a_torch_trace_directory_of_the_same_run_gives_the_same_sections(run, tmp_path):
+    """The program again in a process of its own, logged with TORCH_TRACE (tlparse's input) and
+    THUNDER_TRACE without our capture of torch's trace: `report DIR TORCH_DIR` merges torch's log
+    by pid and compile id, and each graph page shows what our own capture gave (guards as counted
+    by torch in the first run, the dynamic dim, inductor's code)."""
+    import os
+    import subprocess
+    import sys
+
+    from paths import ROOT, SUPPORT
+
+    env = {k: v for k, v in os.environ.items() if k not in ("THUNDER_TRACE_PROFILE", "CI")}
+    env.update(THUNDER_TRACE=str(tmp_path / "logs"), THUNDER_TRACE_TORCH="0", TORCH_TRACE=str(tmp_path / "tt"),
+               PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, str(SUPPORT / "fx_recompile.py")]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    thunder_failures.check_process(cmd, env, done, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (log,) = (tmp_path / "logs").glob("*.jsonl")
+    assert b'"type":"torch_trace"' not in log.read_bytes()  # THUNDER_TRACE_TORCH=0: ours off
+    out = tmp_path / "report"
+    assert report_main(["report", str(tmp_path / "logs"), str(tmp_path / "tt"), "-o", str(out), "--strict",
+                        "--no-browser"]) == 0
+    _, _, checks = run
+    graphs = orjson.loads((out / "compile_directory.json").read_bytes())["dynamo_graphs"]["graphs"]
+    pages = {g["compile_id"]: (out / g["page"]).read_text() for g in graphs}
+    assert set(pages) == {"0/0", "0/1"}
+    for compile_id, page in pages.items():
+        assert f"Guards: {checks[compile_id]} checks" in page, compile_id
+        assert "inductor&#39;s code" in page and "Dynamo&#39;s output graph" in page
+    assert "made dynamic</td><td><code>tokens dim 1</code>" in pages["0/1"]
+    assert "1 failed by a later call" in pages["0/0"]

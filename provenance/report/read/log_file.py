@@ -97,7 +97,8 @@ def sniff(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not first.strip():
         raise NotALog("not a THUNDER_TRACE log (empty)" if not first else "not a THUNDER_TRACE log (no header)")
     if _GLOG.match(first):
-        raise NotALog("this looks like a TORCH_TRACE log; use tlparse")
+        raise NotALog("this looks like a TORCH_TRACE log: give it after the THUNDER_TRACE log or directory of "
+                      "the same run (thunder-trace report THUNDER_DIR TORCH_DIR), or read it with tlparse")
     try:
         data = orjson.loads(first)
     except orjson.JSONDecodeError:

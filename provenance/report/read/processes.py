@@ -24,10 +24,11 @@ class RunLog:
     label: str = ""  # "rank 0", "process 4242", ...
     page_label: str = ""  # on its compiles' pages and rows: the label, or "" when the run is one process without a rank
     prefix: str = ""  # of its compiles' page names: made from integers only
+    shown: str | None = None  # the log given, where `path` is a copy of it (merged with a TORCH_TRACE log)
 
     @property
     def name(self) -> str:
-        return path_text(self.path)
+        return path_text(self.shown if self.shown is not None else self.path)
 
     @property
     def rank(self) -> int | None:
@@ -35,9 +36,13 @@ class RunLog:
         return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
 
 
-def label_logs(paths: Iterable[Path], headers: list[dict | None]) -> list[RunLog]:
-    """Each log's label (rank N / process P), page label and page-name prefix (made from integers only)."""
-    logs = [RunLog(i, str(p), h) for i, (p, h) in enumerate(zip(paths, headers))]
+def label_logs(paths: Iterable[Path], headers: list[dict | None], shown: dict[Path, Path] | None = None
+               ) -> list[RunLog]:
+    """Each log's label (rank N / process P), page label and page-name prefix (made from integers only);
+    `shown`: the log given, for a path that is a copy of it."""
+    shown = shown or {}
+    logs = [RunLog(i, str(p), h, shown=str(shown[p]) if p in shown else None)
+            for i, (p, h) in enumerate(zip(paths, headers))]
     ranks = Counter(log.rank for log in logs if log.rank is not None)
     for log in logs:
         unique = log.rank is not None and ranks[log.rank] == 1
