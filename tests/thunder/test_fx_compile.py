@@ -6,6 +6,7 @@ the log, on the graph page and in the index."""
 from __future__ import annotations
 
 import re
+import time
 import warnings
 
 import fx_recompile
@@ -140,3 +141,34 @@ def test_torchs_reasons_in_the_users_terms(torch_says, subject, changes, reason)
         assert found["subject"] and "requires_grad" in found["reason"]
         return
     assert (found["subject"], found["changes"], found["reason"]) == (subject, changes, reason)
+
+
+def test_the_executors_fusion_compiles_are_phases_of_the_graphs_compile(tmp_path):
+    """With Thunder's torch.compile executor, each fusion compiles (inductor, through Dynamo) at its first
+    call, inside the graph's first step: counted as the graph's `executor_compile` phases, the graph's
+    named phases cover ≥ 95% of that step (they were 'other' before: 5.8 of HF Llama's 40.6 s)."""
+    import thunder
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    def step() -> tuple[int, int]:
+        torch.manual_seed(0)
+        model = thunder.dynamo.thunderfx(fx_recompile.Seq(), executors=[torch_compile_ex])
+        start = time.time_ns()
+        model(torch.randn(2, 16, 4)).sum().backward()
+        return start, time.time_ns()
+
+    torch._dynamo.reset()
+    with provenance.tracing(tmp_path / "logs"):
+        start, end = thunder_failures.run(step)
+    out = tmp_path / "report"
+    assert report_main(["report", str(tmp_path / "logs"), "-o", str(out), "--no-browser", "--strict"]) == 0
+    (graph,) = orjson.loads((out / "compile_directory.json").read_bytes())["dynamo_graphs"]["graphs"]
+    fusions = [p for p in graph["phases"] if p["name"] == "executor_compile"]
+    assert fusions and all(re.fullmatch(r"TorchCompile\d+ \(torchcompile\)", p["detail"]) for p in fusions), fusions
+    spans = sorted((p["start_ns"], p["end_ns"]) for p in graph["phases"])
+    named = sum(e - s for s, e in spans)
+    assert start <= graph["dynamo_start_ns"] and spans[-1][1] <= end
+    assert named >= 0.95 * (end - start), named / (end - start)
+    assert graph["seconds"] * 1e9 >= 0.95 * (end - start)  # the graph's compile time: its first step, nearly all
+    page = (out / graph["page"]).read_text()
+    assert "executor_compile" in page

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any
 from provenance.core.record import user_frame
 from provenance.log.events import MAX_PHASES
 from provenance.report.analyze.compile import frames_of
-from provenance.report.analyze.phases import phase_view, phases_of
+from provenance.report.analyze.phases import fusion_phase, phase_view, phases_of
 from provenance.report.analyze.torch_trace import TorchTraces
 from provenance.report.analyze.torch_trace import view as torch_view
 from provenance.report.model import (
     CompileSummary,
     DynamoRecompileView,
+    ExecutorCompileView,
     FxRun,
     GraphBreakView,
     GraphView,
@@ -32,6 +33,7 @@ from provenance.report.model import (
     SplitView,
 )
 from provenance.report.numbers import as_int
+from provenance.report.read.coerce import hashable
 from provenance.report.read.processes import RunLog
 
 if TYPE_CHECKING:
@@ -91,6 +93,7 @@ class FxGraphs:
         self._graphs: dict[tuple[int, Any], GraphView] = {}  # (log, graph number) -> graph
         self._breaks: list[GraphBreakView] = []
         self._pieces: dict[str, tuple[int, int, str]] = {}  # compile page key -> (log, graph, piece)
+        self._piece_keys: dict[tuple[int, Any], str] = {}  # (log, compile id) -> the latest piece compile's key
         self._compiled: dict[str, CompileSummary] = {}  # compile page key -> a piece compile's summary
         self._lines: dict[str, dict] = {}  # compile page key -> its piece_lines
         self.dropped_graphs = self.dropped_breaks = 0
@@ -167,6 +170,16 @@ class FxGraphs:
         if isinstance(piece, dict) and (log.index, as_int(piece.get("graph"))) in self._graphs \
                 and isinstance(piece.get("name"), str):  # a graph not kept (or not logged) lists nothing
             self._pieces[key] = (log.index, piece["graph"], piece["name"])
+            self._piece_keys[(log.index, hashable(start.get("compile")))] = key
+
+    def executor_compile(self, log: RunLog, compile_id: Any, found: ExecutorCompileView) -> None:
+        """A fusion an executor compiled at its first call: if a piece's, a phase of its graph's compile
+        (the graph's first step runs it; by then other pieces may have compiled, so not left to the
+        piece's compile, which keeps only those before the next compile)."""
+        key = self._piece_keys.get((log.index, hashable(compile_id)))
+        graph = self._graphs.get(self._pieces[key][:2]) if key is not None else None
+        if graph is not None and len(graph.phases) < MAX_PHASES:
+            graph.phases.append(fusion_phase(found))
 
     def compiled(self, summary: CompileSummary) -> None:
         """A compile's summary (run._finished, in whatever order workers deliver them): a piece's

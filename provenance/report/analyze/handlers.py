@@ -180,6 +180,7 @@ class ExecutorCompileHandler(Handler):
         if found is not None:
             log, cid = file.log.index, record.get("compile")
             run.in_order(lambda: run.perfetto.executor_compile(log, cid, found))
+            run.fx.executor_compile(file.log, cid, found)  # a ThunderFX piece's: a phase of its graph
         super().run(run, file, record)
 
     def compile(self, builder: CompileSink, data: dict) -> None:

@@ -10,7 +10,7 @@ from provenance.log.events import MAX_PHASES
 from provenance.report.model import ExecutorCompileView, Phase, PhaseGroup, PhaseView
 from provenance.report.numbers import as_int
 
-__all__ = ["GROUPS", "executor_compile", "phase_view", "phases_of"]
+__all__ = ["GROUPS", "executor_compile", "fusion_phase", "phase_view", "phases_of"]
 
 # A phase's colour group (the pipeline bar's legend); any other phase is a Thunder pass.
 GROUPS = {
@@ -57,6 +57,11 @@ def executor_compile(record: dict) -> ExecutorCompileView | None:
                            trace if isinstance(trace, str) else None, start, end)
 
 
+def fusion_phase(e: ExecutorCompileView) -> Phase:
+    """An executor's compile of a fusion (at its first call), as a phase of the compile that made it."""
+    return Phase("executor_compile", e.start_ns, e.end_ns, 0, f"{e.fusion} ({e.executor})", "executors")
+
+
 def phase_view(window: tuple[int, int] | None, phases: list[Phase],
                executor_compiles: list[ExecutorCompileView]) -> PhaseView | None:
     """The pipeline bar (top-level phases and the gaps between them, as "other", then each
@@ -87,7 +92,7 @@ def phase_view(window: tuple[int, int] | None, phases: list[Phase],
     for e in sorted(executor_compiles, key=lambda e: e.start_ns):
         # a fusion compiled at the first call, after the window: counted in the compile's time (the
         # generated code running between is not)
-        compiled = Phase("executor_compile", e.start_ns, e.end_ns, 0, f"{e.fusion} ({e.executor})", "executors")
+        compiled = fusion_phase(e)
         segments.append(compiled)
         phases.append(compiled)
         by_group["executors"] += e.end_ns - e.start_ns

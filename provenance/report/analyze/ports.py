@@ -116,6 +116,8 @@ class FxSink(Protocol):
 
     def torch_trace(self, log: RunLog, data: dict) -> None: ...
 
+    def executor_compile(self, log: RunLog, compile_id: Any, found: ExecutorCompileView) -> None: ...
+
 
 class RunSink(Protocol):
     perfetto: PerfettoSink
