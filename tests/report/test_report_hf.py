@@ -31,7 +31,8 @@ MAX_RATIO = 2.3  # report bytes per log byte: tlparse's
 def _run(name: str, work: Path) -> tuple[Path, Path]:
     env = {k: v for k, v in os.environ.items() if k not in ("THUNDER_TRACE", "THUNDER_TRACE_PROFILE", "CI")}
     path = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])  # this checkout's capture, installed or not
-    done = subprocess.run([sys.executable, str(SUPPORT / "hf_program.py"), name], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, str(SUPPORT / "hf_program.py"), name, str(work / "guards.json")], cwd=ROOT,
+                          capture_output=True,
                           text=True, timeout=600, env={**env, "THUNDER_TRACE": str(work / "logs"), "PYTHONPATH": path})
     assert done.returncode == 0, done.stderr[-3000:]
     out = work / "report"
@@ -219,3 +220,43 @@ def test_the_index_says_how_much_is_the_model_files_own_code(llama):
     assert 0 < totals["compute_at_module_file"] < totals["compute_with_user_source"] <= totals["compute"]
     assert totals["module_file_pct"] == pytest.approx(100 * totals["compute_at_module_file"] / totals["compute"])
     assert "in the model's own files, the rest in code it calls" in (out / "index.html").read_text()
+
+
+@pytest.mark.parametrize("model", ["gpt2", "llama"])
+def test_each_graph_page_shows_torchs_trace_every_guard_as_torch_counts_them(model, request):
+    """torch's structured trace, captured into THUNDER_TRACE's log (no TORCH_TRACE): each Dynamo graph's
+    page lists every guard check of its cache entry (as many as torch's guard manager has: the program
+    counts them, tests/support/torch_guards.py), Dynamo's output graph, and a fallback piece's inductor code."""
+    logs, out = request.getfixturevalue(model)
+    checks = orjson.loads((logs.parent / "guards.json").read_bytes())
+    graphs = orjson.loads((out / "compile_directory.json").read_bytes())["dynamo_graphs"]["graphs"]
+    fallbacks = 0
+    for graph in graphs:
+        page = (out / graph["page"]).read_text()
+        assert f"Guards: {checks[graph['compile_id']]} checks" in page, graph["compile_id"]
+        assert "Dynamo&#39;s output graph" in page and "class GraphModule" in page
+        if any(p["compiler"] != "thunder" for p in graph["pieces"]):
+            fallbacks += 1
+            assert "inductor&#39;s code" in page and "def call(self, args):" in page  # inductor's module
+    assert fallbacks
+
+
+def test_a_thunder_piece_recompiles_for_the_dim_dynamo_made_dynamic_in_the_users_words(llama):
+    """Lengths 16, 8, 12: Dynamo makes input_ids' length dynamic in [0/1] (its guards on it listed as
+    the user wrote the input); at 12 [0/1] is reused and its Thunder pieces, compiled for 8, compile
+    again: their reasons name input_ids and the user's call, and the graph page says why."""
+    logs, out = llama
+    graphs = orjson.loads((out / "compile_directory.json").read_bytes())["dynamo_graphs"]["graphs"]
+    dynamic = next(g for g in graphs if g["compile_id"] == "0/1")
+    page = (out / dynamic["page"]).read_text()
+    assert "made dynamic</td><td><code>input_ids dim 1</code>" in page
+    assert "<td>LAMBDA_GUARD</td><td><code>2 &lt;= input_ids.size()[1]</code>" in page  # a guard on the dim
+    assert [f.split(" (")[0] for f in dynamic["torch"]["fixed_by_thunder"]] == ["input_ids dim 1"]
+    assert re.search(r"\(\d+ piece recompiles here\)", page)
+    (log,) = logs.glob("*.jsonl")
+    recompiles = [r for r in map(orjson.loads, log.read_bytes().splitlines()) if r["type"] == "recompile"]
+    call = next(n for n, line in enumerate((SUPPORT / "hf_program.py").read_text().splitlines(), 1)
+                if line.endswith("# <-- hf call"))
+    assert recompiles and all("input_ids dim 1: value 8 → 12" in r["reason"] for r in recompiles)
+    assert all("l_kwargs_input_ids_" not in r["reason"] and "s27" not in r["reason"] for r in recompiles)
+    assert all(r["call"][:2] == [str(SUPPORT / "hf_program.py"), call] for r in recompiles)

@@ -13,6 +13,7 @@ import orjson
 import pytest
 import thunder_failures
 import torch
+import torch_guards
 
 import provenance
 from provenance.cli import main as report_main
@@ -29,29 +30,6 @@ def _ours() -> list[logging.Handler]:
     return [h for h in _trace_log().handlers if type(h).__name__ == "TorchTraceHandler"]
 
 
-def _torch_checks(entry) -> int:
-    """torch's own count of a cache entry's guard checks, from its guard manager: each code part of each
-    leaf guard (a relational guard once), through dicts' key and value managers, and the epilogue guards."""
-    relational, seen = torch._C._dynamo.guards.RelationalGuard, set()
-
-    def parts(guard) -> int:
-        if isinstance(guard, relational):
-            if id(guard) in seen:
-                return 0
-            seen.add(id(guard))
-        return len(guard.verbose_code_parts())
-
-    def walk(manager) -> int:
-        count = sum(map(parts, manager.get_leaf_guards()))
-        for key, value in (manager.get_key_value_managers().values()
-                           if hasattr(manager, "get_key_value_managers") else ()):
-            count += (walk(key) if key is not None else 0) + (walk(value) if value is not None else 0)
-        return count + sum(map(walk, manager.get_child_managers()))
-
-    root = entry.guard_manager.root
-    return walk(root) + sum(map(parts, root.get_epilogue_lambda_guards()))
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     logs = tmp_path_factory.mktemp("torch_trace") / "logs"
@@ -65,9 +43,7 @@ def run(tmp_path_factory):
         assert _ours() == []
         thunder_failures.run(fx_recompile.main)
         assert len(_ours()) == 1
-        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
-
-        checks = {str(e.compile_id): _torch_checks(e) for e in _debug_get_cache_entry_list(fx_recompile.Seq.forward)}
+        checks = torch_guards.by_compile_id(fx_recompile.Seq.forward)
     finally:
         provenance.disable()
     assert _ours() == []  # removed with the capture
