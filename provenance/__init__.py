@@ -356,7 +356,7 @@ def print_cost(jfn=None, by: str = "line", *, top: int | None = 20, file=None,
     for _fn, compile_id, excluded in totals["excluded"][:10]:
         console.print(f"Left out: compile {compile_id}, {excluded.describe()}")
     if len(totals["excluded"]) > 10:
-        console.print(f"Left out: {len(totals['excluded']) - 10} more calls")
+        console.print(f"Left out: {len(totals['excluded']) - 10} more (calls, and preempted op times)")
     for note in _untimed(jfn):
         console.print(note)
 
@@ -421,6 +421,8 @@ def print_memory(jfn=None, by: str = "line", *, top: int | None = 20, file=None)
 
 def _untimed(jfn: object) -> list[str]:
     """What the figures do not hold: ThunderFX pieces that torch ran (inductor or eager)."""
+    from provenance.dynamo.graphs import untimed
+
     try:
         graphs = fx_graphs(jfn)
     except Exception:  # a note, never an error
@@ -428,11 +430,7 @@ def _untimed(jfn: object) -> list[str]:
     notes = []
     for graph in graphs:
         fallback = [p for p in graph.pieces if not p.thunder]
-        if not fallback:
-            continue
-        lines = list(dict.fromkeys(f"{os.path.basename(f.file)}:{f.line}" for p in fallback for f in p.frames))
-        shown = ", ".join(lines[:6]) + (f" and {len(lines) - 6} more" if len(lines) > 6 else "")
-        compilers = ", ".join(sorted({p.compiler for p in fallback}))
-        notes.append(f"Not timed: {len(fallback)} piece(s) of Dynamo graph {graph.compile_id or graph.number} ran in "
-                     f"torch ({compilers}), not Thunder: {shown or 'no user line'}. Their time is in no row.")
+        if fallback:
+            notes.append(untimed(str(graph.compile_id or graph.number), [p.compiler for p in fallback],
+                                 [f"{os.path.basename(f.file)}:{f.line}" for p in fallback for f in p.frames]))
     return notes

@@ -18,7 +18,7 @@ from typing import Any
 
 from provenance.core.record import Frame, user_frame
 
-__all__ = ["DynamoGraph", "GraphBreak", "Piece", "SplitReason"]
+__all__ = ["DynamoGraph", "GraphBreak", "Piece", "SplitReason", "untimed"]
 
 _GENERIC_FIRST_LINE = "Encountered graph break when attempting to trace"
 
@@ -111,3 +111,13 @@ class DynamoGraph:
 
     def piece(self, name: str) -> Piece | None:
         return next((p for p in self.pieces if p.name == name), None)
+
+
+def untimed(graph: str, compilers: list[str], lines: list[str]) -> str:
+    """What profiled figures do not hold (print_cost, the report's Time sections): the torch pieces of a
+    Dynamo graph (`graph`: its compile id), which torch ran (inductor or eager) and nobody timed;
+    `compilers`: one per fallback piece, `lines`: their user lines (`file.py:12`)."""
+    lines = list(dict.fromkeys(lines))
+    shown = ", ".join(lines[:6]) + (f" and {len(lines) - 6} more" if len(lines) > 6 else "")
+    return (f"Not timed: {len(compilers)} piece(s) of Dynamo graph {graph} ran in torch "
+            f"({', '.join(sorted(set(compilers)))}), not Thunder: {shown or 'no user line'}. Their time is in no row.")

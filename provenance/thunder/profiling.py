@@ -9,10 +9,12 @@ instead of the generated functions, for the profiling window only:
 
 - the first call (the compile's own, which warms up executors) runs Thunder's functions
   (`Capture.warmup` calls: `enable(profile_warmup=0)` times the compile's own call too);
-- the next N calls run the timed twins: the forward marks its saved-for-backward values, so the
-  backward of exactly those calls runs timed, whenever autograd calls it. A call during which an
-  executor compiled a fusion (phases.py tells, `Capture.call_compiles`) is no measured run
-  (provenance.timing.spread): the window takes one more call instead, N more at most;
+- the next calls run the timed twins: the forward marks its saved-for-backward values, so the
+  backward of exactly those calls runs timed, whenever autograd calls it. The window takes calls
+  until N are clean (CompileProfile.clean: measured, provenance.timing.spread, and with no op time
+  preempted: a call during which an executor compiled a fusion, phases.py tells through
+  `Capture.call_compiles`, is no measured run; nor is a stall, nor the first CUDA call that reads
+  the allocator), at most MAX_FACTOR × N timed calls in all;
 - after the N-th (its backward, where there is one; else the next forward), the cache entry
   Thunder built is put back: later calls run Thunder's generated code objects themselves, with
   no hook at all.
@@ -62,6 +64,7 @@ DeviceType, PrimIDs, TensorProxy = T.DeviceType, T.PrimIDs, T.TensorProxy
 # The settings (Capture.profile: calls to profile after the first, for compiles from now on;
 # force_clock, cuda_event_factory) and the open windows are the running Capture's.
 MARK = "_provenance_stamps[{}] = _provenance_clock(); "  # the clock at an op boundary
+MAX_FACTOR = 3  # a window times at most 3 × N calls to find N clean ones (N more for a compile, a stall...)
 _GENERATED = "_provenance_generated"  # CompileState attribute: {id(fn): (fn, trace)} of this compile
 _names = itertools.count()  # unique file names for the timed twins' source (linecache), process-wide
 
@@ -300,8 +303,9 @@ class Window:
         self.original = original  # the cache entry Thunder built, put back at the end
         self.forward_fn, self.backward_fn = original.computation_fn, original.backward_fn
         self.forward, self.backward = forward, backward
-        self.calls = calls  # the last call to time (grows by one for each call an executor compiled in)
-        self.extensions = calls  # how many more calls it may take so
+        self.requested = calls  # clean calls wanted
+        self.calls = calls  # the last call to time (grows while fewer than `requested` are clean)
+        self.cap = calls * MAX_FACTOR  # the most calls it times
         self.warmup = warmup
         self.compiles = compiles  # Capture.call_compiles
         self.seen = 0
@@ -312,11 +316,9 @@ class Window:
 
     def run(self, timed: Timed, trace: str, call: int, args: tuple) -> Any:
         stamps, clock = timed.stamps, timed.clock
-        # the first timed call reads the allocator too (a CUDA clock with readers): it is no measured
-        # run, so the window takes one more call for it (once: at the forward, which comes first)
+        # the first timed call reads the allocator too (a CUDA clock with readers): no measured run,
+        # so the window takes one more call for it (_settle)
         clock.reading = call == 1 and clock.memory is not None
-        if clock.reading and trace == FORWARD:
-            self.calls += 1
         compiled: list = []
         outer = getattr(self.compiles, "value", None)
         if self.compiles is not None:
@@ -331,15 +333,20 @@ class Window:
         try:
             check_fault("profile")
             got = clock.read(begin, end, stamps)
-            if compiled and self.extensions > 0:  # not a measured run: time one more call
-                self.extensions -= 1
-                self.calls += 1
             self.profile.add(ProfiledCall(self.profile.compile_id, call, trace, clock.name, got.wall_ns, got.op_ns,
                                           got.host_ns, compiled=tuple(compiled), memory=got.memory,
                                           memory_peak=got.memory_peak))
+            if trace == BACKWARD or self.backward is None:  # the call's last trace
+                self._settle(call)
         except Exception as exc:
             self.fail(exc)
         return result
+
+    def _settle(self, call: int) -> None:
+        """After call `call`: time more calls while fewer than `requested` are clean, `cap` at most."""
+        missing = self.requested - self.profile.clean()
+        if missing > 0:
+            self.calls = min(max(self.calls, call + missing), self.cap)
 
     def fail(self, exc: BaseException) -> None:
         if self.profile.error is None:

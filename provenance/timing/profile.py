@@ -27,7 +27,7 @@ from typing import Any
 
 from provenance.core.kept import Kept
 from provenance.core.record import Provenance
-from provenance.timing.spread import Excluded, measured_calls
+from provenance.timing.spread import Excluded, measured_calls, preempted
 
 __all__ = ["CompileProfile", "Op", "ProfiledCall", "TraceProfile", "call_listeners", "profiles", "register"]
 
@@ -137,8 +137,19 @@ class CompileProfile:
         return self.attributed_ns / self.wall_ns if self.wall_ns else 1.0
 
     def measured(self, keep_all: bool = False) -> tuple[list[int], list[Excluded]]:
-        """The measured calls (their numbers) and the excluded ones: provenance.timing.spread's rule."""
-        return measured_calls({name: t.recent for name, t in self.traces.items()}, keep_all)
+        """The measured calls (their numbers), the excluded ones, then the measured calls' preempted op
+        times (provenance.timing.spread's rules; none with `keep_all`)."""
+        traces = {name: t.recent for name, t in self.traces.items()}
+        calls, excluded = measured_calls(traces, keep_all)
+        if keep_all:
+            return calls, excluded
+        names = {name: [op.name for op in t.ops] for name, t in self.traces.items()}
+        return calls, excluded + preempted(traces, calls, names)
+
+    def clean(self) -> int:
+        """Measured calls with no preempted op time: what the profiling window counts."""
+        calls, excluded = self.measured()
+        return len(set(calls) - {e.call for e in excluded if e.partial})
 
 
     def add(self, call: ProfiledCall) -> None:

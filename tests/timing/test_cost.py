@@ -384,6 +384,67 @@ def test_an_injected_50ms_stall_in_one_of_three_calls_changes_neither_the_top_li
     assert top.median_ns == expected and top.calls == len(measured)  # its ops' medians, added up
 
 
+def _stalled_window(trace: str, stall_s: float, stalled_calls: set[int]):
+    """OneBigLine profiled for 3 clean calls, `stall_s` slept inside the tiny slice's op of `trace` (its
+    forward op, or the first backward op of that line) in the profiled calls `stalled_calls`."""
+    model = models.OneBigLine(n=384)
+    x = torch.randn(384, 384)
+    jm = thunder.jit(model)
+    models.forward_backward(jm, x)  # the compile's call: its window opens
+    (window,) = capture.ACTIVE.profile_windows
+    timed = window.forward if trace == FORWARD else window.backward
+
+    def on_slice(op) -> bool:
+        record = op.record
+        while record is not None and record.user_frame is None:
+            record = record.derived_from
+        return record is not None and record.user_frame.line == models.line_of("tiny slice")
+
+    stalled_op = next(i for i, op in enumerate(timed.ops) if on_slice(op))
+    namespace = generated(timed.fn).__globals__  # the twin's globals: its clock
+    clock, seen = namespace["_provenance_clock"], {"marks": 0}
+    marks = len(timed.ops) + 1
+
+    def stalling_clock():  # the mark that ends that op, in the chosen calls
+        seen["marks"] += 1
+        call, mark = divmod(seen["marks"] - 1, marks)
+        if call + 1 in stalled_calls and mark == stalled_op + 1:
+            time.sleep(stall_s)
+        return clock()
+
+    namespace["_provenance_clock"] = stalling_clock
+    for _ in range(10):  # the window takes what it needs (3 clean calls), then closes
+        models.forward_backward(jm, x)
+    (profile,) = provenance.profiles(jm)
+    return jm, profile, stalled_op
+
+
+@pytest.mark.parametrize("profiled", [3], indirect=True)
+@pytest.mark.parametrize("trace, stall_s", [(FORWARD, 0.05), (BACKWARD, 0.0015)])
+def test_a_stall_in_two_of_three_calls_changes_neither_the_top_line_nor_its_median(profiled, trace, stall_s):
+    """Calls 1 and 3 stalled in one op (the forward by 50 ms: the call is a stall; the backward by 1.5 ms:
+    the op is preempted, the call's other ops count): the window takes calls until 3 are clean, the op's
+    figure rejects its preempted times, and what was left out is named. With the median of three (the
+    rule before), the stalled line's median was the stall and it ranked first."""
+    quiet_jm, quiet, _ = _stalled_window(trace, 0, set())
+    quiet_top = provenance.cost(quiet_jm, by="line")[0]
+    assert quiet_top.key == line("big matmul") and quiet.calls == 3
+    jm, profile, stalled_op = _stalled_window(trace, stall_s, {1, 3})
+    calls = {c.call: c for c in profile.traces[trace].recent}
+    assert calls[1].op_ns[stalled_op] >= stall_s * 1e9 and calls[3].op_ns[stalled_op] >= stall_s * 1e9
+    assert profile.clean() >= 3 and profile.calls >= 5  # two more calls taken (more if the machine preempted)
+    rows = provenance.cost(jm, by="line")
+    top, stalled = rows[0], rows_by_key(rows)[line("tiny slice")]
+    assert top.key == line("big matmul"), [(r.key, r.median_ns) for r in rows[:4]]
+    assert top.median_ns <= max(2 * quiet_top.time.high_ns, quiet_top.median_ns + 2_000_000)  # its quiet spread
+    assert stalled.median_ns < stall_s * 1e9 / 4  # not the stall
+    measured, left_out = profile.measured()
+    named = {(e.call, e.trace) for e in left_out if e.reason in ("stall", "preempted")}
+    assert {(1, trace), (3, trace)} <= named, [e.describe() for e in left_out]
+    described = " ".join(e.describe() for e in left_out)
+    assert ("preempted" in described and f"#{stalled_op}" in described) or "a stall" in described
+
+
 @pytest.mark.parametrize("profiled", [70], indirect=True)
 def test_storage_is_bounded_and_nothing_keeps_the_model_alive(profiled):
     model = models.Net(n=8, depth=1)
@@ -611,6 +672,37 @@ def test_thunderfx_pieces_are_profiled_and_the_torch_fallback_is_said_untimed(pr
     # the det ran in torch (inductor): its time is in no row, and print_cost says so, with its line
     assert re.search(r"Not timed: 1 piece\(s\) of Dynamo graph \d+/\d+ ran in torch \(inductor\), not Thunder: "
                      rf"fx_program\.py:{fx_program.line_of('fxp fallback')}\. Their time is in no row\.", out), out
+
+
+def test_the_report_says_which_thunderfx_pieces_torch_ran_untimed(tmp_path):
+    """print_cost's note, on the Time page and on the profiled piece's compile page (the same rule:
+    provenance.dynamo.graphs.untimed), from the log."""
+    import fx_program
+    import orjson
+
+    from provenance.cli import main
+
+    torch._dynamo.reset()
+    provenance.enable(tmp_path / "logs", profile=2)
+    try:
+        compiled = thunder.dynamo.thunderfx(fx_program.Fx())
+        x = torch.randn(4, 4, requires_grad=True)
+        for _ in range(3):
+            compiled(x).sum().backward()
+    finally:
+        provenance.disable()
+    out = tmp_path / "report"
+    assert main(["report", str(tmp_path / "logs"), "-o", str(out), "--no-browser", "--strict"]) == 0
+    note = re.compile(r"Not timed: 1 piece\(s\) of Dynamo graph \d+/\d+ ran in torch \(inductor\), not Thunder: "
+                      rf"fx_program\.py:{fx_program.line_of('fxp fallback')}\. Their time is in no row\.")
+    assert note.search((out / "time.html").read_text())
+    directory = orjson.loads((out / "compile_directory.json").read_bytes())
+    pages = {c["key"]: (out / c["pages"]["compile"]).read_text() for c in directory["compiles"] if c.get("time")}
+    for graph in directory["dynamo_graphs"]["graphs"]:  # said on its own graph's pieces only
+        fallback = any(p["compiler"] != "thunder" for p in graph["pieces"])
+        for key in (k for p in graph["pieces"] for k in p["compiles"] if k in pages):
+            assert bool(note.search(pages[key])) == fallback, (graph["compile_id"], key)
+    assert any(note.search(page) for page in pages.values())
 
 
 @pytest.mark.parametrize("value", [str(2**64), "99999999999999999999999", "\u00b3", "\u0663"])

@@ -212,6 +212,27 @@ def test_a_stall_in_one_of_three_calls_changes_neither_the_top_line_nor_its_medi
     assert stalled.sum_ns > top.sum_ns
 
 
+def test_an_op_preempted_in_two_of_three_calls_is_left_out_against_its_fastest_time():
+    """GPT2 on a loaded machine: one op took 4.2 and 8.2 ms in calls 1 and 3, 0.2 ms in call 2. The
+    median of three was 4.2 ms and nothing was over 3x it: the op's line ranked first. Against the
+    op's fastest time both are one-offs: left out, named, and the calls count as not clean (the
+    profiling window takes more); the calls stay measured (their other ops count)."""
+    big = 20 * MS  # the call is no stall: its wall is far over the preemption
+    calls = [[(L10, big), (L11, 42 * MS // 10)], [(L10, big), (L11, MS // 5)], [(L10, big), (L11, 82 * MS // 10)]]
+    p = calls_profile(calls)
+    measured, left_out = p.measured()
+    assert measured == [1, 2, 3] and p.clean() == 1
+    assert [(e.call, e.reason, e.op, e.wall_ns, e.fastest_ns) for e in left_out] == [
+        (1, "preempted", "op1 #1", 42 * MS // 10, MS // 5), (3, "preempted", "op1 #1", 82 * MS // 10, MS // 5)]
+    assert left_out[0].describe() == ("call 1 (forward): op1 #1 preempted, 4.20 ms (0.20 ms in its fastest call), "
+                                      "left out of its figures")
+    rows = rows_by_key(rollup([p], "line"))
+    assert rows[f"{FILE}:11"].median_ns == MS // 5 and rows[f"{FILE}:11"].time.outliers == (
+        (1, 42 * MS // 10), (3, 82 * MS // 10))
+    assert rollup([p], "line")[0].key == f"{FILE}:10"
+    assert p.measured(keep_all=True) == ([1, 2, 3], [])  # everything counts, nothing named
+
+
 def test_a_call_that_is_a_stall_or_compiled_an_executor_is_left_out_and_named():
     fast = [(L10, MS // 10)]
     stall = [(L10, 8 * MS)]  # over 3x the others' median and by more than 1 ms

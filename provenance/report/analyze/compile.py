@@ -147,9 +147,10 @@ class CompileBuilder:
     def __init__(self, *, key: str, log: int, rank: int | None, rank_label: str, start: dict | None,
                  provs: ProvTable, sink: PageSink, sources: SourceLines,
                  pages: CompilePages, malformed: Callable[[str], None], compare: bool = True,
-                 profile: LoggedProfile | None = None, otlp: bool = False) -> None:
+                 profile: LoggedProfile | None = None, otlp: bool = False, untimed: str | None = None) -> None:
         start = start or {}
         self.key, self.log, self.rank, self.rank_label = key, log, rank, rank_label
+        self.untimed = untimed  # a ThunderFX piece's: its graph's torch pieces, which no profile times
         self.start = start
         self.compile = start.get("compile")
         self.fn = str(start.get("fn") or "?")
@@ -284,6 +285,8 @@ class CompileBuilder:
 
             page.time, summary.time, line_time = self._part("its profile", cost.compile_time, self.profile,
                                                             self.provs.record, self.fn, default=(None, None, None))
+            if page.time is not None:
+                page.time.untimed = self.untimed
         line_ops: dict | None = {} if isinstance(self.start.get("piece"), dict) else None  # a ThunderFX piece
         source = self._part("its source view", source_view, summary, final_views, self.provs, self.sources,
                             line_time, line_ops) if final_views else None

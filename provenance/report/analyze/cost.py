@@ -107,7 +107,8 @@ def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Proven
     modules = [r for r in _shown(by_module) if r.key != ROOT][:TOP_MODULES]
     clock = "/".join(sorted({t.clock for t in profile.traces.values()})) or "cpu"
     boxes, depth = icicle(by_module, wall, types, fn.rsplit(".", 1)[-1])
-    excluded = [e.describe() for _, _, e in totals["excluded"]]
+    excluded = [e.describe() for _, _, e in totals["excluded"] if not e.partial]
+    preempted = [e.describe() for _, _, e in totals["excluded"] if e.partial]
     lines_shown = _shown(by_line)
     time = CompileTime(
         calls=calls, clock=clock, wall_ms=ms(wall), traces=_trace_walls(profile),
@@ -118,7 +119,7 @@ def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Proven
                       if {r.key for r in by_module_line} != {r.key for r in by_line} else []),
         modules=[_time_row(r, types) for r in modules], roles=[_time_row(r, {}) for r in _shown(by_role)],
         kinds=[_time_row(r, {}) for r in by_kind], icicle=boxes, icicle_depth=depth,
-        profiled=totals["profiled"], excluded=excluded, profile=profile,
+        profiled=totals["profiled"], excluded=excluded, preempted=preempted, profile=profile,
         rows={"line": by_line, "module": by_module, "role": by_role})
     lines: dict[tuple[str, int], LineTime] = {}
     keyed = {r.key: r for r in by_line}
@@ -133,7 +134,8 @@ def compile_time(logged: LoggedProfile, record_of: Callable[[int | None], Proven
                 "" if fusion else row.time.describe(), fusion)
     top = {r.key for r in by_line[:RUN_LINES * 4]}  # the run's page names at most so many lines
     kept = TimeSummary(calls, clock, wall, totals["attributed_ns"], by_line, by_role,
-                       {k: v for k, v in texts.items() if k in top}, profiled=totals["profiled"], excluded=excluded)
+                       {k: v for k, v in texts.items() if k in top}, profiled=totals["profiled"], excluded=excluded,
+                       preempted=preempted)
     return time, kept, lines
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from provenance.core.record import user_frame
+from provenance.dynamo.graphs import untimed
 from provenance.log.events import MAX_PHASES
 from provenance.report.analyze.compile import frames_of
 from provenance.report.analyze.phases import fusion_phase, phase_view, phases_of
@@ -172,6 +173,17 @@ class FxGraphs:
             self._pieces[key] = (log.index, piece["graph"], piece["name"])
             self._piece_keys[(log.index, hashable(start.get("compile")))] = key
 
+    def untimed(self, log: RunLog, start: dict) -> str | None:
+        """A ThunderFX piece's compile (its compile_start): what its profile does not time, the torch
+        pieces of its graph (provenance.dynamo.graphs.untimed); None for a graph with none."""
+        piece = start.get("piece")
+        graph = self._graphs.get((log.index, as_int(piece.get("graph")))) if isinstance(piece, dict) else None
+        return _untimed(graph) if graph is not None else None
+
+    def untimed_notes(self) -> list[str]:
+        """Every graph's torch pieces, for time.html (once the logs are read)."""
+        return [note for g in self._graphs.values() if (note := _untimed(g)) is not None]
+
     def executor_compile(self, log: RunLog, compile_id: Any, found: ExecutorCompileView) -> None:
         """A fusion an executor compiled at its first call: if a piece's, a phase of its graph's compile
         (the graph's first step runs it; by then other pieces may have compiled, so not left to the
@@ -312,3 +324,11 @@ class FxGraphs:
                               for (path, line), found in marks.items()}}
         graph.files = [SourceFileView(index, f.path, f.path.rsplit("/", 1)[-1], f.from_disk, f.ranges, f.asset,
                                       f.data) for index, f in enumerate(files)]
+
+
+def _untimed(graph: GraphView) -> str | None:
+    fallback = graph.fallbacks
+    if not fallback:
+        return None
+    label = f"{graph.rank_label} {graph.compile_id}".strip() if graph.compile_id else f"#{graph.number}"
+    return untimed(label, [p.compiler for p in fallback], [f"{f.name}:{f.line}" for p in fallback for f in p.frames])

@@ -282,7 +282,7 @@ class RunBuilder:
         self.fx.piece_compile(log, key, start)
         args = {"key": key, "log": log.index, "rank": log.rank, "rank_label": log.page_label, "pages": pages,
                 "compare": len(self.logs) > 1, "profile": file.profiles.pop(hashable(cid), None),
-                "otlp": isinstance((log.header or {}).get("otlp"), dict)}
+                "otlp": isinstance((log.header or {}).get("otlp"), dict), "untimed": self.fx.untimed(log, start)}
 
         def deliver(result: CompileResult) -> None:
             self._finished(log, result)
@@ -354,6 +354,8 @@ class RunBuilder:
             from provenance.report.analyze.cost import run_time
 
             time = run_time([log.label for log in self.logs], timed)
+            if time is not None:
+                time.untimed = self.fx.untimed_notes()
         return RunModel(
             logs=logs, log_groups=group_logs(logs),
             ranks_label=ranks_label(self.logs) if len(self.logs) > GROUP_OVER else "",

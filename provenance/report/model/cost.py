@@ -115,6 +115,9 @@ class CompileTime:
     icicle_depth: int
     profiled: int = 0  # profiled calls, the excluded ones included
     excluded: list[str] = field(default_factory=list)  # `call 1 (backward): compiled TorchCompile0, 1.20 s, excluded`
+    # op times of measured calls left out as preempted: `call 3 (forward): layer_norm #12 preempted, ...`
+    preempted: list[str] = field(default_factory=list)
+    untimed: str | None = None  # a ThunderFX piece's: its graph's pieces that torch ran (dynamo.graphs.untimed)
     fusions: list[TimeRow] = field(default_factory=list)  # rows of fusions shared by several lines
     legend: list[tuple[int, str]] = field(default_factory=lambda: LEGEND)
     profile: CompileProfile | None = field(default=None, repr=False)  # the profile it came from (the diff's)
@@ -136,10 +139,12 @@ class TimeSummary:
     hrefs: dict[str, str] = field(default_factory=dict)  # line key -> its source view line
     profiled: int = 0
     excluded: list[str] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
     legend: list[tuple[int, str]] = field(default_factory=lambda: LEGEND, repr=False)
 
     def directory(self) -> dict[str, Any]:
-        return {"calls": self.calls, "profiled": self.profiled, "excluded": self.excluded, "clock": self.clock,
+        return {"calls": self.calls, "profiled": self.profiled, "excluded": self.excluded,
+                "preempted": self.preempted, "clock": self.clock,
                 "wall_ns": round(self.wall_ns), "attributed_ns": round(self.attributed_ns),
                 "lines": [{"key": r.key, "median_ns": round(r.median_ns), "low_ns": round(r.time.low_ns),
                            "high_ns": round(r.time.high_ns), "forward_ns": round(r.forward_ns),
@@ -192,5 +197,6 @@ class RunTime:
     more_lines: int
     ranks: RankTable | None
     excluded: int = 0  # profiled calls left out (executor compiles, stalls)
+    untimed: list[str] = field(default_factory=list)  # ThunderFX graphs' torch pieces (dynamo.graphs.untimed)
     straggler: float = STRAGGLER
     legend: list[tuple[int, str]] = field(default_factory=lambda: LEGEND)
