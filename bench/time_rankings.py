@@ -1,6 +1,6 @@
 """Do the time figures survive noise? The top lines of real models with the machine quiet and loaded.
 
-For each model (nanoGPT under thunder.jit; litgpt and HF Llama under ThunderFX), one child process
+For each model (nanoGPT under thunder.jit; litgpt, HF Llama and HF GPT2 under ThunderFX), one child process
 per run profiles N calls (THUNDER_TRACE_PROFILE, one intra-op thread) of a few training steps and
 prints its top lines by `provenance.cost()`: by the median per measured call (the ranking we
 show) and, for comparison, by the sum over every profiled call, one-offs included (what the
@@ -9,7 +9,8 @@ loops, as a CI neighbour would be) for the child's lifetime. Reported per model:
 each run, whether the top 5 is the same set in every run, and the calls left out (stalls,
 executor compiles).
 
-    python bench/time_rankings.py [--models nanogpt,litgpt,hf-llama] [--rounds 2] [--calls 5] [--load 3] [--seq 32]
+    python bench/time_rankings.py [--models nanogpt,litgpt,hf-llama,hf-gpt2] [--rounds 2] [--calls 5] [--load 3]
+                                  [--seq 32]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """time_rankings.py's profiled program: a model's calls profiled (THUNDER_TRACE_PROFILE from the
 environment), then the top of provenance.cost()'s ranking by median and the ranking by sum.
 
-    python bench/children/time_rankings_child.py nanogpt|litgpt|hf-llama CALLS SEQ TOP
+    python bench/children/time_rankings_child.py nanogpt|litgpt|hf-llama|hf-gpt2 CALLS SEQ TOP
 """
 
 import json
@@ -32,13 +32,14 @@ if name == "nanogpt":
     def step():
         compiled(ids, ids)[1].backward()
 else:
-    model, run, _ = {"litgpt": real_models.litgpt_llama, "hf-llama": real_models.hf_llama}[name]()
+    model, run, _ = {"litgpt": real_models.litgpt_llama, "hf-llama": real_models.hf_llama,
+                     "hf-gpt2": real_models.hf_gpt2}[name]()
     compiled = thunder.dynamo.thunderfx(model)
     ids = real_models.ids(seq)
 
     def step():
         run(compiled, ids).backward()
-for _ in range(calls + 1):
+for _ in range(3 * calls + 1):  # the window takes calls until CALLS are clean, 3 x CALLS at most
     step()
 rows = [r for r in provenance.cost() if r.kind in ("key", "fusion")]
 # the ranking before distributions: sums over every profiled call, one-offs included

@@ -7,8 +7,12 @@ gate.py judges it). docs/diff.md says what is compared and the significance rule
   and the medians differ by at least MIN_TIME_NS and MIN_TIME_RATIO (a row of the call — a line,
   module, role or op — by MIN_ROW_RATIO: two processes of one program differ per op by more than
   any one run's spread shows); otherwise it is noise and listed only with --all;
-- **compile time** is one sample per compile (no spread): significant when it changed by at least
-  COMPILE_RATIO and COMPILE_MIN_S;
+- **compile time** is one sample per compile (no spread to judge by): shown with its change, and
+  significant only when it changed by at least COMPILE_RATIO and COMPILE_MIN_S *and* its phases all
+  moved that way (`compile_significant`: each phase group with at least PHASE_SHARE of the compile,
+  MIN_PHASES of them at least, by COMPILE_RATIO or more): a cold cache, an import or a preemption
+  lands in one phase; a `--fail-on compile_time=...` bound is the user's and is judged on any change
+  (gate.py);
 - **memory** (the static timeline, provenance.allocation.static_memory) and **structure** (ops, fusions,
   recompiles, status, graph breaks, pieces) are exact: any difference counts.
 
@@ -30,8 +34,8 @@ from provenance.timing.spread import Spread
 from provenance.timing.units import ms_json
 
 __all__ = [
-    "COMPILE_MIN_S", "COMPILE_RATIO", "MIN_CALLS", "MIN_ROW_RATIO", "MIN_TIME_NS", "MIN_TIME_RATIO", "Change",
-    "Diff", "compare", "significant"
+    "COMPILE_MIN_S", "COMPILE_RATIO", "MIN_CALLS", "MIN_PHASES", "MIN_ROW_RATIO", "MIN_TIME_NS", "MIN_TIME_RATIO",
+    "PHASE_SHARE", "Change", "Diff", "compare", "compile_significant", "significant"
 ]
 
 MIN_CALLS = 2
@@ -44,6 +48,8 @@ MIN_TIME_RATIO = 0.05
 MIN_ROW_RATIO = 0.5
 COMPILE_RATIO = 0.25
 COMPILE_MIN_S = 0.1
+PHASE_SHARE = 0.1  # a phase group with this share of the compile (either side) must have moved too
+MIN_PHASES = 3  # ... and at least so many such groups: two could move together by chance
 MAX_CHANGES = 5000  # listed; the rest are counted (a diff of two unrelated runs stays bounded)
 
 # group order: regressions, improvements, structure, run
@@ -115,6 +121,24 @@ class Diff:
     @property
     def significant(self) -> list[Change]:
         return [c for c in self.changes if c.significant]
+
+
+def compile_significant(a_s: float, b_s: float, a_phases: dict[str, float], b_phases: dict[str, float]) -> bool:
+    """A compile time changed (one sample a side, seconds; its phase groups in ms): by at least
+    COMPILE_RATIO and COMPILE_MIN_S, and every phase group of at least PHASE_SHARE of either side's
+    compile — MIN_PHASES of them at least — moved the same way by at least COMPILE_RATIO."""
+    grew = b_s - a_s
+    if abs(grew) < COMPILE_MIN_S or abs(grew) < COMPILE_RATIO * max(a_s, 1e-9):
+        return False
+    floor = PHASE_SHARE * 1000 * max(a_s, b_s)
+    groups = [g for g in set(a_phases) | set(b_phases) if max(a_phases.get(g, 0.0), b_phases.get(g, 0.0)) >= floor]
+    if len(groups) < MIN_PHASES:
+        return False
+    for g in groups:
+        before, after = a_phases.get(g, 0.0), b_phases.get(g, 0.0)
+        if (after - before) * grew <= 0 or abs(after - before) < COMPILE_RATIO * max(before, 1e-9):
+            return False
+    return True
 
 
 def significant(a: Spread, b: Spread, ratio: float = MIN_TIME_RATIO) -> bool:
@@ -246,7 +270,7 @@ def _compile(a: CompileDigest, b: CompileDigest) -> list[Change]:
                           [f"A: {a.recompile_reason}", f"B: {b.recompile_reason}"], links=_links(a, b)))
     if a.seconds is not None and b.seconds is not None:
         grew = b.seconds - a.seconds
-        judged = abs(grew) >= COMPILE_MIN_S and abs(grew) >= COMPILE_RATIO * max(a.seconds, 1e-9)
+        judged = compile_significant(a.seconds, b.seconds, a.phases, b.phases)
         phases = [f"{g}: {a.phases.get(g, 0):.0f} → {b.phases.get(g, 0):.0f} ms"
                   for g in sorted(set(a.phases) | set(b.phases),  # ties by name: the same runs, the same page
                                   key=lambda g: (-abs(b.phases.get(g, 0) - a.phases.get(g, 0)), g))[:5]]

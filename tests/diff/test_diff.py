@@ -66,6 +66,37 @@ def test_the_same_program_three_times_has_no_significant_change(thirds):
         assert {c.title for c in diff.changes} >= {"run time per call (forward + backward)", "compile time"}
 
 
+@pytest.fixture(scope="module")
+def busy():
+    """A loaded machine: one pure-Python spinner (on 2 cores: the program shares with it and pytest)."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+def test_two_processes_of_one_program_five_times_on_a_loaded_machine_have_no_significant_change(busy, tmp_path):
+    """Issue 47's bar: not slices of one log but two real processes, one after the other, five times,
+    with the machine loaded; compile time (one sample a side) included. Then a real 2x slowdown of one
+    line (gelu of gelu) is found, and named first."""
+    from diff_logs import make
+
+    runs = [make(tmp_path / f"run{k}", ["base1"])["base1"] for k in range(10)]
+    for k in range(5):
+        diff = compare(read_side(str(runs[2 * k])), read_side(str(runs[2 * k + 1])))
+        assert len(diff.matched) == 1 and [c.title for c in diff.significant] == [], [
+            (c.title, c.before, c.after, c.details) for c in diff.significant]
+        assert "compile time" in {c.title for c in diff.changes}  # compared, and judged noise
+    slower = make(tmp_path / "slow", ["gelu2"])["gelu2"]
+    diff = compare(read_side(str(runs[-1])), read_side(str(slower)))
+    first = diff.significant[0]
+    assert first.level == "line" and _act() in first.title, [c.title for c in diff.significant[:4]]
+    timed = next(c for c in diff.significant if c.metric == "run_time" and c.level == "line" and _act() in c.title)
+    assert timed.after > 1.5 * timed.before  # about twice the time
+
+
 def test_the_same_logs_give_the_same_diff_in_any_process(thirds):
     """Ties (the same compile phases on both sides) are ordered by name, not by the process's
     string hashing: two processes with different hash seeds print the same JSON."""

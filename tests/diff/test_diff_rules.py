@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from provenance.diff.compare import MIN_ROW_RATIO, MIN_TIME_NS, significant
+from provenance.diff.compare import MIN_ROW_RATIO, MIN_TIME_NS, compile_significant, significant
 from provenance.diff.gate import parse_rule
 from provenance.timing.spread import spread
 
@@ -43,3 +43,36 @@ def test_fail_on_rules(text, metric, limit, relative):
 def test_bad_fail_on_rules_say_why(text):
     with pytest.raises(ValueError, match="--fail-on"):
         parse_rule(text)
+
+
+def test_a_compile_time_is_significant_only_when_its_phases_all_moved_that_way():
+    """One sample a side: Llama's 3.418 -> 1.527 s between two runs of one program was one phase (a cold
+    cache, an import): noise. A compile that grew in every phase of a material share is a change."""
+    phases = {"tracing": 1500.0, "pass": 800.0, "executors": 600.0, "inductor": 400.0, "codegen": 50.0}
+    cold = dict(phases, inductor=2300.0)  # one phase took the whole difference
+    assert not compile_significant(5.2, 3.35, cold, phases)
+    slower = {g: 1.5 * ms for g, ms in phases.items()}
+    assert compile_significant(3.35, 5.0, phases, slower)
+    assert compile_significant(5.0, 3.35, slower, phases)  # faster, the same way
+    assert not compile_significant(3.35, 5.0, phases, {**slower, "pass": 810.0})  # one material phase did not
+    assert compile_significant(3.35, 5.0, phases, dict(slower, codegen=50.0))  # a small phase need not
+    assert not compile_significant(3.35, 3.6, phases, {g: 1.07 * ms for g, ms in phases.items()})  # under 25%
+    assert not compile_significant(0.2, 0.28, {"tracing": 200.0}, {"tracing": 280.0})  # under 0.1 s
+    assert not compile_significant(2.0, 4.0, {"tracing": 1900.0}, {"tracing": 3800.0})  # one phase: no agreement
+    assert not compile_significant(2.0, 4.0, {}, {})  # no phases (an old log): shown, not judged
+
+
+def test_a_compile_time_fail_on_is_judged_on_any_change():
+    """The user's bound is the bound: a compile time change the diff calls noise still fails a
+    --fail-on compile_time rule it breaks (a run-time one does not: its spread judges it)."""
+    from provenance.diff.compare import Change, Diff
+    from provenance.diff.gate import check
+
+    changes = [Change("compile", "compile time", "f", metric="compile_time", before=1.0, after=1.5, unit="s",
+                      significant=False),
+               Change("time", "run time per call", "f", metric="run_time", before=1.0, after=1.5, unit="ms",
+                      significant=False)]
+    diff = Diff(None, None, changes, [], [], [])
+    found = check(diff, [parse_rule("compile_time=+10%"), parse_rule("run_time=+10%")])
+    assert [v.rule.metric for v in found] == ["compile_time"]
+    assert check(diff, [parse_rule("compile_time=+60%")]) == []

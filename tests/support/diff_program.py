@@ -1,7 +1,8 @@
 """A tiny program for the diff's tests (tests/diff/), run with THUNDER_TRACE (no code change) in
 variants chosen by environment variables, each a change a user makes between two runs:
 
-- DIFF_ACT=relu: one line changed (the activation; gelu by default);
+- DIFF_ACT=relu: one line changed (the activation; gelu by default); DIFF_ACT=gelu2: that line does
+  twice the work (gelu of gelu: about 2x its time);
 - DIFF_WIDE=2: fc1's width doubled;
 - DIFF_RECOMPILE=1: a call with another batch size (a recompile);
 - DIFF_EXECUTOR=torch_compile: Thunder's torch.compile executor on (fusions);
@@ -30,7 +31,7 @@ class MLP(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.fc1(x)  # <-- fc1
-        h = F.relu(h) if ACT == "relu" else F.gelu(h)  # <-- act
+        h = F.relu(h) if ACT == "relu" else F.gelu(F.gelu(h)) if ACT == "gelu2" else F.gelu(h)  # <-- act
         if BREAK:
             print("a graph break")  # <-- break
         h = self.fc2(h)  # <-- fc2
