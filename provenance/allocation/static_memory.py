@@ -320,7 +320,8 @@ def _rows(charges: _Charges, by: str) -> list[MemoryRow]:
         for key in keys:
             row = rows.get(key)
             if row is None:
-                row = rows[key] = MemoryRow(key, label=key, kind="fusion" if members else "key", members=members)
+                row = rows[key] = MemoryRow(key, label=attribution.key_label(by, key),
+                                            kind="fusion" if members else "key", members=members)
             row.add(figures, own=key == own)
     return sorted(rows.values(), key=lambda r: (-r.saved_bytes, -r.peak_bytes, -r.allocated_bytes, r.key))
 

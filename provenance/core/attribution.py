@@ -19,12 +19,14 @@ a log, or the OTel exporter's view of the `prov` events it received.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from provenance.core.record import Kind
 
-__all__ = ["BOOKKEEPING", "MAX_MODULE_DEPTH", "NO_LINE", "ROOT", "ancestors", "charged", "common_module", "keys",
+__all__ = ["BOOKKEEPING", "LINE_GROUPINGS", "MAX_MODULE_DEPTH", "NO_LINE", "ROOT", "ancestors", "charged",
+           "common_module", "key_label", "keys", "short_place",
            "line_frame", "line_key", "location", "module_line_frame", "module_line_key", "module_of", "modules",
            "role_of", "at_module_file"]
 
@@ -115,11 +117,40 @@ def location(frame: Located) -> str:
     return f"{frame.file}:{frame.line}"
 
 
+LINE_GROUPINGS = ("line", "module_line")  # the groupings whose keys are `file:line`
+
+
+def key_label(by: str, key: str) -> str:
+    """A row's key as a table shows it: a line's `file:line` as `modeling_llama.py:391` (the whole path,
+    cut to fit, showed only site-packages), other keys as they are."""
+    if by in LINE_GROUPINGS and not key.startswith("("):
+        path, _, line = key.rpartition(":")
+        return f"{os.path.basename(path)}:{line}"
+    return key
+
+
 def line_key(record: Attributed | None) -> str:
     frame = line_frame(record)
     if frame is not None:
         return location(frame)
     return BOOKKEEPING if record is not None and record.kind == Kind.BOOKKEEPING else NO_LINE
+
+
+def short_place(record: Attributed | None, most: int = 4) -> str:
+    """Where an op is, to name it in a sentence: its line (`model.py:12`); a fusion's, its members'
+    lines (`model.py:12, 13, model.py:20`... at most `most`, then how many more); else line_key's
+    `(bookkeeping)` / `(no user line)`."""
+    places: list[str] = []
+    for member in charged(record):
+        frame = line_frame(member)
+        if frame is not None:
+            place = f"{os.path.basename(frame.file)}:{frame.line}"
+            if place not in places:
+                places.append(place)
+    if not places:
+        return line_key(record)
+    more = f" and {len(places) - most} more" if len(places) > most else ""
+    return ", ".join(places[:most]) + more
 
 
 def module_line_key(record: Attributed | None) -> str:

@@ -26,7 +26,6 @@ Rules (docs/cost.md):
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -303,11 +302,7 @@ def merge(tables: Iterable[tuple[list[CostRow], float]]) -> list[CostRow]:
     return rows
 
 
-def _label(by: str, key: str) -> str:
-    if by in ("line", "module_line") and not key.startswith("("):
-        path, _, line = key.rpartition(":")
-        return f"{os.path.basename(path)}:{line}"
-    return key
+_label = attribution.key_label
 
 
 def summary(profiles: Iterable[CompileProfile], *, keep_all: bool = False) -> dict[str, Any]:

@@ -3,6 +3,8 @@ to the user's lines and modules, read back from the log by the report, and drawn
 
 from __future__ import annotations
 
+import io
+import os
 import re
 import warnings
 from pathlib import Path
@@ -56,6 +58,10 @@ def test_the_big_activation_ranks_first_with_its_exact_bytes(traced):
     big, t, view = _line(Big.forward, "big = "), _line(Big.forward, "t = self.fc"), _line(Big.forward, "v = big")
     assert rows[0].key == big
     assert rows[0].saved_bytes == 8 * 512 * F32  # shape x dtype size
+    assert rows[0].label == f"{os.path.basename(big.rpartition(':')[0])}:{big.rpartition(':')[2]}"  # as cost's rows
+    printed = io.StringIO()
+    provenance.print_memory(jm, file=printed)
+    assert rows[0].label in printed.getvalue()  # the file and line, not a path cut short in the column
     by_key = {r.key: r for r in rows}
     assert by_key[t].forward_peak_bytes == 0 and by_key[t].allocated_bytes > 0  # freed before the peak
     assert view not in by_key or by_key[view].allocated_bytes == 0  # the view allocates nothing

@@ -534,3 +534,20 @@ def test_desync_banner_links_to_the_first_differing_op_on_each_rank(tmp_path, br
     assert page.locator("tr.desync a[href*='#op-computation-1']").count() == 2
     page.close()
     assert browser.errors == []
+
+
+def test_the_source_view_opens_each_file_at_its_hottest_line(nanogpt_report, browser):
+    """Not at line 1 (a license header, imports): at the line that made the most ops (the most time,
+    where profiled), within the file's box; a link to a line still opens there instead."""
+    pages = _pages(nanogpt_report)
+    (compile_pages,) = pages["compiles"]
+    page = browser.open(compile_pages["source"])
+    page.wait_for_timeout(300)  # reveal() settles a frame after the load
+    found = page.evaluate("""() => [...document.querySelectorAll("section.srcfile[data-open]")].map(f => {
+        const line = document.getElementById("L" + f.dataset.file + "-" + f.dataset.open);
+        const box = line.closest(".code.src"), a = line.getBoundingClientRect(), b = box.getBoundingClientRect();
+        return [f.dataset.open, box.scrollTop, a.top >= b.top && a.bottom <= b.bottom];
+    })""")
+    assert found and all(visible for _, _, visible in found), found
+    assert any(int(line) > 40 and top > 0 for line, top, _ in found), found  # scrolled down to it
+    page.close()

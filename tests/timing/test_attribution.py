@@ -138,3 +138,19 @@ def test_fusions_and_ops_without_a_line_get_the_same_keys_from_both():
                                                     "h.0", "h.0.attn", "", "", ""]
     assert [a["thunder.role"] for a in labels][6:8] == ["row_parallel.post", "(mixed)"]
     assert {r.key for r in rollup([profile], "module")} >= {"h.0.attn", "h.0", "<root>", "(no module)"}
+
+
+def test_a_fusion_is_named_by_its_members_lines():
+    """The memory panel's peak op, a fusion, was '(no user line)': it is its members' lines."""
+    def at(line: int, file: str = "/src/model.py") -> Provenance:
+        return intern(Provenance(source=(Frame(file, line, "forward", f"line {line}"),), module="m", module_type="M"))
+
+    fused = intern(Provenance(members=(at(12), at(13), at(12), at(20, "/src/other.py")), kind=Kind.FUSION,
+                              transforms=("fusion",)))
+    assert attribution.short_place(fused) == "model.py:12, model.py:13, other.py:20"
+    many = intern(Provenance(members=tuple(at(n) for n in range(1, 8)), kind=Kind.FUSION, transforms=("fusion",)))
+    assert attribution.short_place(many) == "model.py:1, model.py:2, model.py:3, model.py:4 and 3 more"
+    assert attribution.short_place(at(5)) == "model.py:5"
+    book = intern(Provenance(transforms=("del_last_used",), kind=Kind.BOOKKEEPING))
+    assert attribution.short_place(book) == attribution.BOOKKEEPING
+    assert attribution.short_place(None) == attribution.NO_LINE

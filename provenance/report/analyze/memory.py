@@ -46,8 +46,7 @@ TOP = 15
 MAX_BARS = 600  # a timeline of more ops is drawn in this many bars (each the largest of its ops)
 
 def _where(record: Provenance | None) -> str:
-    frame = attribution.line_frame(record)
-    return f"{os.path.basename(frame.file)}:{frame.line}" if frame is not None else attribution.line_key(record)
+    return attribution.short_place(record)  # a fusion: its members' lines
 
 
 def _timeline(trace: TraceMemory, anchor: str | None) -> MemoryTimeline:

@@ -95,11 +95,19 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
     for (index, _line), c in counts.items():
         made[index] += c[0] + c[1] + c[2]
     order = sorted(files, key=lambda p: -made[files[p]])
+    # each file opens at its hottest line: the most time per call where profiled, else the most ops
+    hottest: dict[int, tuple[float, int]] = {}
+    for (index, line), c in counts.items():
+        weight = (line_time[(path_of[index], line)].ms if line_time and (path_of[index], line) in line_time else 0.0,
+                  c[0] + c[1] + c[2])
+        if index not in hottest or (weight, -line) > (hottest[index][0], -hottest[index][1]):
+            hottest[index] = (weight, line)
     shown = []
     for path in order:
         source = sources.get(path, quoted[path], wanted[path])
+        top = hottest.get(files[path])
         shown.append(SourceFileView(files[path], path, path.rsplit("/", 1)[-1], source.from_disk, source.ranges,
-                                    source.asset, source.data))
+                                    source.asset, source.data, open_at=top[1] if top is not None else None))
     # A file's lines are the same for every compile that shows it (sent once): what this one adds is data.
     marks: dict[str, dict[str, list]] = {"c": {f"L{k[0]}-{k[1]}": c for k, c in counts.items()}}
     if line_time:

@@ -494,6 +494,7 @@ class SourceFileView:
     ranges: list[tuple[int, int]]  # the lines shown: first and last of each run, a gap between two
     asset: str | None = None
     data: dict[str, Any] | None = None
+    open_at: int | None = None  # the line the page opens the file at: its hottest (time, else ops), not line 1
 
 
 @dataclass(slots=True, repr=False, eq=False)

@@ -724,6 +724,11 @@
     } else if (/^L\d+-\d+$/.test(hash)) {
       var line = document.getElementById(hash);
       if (line) { selectLine(line); line.scrollIntoView(); }  // below the sticky bars (scroll-margin-top)
+    } else {  // each file at its hottest line (data-open: source_view.py), not at its license header
+      each("section.srcfile[data-open]", function (f) {
+        var at = document.getElementById("L" + f.dataset.file + "-" + f.dataset.open);
+        if (at) reveal(at, at.closest(".code.src"));
+      });
     }
     if (panel) panel.classList.add("idle");
   }
