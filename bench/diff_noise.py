@@ -12,7 +12,6 @@ against the rule now (the phases must all have moved that way: docs/diff.md).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sys
 import tempfile
@@ -25,11 +24,6 @@ PROGRAMS = {  # name -> (the program's command line, its environment)
     "diff": ([str(harness.SUPPORT / "diff_program.py")], {"OMP_NUM_THREADS": "1"}),
     "hf-llama": ([str(harness.SUPPORT / "hf_program.py"), "llama"], {"OMP_NUM_THREADS": "1"}),
 }
-
-
-def _spin() -> None:
-    while True:
-        pass
 
 
 def _run(program: str, logs: Path, calls: int) -> Path:
@@ -56,28 +50,21 @@ def measure(program: str, rounds: int, calls: int, load: int) -> list[object]:
     from provenance.diff.compare import compare
     from provenance.diff.read import read_side
 
-    spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(load)]
-    for s in spinners:
-        s.start()
     flagged = 0
     metrics: Counter[str] = Counter()
     compile_changes = old = new = 0
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for k in range(rounds):
-                a = _run(program, Path(tmp) / f"{k}a", calls)
-                b = _run(program, Path(tmp) / f"{k}b", calls)
-                diff = compare(read_side(str(a)), read_side(str(b)))
-                flagged += bool(diff.significant)
-                metrics.update(c.metric or c.kind for c in diff.significant)
-                for change in diff.changes:
-                    if change.metric == "compile_time":
-                        compile_changes += 1
-                        old += _old_rule(change)
-                        new += change.significant
-    finally:
-        for s in spinners:
-            s.terminate()
+    with harness.busy(load), tempfile.TemporaryDirectory() as tmp:
+        for k in range(rounds):
+            a = _run(program, Path(tmp) / f"{k}a", calls)
+            b = _run(program, Path(tmp) / f"{k}b", calls)
+            diff = compare(read_side(str(a)), read_side(str(b)))
+            flagged += bool(diff.significant)
+            metrics.update(c.metric or c.kind for c in diff.significant)
+            for change in diff.changes:
+                if change.metric == "compile_time":
+                    compile_changes += 1
+                    old += _old_rule(change)
+                    new += change.significant
     by_metric = ", ".join(f"{m}: {n}" for m, n in metrics.most_common()) or "none"
     return [program, load, rounds, flagged, by_metric, compile_changes, old, new]
 

@@ -15,6 +15,7 @@ bench/README.md. They share one protocol, kept here so that it is written once:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import subprocess
 import sys
@@ -110,3 +111,23 @@ def run_child(name: str, *args: object, **kwargs: Any) -> subprocess.CompletedPr
     kwargs.setdefault("capture_output", True)
     kwargs.setdefault("text", True)
     return subprocess.run(child_command(name, *args), **kwargs)
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
+@contextlib.contextmanager
+def busy(load: int) -> Iterator[None]:
+    """`load` busy processes (pure-Python spin loops, as a CI neighbour would be) while the block runs."""
+    import multiprocessing
+
+    spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(load)]
+    for s in spinners:
+        s.start()
+    try:
+        yield
+    finally:
+        for s in spinners:
+            s.terminate()

@@ -16,7 +16,6 @@ executor compiles).
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import time
 
@@ -25,16 +24,9 @@ import harness
 ROOT = harness.ROOT
 TOP = 5
 
-def _spin() -> None:
-    while True:
-        pass
-
 
 def run(name: str, calls: int, load: int, seq: int) -> dict:
-    spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(load)]
-    for s in spinners:
-        s.start()
-    try:
+    with harness.busy(load):
         env = {**os.environ, "THUNDER_TRACE_PROFILE": str(calls), "PYTHONPATH": str(ROOT)}
         env.pop("THUNDER_TRACE", None)
         start = time.perf_counter()
@@ -45,9 +37,6 @@ def run(name: str, calls: int, load: int, seq: int) -> dict:
         out["seconds"] = time.perf_counter() - start
         out["loadavg"] = os.getloadavg()[0]
         return out
-    finally:
-        for s in spinners:
-            s.terminate()
 
 
 def main() -> None:

@@ -6,7 +6,8 @@ gate.py judges it). docs/diff.md says what is compared and the significance rule
   to slowest, one-offs apart) do not overlap, both sides have at least MIN_CALLS measured calls,
   and the medians differ by at least MIN_TIME_NS and MIN_TIME_RATIO (a row of the call — a line,
   module, role or op — by MIN_ROW_RATIO: two processes of one program differ per op by more than
-  any one run's spread shows); otherwise it is noise and listed only with --all;
+  any one run's spread shows; a row measured in MIN_QUARTILE_CALLS calls a side by its quartiles, not
+  its range: preempted calls widen every range); otherwise it is noise and listed only with --all;
 - **compile time** is one sample per compile (no spread to judge by): shown with its change, and
   significant only when it changed by at least COMPILE_RATIO and COMPILE_MIN_S *and* its phases all
   moved that way (`compile_significant`: each phase group with at least PHASE_SHARE of the compile,
@@ -34,8 +35,8 @@ from provenance.timing.spread import Spread
 from provenance.timing.units import ms_json
 
 __all__ = [
-    "COMPILE_MIN_S", "COMPILE_RATIO", "MIN_CALLS", "MIN_PHASES", "MIN_ROW_RATIO", "MIN_TIME_NS", "MIN_TIME_RATIO",
-    "PHASE_SHARE", "Change", "Diff", "compare", "compile_significant", "significant"
+    "COMPILE_MIN_S", "COMPILE_RATIO", "MIN_CALLS", "MIN_PHASES", "MIN_QUARTILE_CALLS", "MIN_ROW_RATIO", "MIN_TIME_NS",
+    "MIN_TIME_RATIO", "PHASE_SHARE", "Change", "Diff", "compare", "compile_significant", "significant"
 ]
 
 MIN_CALLS = 2
@@ -46,6 +47,7 @@ MIN_TIME_RATIO = 0.05
 # other (tests/diff: process-level differences, not noise within a run); the whole call's ranges
 # overlapped. A row is named only past this.
 MIN_ROW_RATIO = 0.5
+MIN_QUARTILE_CALLS = 8  # a row measured in so many calls a side is judged by its quartiles, not its range
 COMPILE_RATIO = 0.25
 COMPILE_MIN_S = 0.1
 PHASE_SHARE = 0.1  # a phase group with this share of the compile (either side) must have moved too
@@ -141,15 +143,20 @@ def compile_significant(a_s: float, b_s: float, a_phases: dict[str, float], b_ph
     return True
 
 
-def significant(a: Spread, b: Spread, ratio: float = MIN_TIME_RATIO) -> bool:
+def significant(a: Spread, b: Spread, ratio: float = MIN_TIME_RATIO, rows: bool = False) -> bool:
     """The run-time rule: the two sides' ranges of measured calls do not overlap (every call of
     one side slower than every call of the other), each side has MIN_CALLS measured calls, and
-    the medians differ by MIN_TIME_NS and `ratio` of the faster one (MIN_ROW_RATIO for a row)."""
+    the medians differ by MIN_TIME_NS and `ratio` of the faster one. A row (`rows`: a line, module,
+    role or op; MIN_ROW_RATIO) measured in MIN_QUARTILE_CALLS calls a side is judged by the middle
+    half of its calls (the quartiles do not overlap): on a loaded machine a preempted call widens
+    every row's range, and the 50% floor already holds what two processes differ by."""
     if a.calls < MIN_CALLS or b.calls < MIN_CALLS:
         return False
     change = abs(b.median_ns - a.median_ns)
     if change < MIN_TIME_NS or change < ratio * min(a.median_ns, b.median_ns):
         return False
+    if rows and a.calls >= MIN_QUARTILE_CALLS and b.calls >= MIN_QUARTILE_CALLS:
+        return b.q1_ns > a.q3_ns or b.q3_ns < a.q1_ns
     return b.low_ns > a.high_ns or b.high_ns < a.low_ns
 
 
@@ -327,7 +334,7 @@ def _lines(a: CompileDigest, b: CompileDigest, name: str) -> list[Change]:
                                + (f" in {names}" if names else ""))
         structural = bool(ops["added"] or ops["removed"]) or fused_a != fused_b
         fa, fb = ta.get(key), tb.get(key)
-        timed = fa is not None and fb is not None and significant(fa.time, fb.time, MIN_ROW_RATIO)
+        timed = fa is not None and fb is not None and significant(fa.time, fb.time, MIN_ROW_RATIO, rows=True)
         if fa is not None and fb is not None:
             details.append(f"time: {_range(fa.time)} → {_range(fb.time)}" + ("" if timed else " (within the spread)"))
         mem_a, mem_b = ma.get(key), mb.get(key)
@@ -383,7 +390,7 @@ def _time_rows(a: CompileDigest, b: CompileDigest, name: str) -> list[Change]:
         ta, tb = a.time[by], b.time[by]
         for key in ta.keys() & tb.keys():
             fa, fb = ta[key], tb[key]
-            if significant(fa.time, fb.time, MIN_ROW_RATIO):
+            if significant(fa.time, fb.time, MIN_ROW_RATIO, rows=True):
                 out.append(_time_change(by, key, fa, fb, name, a, b))
     return out
 

@@ -76,3 +76,17 @@ def test_a_compile_time_fail_on_is_judged_on_any_change():
     found = check(diff, [parse_rule("compile_time=+10%"), parse_rule("run_time=+10%")])
     assert [v.rule.metric for v in found] == ["compile_time"]
     assert check(diff, [parse_rule("compile_time=+60%")]) == []
+
+
+def test_a_row_measured_in_enough_calls_is_judged_by_its_quartiles():
+    """A preempted call stretches a row's range on a loaded machine: a line at twice its time, its
+    ranges overlapping through two slow calls, is a change by its middle half; the whole call keeps the
+    range rule, and so does a row of few calls."""
+    a = _runs(*([1.0] * 10 + [2.5, 2.6]))  # slow calls, not one-offs (under 3x the fastest)
+    b = _runs(*([2.0] * 10 + [1.3, 3.5]))
+    assert not significant(a, b, MIN_ROW_RATIO)  # the ranges overlap
+    assert significant(a, b, MIN_ROW_RATIO, rows=True)  # the quartiles do not
+    assert not significant(a, b)  # the whole call: by its range
+    few_a, few_b = _runs(1.0, 1.0, 2.5), _runs(2.0, 2.0, 1.3)
+    assert not significant(few_a, few_b, MIN_ROW_RATIO, rows=True)  # under MIN_QUARTILE_CALLS: the range
+    assert not significant(a, _runs(*([1.2] * 12)), MIN_ROW_RATIO, rows=True)  # 20%: under the row floor
