@@ -59,6 +59,9 @@ def measure(program: str, rounds: int, calls: int, load: int) -> list[object]:
             b = _run(program, Path(tmp) / f"{k}b", calls)
             diff = compare(read_side(str(a)), read_side(str(b)))
             flagged += bool(diff.significant)
+            for c in diff.significant:  # what a false positive was, for the record
+                print(f"{program} pair {k}: {c.title}: {c.before} -> {c.after} {c.unit}; {'; '.join(c.details[:2])}",
+                      file=sys.stderr)
             metrics.update(c.metric or c.kind for c in diff.significant)
             for change in diff.changes:
                 if change.metric == "compile_time":

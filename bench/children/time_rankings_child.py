@@ -19,7 +19,8 @@ from provenance.timing.rollup import summary
 warnings.filterwarnings("ignore")
 torch.set_num_threads(1)
 here = Path(__file__).resolve()
-sys.path[:0] = [str(here.parents[1]), str(here.parents[2] / "tests" / "support")]
+# the tests' support folder first: bench/real_models.py, a benchmark, would shadow its real_models
+sys.path[:0] = [str(here.parents[2] / "tests" / "support"), str(here.parents[1])]
 import harness  # noqa: E402  (bench/ and the tests' support folder on the path first)
 import real_models  # noqa: E402
 

@@ -7,7 +7,9 @@ gate.py judges it). docs/diff.md says what is compared and the significance rule
   and the medians differ by at least MIN_TIME_NS and MIN_TIME_RATIO (a row of the call — a line,
   module, role or op — by MIN_ROW_RATIO: two processes of one program differ per op by more than
   any one run's spread shows; a row measured in MIN_QUARTILE_CALLS calls a side by its quartiles, not
-  its range: preempted calls widen every range); otherwise it is noise and listed only with --all;
+  its range: preempted calls widen every range; and by MIN_ROW_SHARE of the call's time: a tiny op's
+  time varies between processes by more than its own spread); otherwise it is noise, listed only
+  with --all;
 - **compile time** is one sample per compile (no spread to judge by): shown with its change, and
   significant only when it changed by at least COMPILE_RATIO and COMPILE_MIN_S *and* its phases all
   moved that way (`compile_significant`: each phase group with at least PHASE_SHARE of the compile,
@@ -35,8 +37,8 @@ from provenance.timing.spread import Spread
 from provenance.timing.units import ms_json
 
 __all__ = [
-    "COMPILE_MIN_S", "COMPILE_RATIO", "MIN_CALLS", "MIN_PHASES", "MIN_QUARTILE_CALLS", "MIN_ROW_RATIO", "MIN_TIME_NS",
-    "MIN_TIME_RATIO", "PHASE_SHARE", "Change", "Diff", "compare", "compile_significant", "significant"
+    "COMPILE_MIN_S", "COMPILE_RATIO", "MIN_CALLS", "MIN_PHASES", "MIN_QUARTILE_CALLS", "MIN_ROW_RATIO", "MIN_ROW_SHARE",
+    "MIN_TIME_NS", "MIN_TIME_RATIO", "PHASE_SHARE", "Change", "Diff", "compare", "compile_significant", "significant"
 ]
 
 MIN_CALLS = 2
@@ -48,6 +50,9 @@ MIN_TIME_RATIO = 0.05
 # overlapped. A row is named only past this.
 MIN_ROW_RATIO = 0.5
 MIN_QUARTILE_CALLS = 8  # a row measured in so many calls a side is judged by its quartiles, not its range
+# A row's change must also be this share of the call's time (per measured call): a 36 µs op of a 2.5 ms
+# call took 69 µs in the next process of the same program, beyond both 5-call ranges (bench/diff_noise.py)
+MIN_ROW_SHARE = 0.02
 COMPILE_RATIO = 0.25
 COMPILE_MIN_S = 0.1
 PHASE_SHARE = 0.1  # a phase group with this share of the compile (either side) must have moved too
@@ -143,17 +148,25 @@ def compile_significant(a_s: float, b_s: float, a_phases: dict[str, float], b_ph
     return True
 
 
-def significant(a: Spread, b: Spread, ratio: float = MIN_TIME_RATIO, rows: bool = False) -> bool:
+def _row_floor(a: CompileDigest, b: CompileDigest) -> float:
+    """The least change of a row's median that can count: MIN_ROW_SHARE of the call's time."""
+    walls = [w.median_ns for w in (a.wall, b.wall) if w is not None]
+    return MIN_ROW_SHARE * max(walls) if walls else 0.0
+
+
+def significant(a: Spread, b: Spread, ratio: float = MIN_TIME_RATIO, rows: bool = False,
+                floor_ns: float = 0.0) -> bool:
     """The run-time rule: the two sides' ranges of measured calls do not overlap (every call of
     one side slower than every call of the other), each side has MIN_CALLS measured calls, and
     the medians differ by MIN_TIME_NS and `ratio` of the faster one. A row (`rows`: a line, module,
     role or op; MIN_ROW_RATIO) measured in MIN_QUARTILE_CALLS calls a side is judged by the middle
     half of its calls (the quartiles do not overlap): on a loaded machine a preempted call widens
-    every row's range, and the 50% floor already holds what two processes differ by."""
+    every row's range, and the 50% floor already holds what two processes differ by. `floor_ns`: the
+    least change that counts (a row's: MIN_ROW_SHARE of its call, `_row_floor`)."""
     if a.calls < MIN_CALLS or b.calls < MIN_CALLS:
         return False
     change = abs(b.median_ns - a.median_ns)
-    if change < MIN_TIME_NS or change < ratio * min(a.median_ns, b.median_ns):
+    if change < max(MIN_TIME_NS, floor_ns) or change < ratio * min(a.median_ns, b.median_ns):
         return False
     if rows and a.calls >= MIN_QUARTILE_CALLS and b.calls >= MIN_QUARTILE_CALLS:
         return b.q1_ns > a.q3_ns or b.q3_ns < a.q1_ns
@@ -319,6 +332,7 @@ def _lines(a: CompileDigest, b: CompileDigest, name: str) -> list[Change]:
     ta = (a.time or {}).get("line", {})
     tb = (b.time or {}).get("line", {})
     ma, mb = a.memory or {}, b.memory or {}
+    floor = _row_floor(a, b)
     for key in _ordered(a.lines, b.lines, ta, tb, ma, mb):
         if key.startswith("(") and key not in a.lines and key not in b.lines:
             continue  # bookkeeping, between ops, no user line: the module and op rows show them
@@ -334,7 +348,8 @@ def _lines(a: CompileDigest, b: CompileDigest, name: str) -> list[Change]:
                                + (f" in {names}" if names else ""))
         structural = bool(ops["added"] or ops["removed"]) or fused_a != fused_b
         fa, fb = ta.get(key), tb.get(key)
-        timed = fa is not None and fb is not None and significant(fa.time, fb.time, MIN_ROW_RATIO, rows=True)
+        timed = fa is not None and fb is not None and significant(fa.time, fb.time, MIN_ROW_RATIO, rows=True,
+                                                                  floor_ns=floor)
         if fa is not None and fb is not None:
             details.append(f"time: {_range(fa.time)} → {_range(fb.time)}" + ("" if timed else " (within the spread)"))
         mem_a, mem_b = ma.get(key), mb.get(key)
@@ -386,11 +401,12 @@ def _time_rows(a: CompileDigest, b: CompileDigest, name: str) -> list[Change]:
     out = []
     if a.time is None or b.time is None:
         return out
+    floor = _row_floor(a, b)
     for by in DIMENSIONS[1:]:
         ta, tb = a.time[by], b.time[by]
         for key in ta.keys() & tb.keys():
             fa, fb = ta[key], tb[key]
-            if significant(fa.time, fb.time, MIN_ROW_RATIO, rows=True):
+            if significant(fa.time, fb.time, MIN_ROW_RATIO, rows=True, floor_ns=floor):
                 out.append(_time_change(by, key, fa, fb, name, a, b))
     return out
 

@@ -64,10 +64,10 @@ class Excluded:
 
     def describe(self) -> str:
         """`call 1 (backward): compiled TorchCompile0, 1.20 s, excluded`; `call 3 (forward): layer_norm #12
-        preempted, 8.20 ms (0.21 ms in its fastest call), left out of its figures`."""
+        preempted, 8.200 ms (0.210 ms in its fastest call), left out of its figures`."""
         if self.partial:
-            return (f"call {self.call} ({self.trace}): {self.op} preempted, {_duration(self.wall_ns)} "
-                    f"({_duration(self.fastest_ns)} in its fastest call), left out of its figures")
+            return (f"call {self.call} ({self.trace}): {self.op} preempted, {ms_text(self.wall_ns)} "
+                    f"({ms_text(self.fastest_ns)} in its fastest call), left out of its figures")
         what = {"compile": f"compiled {', '.join(self.compiled)}",
                 "memory": "read the CUDA allocator at every op"}.get(self.reason, "a stall, over 3× the fastest call")
         return f"call {self.call} ({self.trace}): {what}, {_duration(self.wall_ns)}, excluded"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from provenance.diff.compare import MIN_ROW_RATIO, MIN_TIME_NS, compile_significant, significant
+from provenance.diff.compare import MIN_ROW_RATIO, MIN_ROW_SHARE, MIN_TIME_NS, compile_significant, significant
 from provenance.diff.gate import parse_rule
 from provenance.timing.spread import spread
 
@@ -90,3 +90,12 @@ def test_a_row_measured_in_enough_calls_is_judged_by_its_quartiles():
     few_a, few_b = _runs(1.0, 1.0, 2.5), _runs(2.0, 2.0, 1.3)
     assert not significant(few_a, few_b, MIN_ROW_RATIO, rows=True)  # under MIN_QUARTILE_CALLS: the range
     assert not significant(a, _runs(*([1.2] * 12)), MIN_ROW_RATIO, rows=True)  # 20%: under the row floor
+
+
+def test_a_rows_change_must_be_a_share_of_the_call():
+    """A 36 µs op of a 2.5 ms call at 69 µs in the next process of one program: beyond both ranges
+    and over 50%, but 1.3% of the call: noise (MIN_ROW_SHARE); the same change on a 1 ms call counts."""
+    a, b = _runs(0.036, 0.024, 0.042, 0.030, 0.035), _runs(0.069, 0.059, 0.265, 0.070, 0.066)
+    assert significant(a, b, MIN_ROW_RATIO, rows=True)
+    assert not significant(a, b, MIN_ROW_RATIO, rows=True, floor_ns=MIN_ROW_SHARE * 2.5e6)
+    assert significant(a, b, MIN_ROW_RATIO, rows=True, floor_ns=MIN_ROW_SHARE * 1.0e6)

@@ -224,7 +224,7 @@ def test_an_op_preempted_in_two_of_three_calls_is_left_out_against_its_fastest_t
     assert measured == [1, 2, 3] and p.clean() == 1
     assert [(e.call, e.reason, e.op, e.wall_ns, e.fastest_ns) for e in left_out] == [
         (1, "preempted", "op1 #1", 42 * MS // 10, MS // 5), (3, "preempted", "op1 #1", 82 * MS // 10, MS // 5)]
-    assert left_out[0].describe() == ("call 1 (forward): op1 #1 preempted, 4.20 ms (0.20 ms in its fastest call), "
+    assert left_out[0].describe() == ("call 1 (forward): op1 #1 preempted, 4.200 ms (0.200 ms in its fastest call), "
                                       "left out of its figures")
     rows = rows_by_key(rollup([p], "line"))
     assert rows[f"{FILE}:11"].median_ns == MS // 5 and rows[f"{FILE}:11"].time.outliers == (
