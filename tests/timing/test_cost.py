@@ -428,7 +428,7 @@ def test_a_stall_in_two_of_three_calls_changes_neither_the_top_line_nor_its_medi
     rule before), the stalled line's median was the stall and it ranked first."""
     quiet_jm, quiet, _ = _stalled_window(trace, 0, set())
     quiet_top = provenance.cost(quiet_jm, by="line")[0]
-    assert quiet_top.key == line("big matmul") and quiet.calls == 3
+    assert quiet_top.key == line("big matmul") and quiet.clean() >= 3  # the machine may preempt it too
     jm, profile, stalled_op = _stalled_window(trace, stall_s, {1, 3})
     calls = {c.call: c for c in profile.traces[trace].recent}
     assert calls[1].op_ns[stalled_op] >= stall_s * 1e9 and calls[3].op_ns[stalled_op] >= stall_s * 1e9
@@ -437,10 +437,14 @@ def test_a_stall_in_two_of_three_calls_changes_neither_the_top_line_nor_its_medi
     top, stalled = rows[0], rows_by_key(rows)[line("tiny slice")]
     assert top.key == line("big matmul"), [(r.key, r.median_ns) for r in rows[:4]]
     assert top.median_ns <= max(2 * quiet_top.time.high_ns, quiet_top.median_ns + 2_000_000)  # its quiet spread
-    assert stalled.median_ns < stall_s * 1e9 / 4  # not the stall
+    quiet_slice = rows_by_key(provenance.cost(quiet_jm, by="line"))[line("tiny slice")]
+    assert stalled.median_ns < quiet_slice.median_ns + stall_s * 1e9 / 2  # not the stall
     measured, left_out = profile.measured()
-    named = {(e.call, e.trace) for e in left_out if e.reason in ("stall", "preempted")}
-    assert {(1, trace), (3, trace)} <= named, [e.describe() for e in left_out]
+    # each stalled call is named: its stalled trace, or the whole call left out (a loaded machine may
+    # stall its other trace first: then the call is out, and the op's time with it)
+    named = {e.call for e in left_out if e.reason in ("stall", "preempted")}
+    assert {1, 3} <= named and not {1, 3} & set(measured) - {e.call for e in left_out if e.trace == trace}, [
+        e.describe() for e in left_out]
     described = " ".join(e.describe() for e in left_out)
     assert ("preempted" in described and f"#{stalled_op}" in described) or "a stall" in described
 
