@@ -175,3 +175,38 @@ def test_a_torch_trace_directory_alone_says_how_to_give_it(tmp_path, capsys):
     log = report_logs.write(tmp_path / "a.jsonl", report_logs.records(fx=True))
     assert main(["report", str(log), str(tmp_path / "nothing"), "-o", str(tmp_path / "o2"), "--no-browser"]) == 2
     assert "no TORCH_TRACE log at" in capsys.readouterr().err
+
+
+def test_mutated_torch_trace_logs_never_stop_the_report(tmp_path, capsys):
+    """Bytes flipped, cut and inserted at random (seeded), and a line past MAX_LINE: the report is made
+    (exit 0, or 1 with --strict's bad lines), the good lines merged, nothing raised."""
+    import random
+
+    from provenance.report.read.torch_trace_logs import MAX_LINE
+
+    rng = random.Random(20261207)
+    log = report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.records(fx=True))
+    good = (_glog(4242, {"dynamo_cpp_guards_str": {}, "has_payload": "2"}, TREE) + "\n").encode()
+    for k in range(12):
+        data = bytearray(good * 3)
+        for _ in range(rng.randint(1, 12)):
+            at = rng.randrange(len(data))
+            choice = rng.random()
+            if choice < 0.4:
+                data[at] = rng.randrange(256)
+            elif choice < 0.7:
+                del data[at:at + rng.randint(1, 30)]
+            else:
+                data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 30)))
+        if k == 0:
+            data += b"V1207 02:18:29.123456 4242 x.py:1] {" + b"x" * MAX_LINE + b"\n" + good
+        folder = tmp_path / f"tt{k}"
+        folder.mkdir()
+        (folder / "dedicated_log_torch_trace_x.log").write_bytes(bytes(data))
+        code = main(["report", str(log), str(folder), "-o", str(tmp_path / f"out{k}"), "--no-browser", "--strict"])
+        err = capsys.readouterr().err
+        assert code in (0, 1, 2) and "Traceback" not in err, err
+        if code == 2:  # only when no line of it is glog's any more: said so
+            assert "no TORCH_TRACE log" in err, err
+        if k == 0:
+            assert code == 1 and f"a line longer than {MAX_LINE} bytes" in err
