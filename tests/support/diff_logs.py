@@ -17,7 +17,6 @@ PROFILED = "24"  # profiled calls per compile (THUNDER_TRACE_PROFILE): a per-cal
 VARIANTS: dict[str, tuple[dict[str, str], int]] = {
     "base1": ({}, 1),
     "relu": ({"DIFF_ACT": "relu"}, 1),
-    "gelu2": ({"DIFF_ACT": "gelu2"}, 1),
     "wide": ({"DIFF_WIDE": "2"}, 1),
     "recompile": ({"DIFF_RECOMPILE": "1"}, 1),
     "fx": ({"DIFF_FX": "1"}, 1),
