@@ -116,8 +116,9 @@ class Encoder:
         self.payload_chars = 0  # kept so far (MAX_TOTAL)
         self.left_out: Counter[str] = Counter()  # by name: LEFT_OUT kinds, and payloads past MAX_TOTAL
 
-    def encode(self, metadata: Any, payload: Any, time_ns: int) -> dict | None:
-        """The event of one of torch's records (None: a file name interned, a kind left out, no artifact)."""
+    def encode(self, metadata: Any, payload: Any, time_ns: int, whole: int | None = None) -> dict | None:
+        """The event of one of torch's records (None: a file name interned, a kind left out, no artifact);
+        `whole`: the payload's whole length where the caller kept only its start."""
         if not isinstance(metadata, dict):
             return None
         name = next((k for k in metadata if k not in CONTEXT), None)
@@ -145,8 +146,9 @@ class Encoder:
             else:
                 self.payload_chars += len(kept)
                 event["payload"] = kept
-            if kept is None or len(kept) < len(payload):
-                event["payload_chars"] = len(payload)
+            length = whole if whole is not None else len(payload)
+            if kept is None or len(kept) < length:
+                event["payload_chars"] = length
         return event
 
     def _metadata(self, value: Any) -> Any:

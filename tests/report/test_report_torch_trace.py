@@ -210,3 +210,25 @@ def test_mutated_torch_trace_logs_never_stop_the_report(tmp_path, capsys):
             assert "no TORCH_TRACE log" in err, err
         if k == 0:
             assert code == 1 and f"a line longer than {MAX_LINE} bytes" in err
+
+
+def test_a_huge_payload_is_held_only_as_far_as_it_is_kept(tmp_path):
+    """A record's payload of 6 MiB (inductor code, or a hostile log): the merge holds its start only
+    (read/torch_trace_logs.MAX_PAYLOAD_BYTES), the record keeps MAX_PAYLOAD characters and says the
+    whole length."""
+    from provenance.dynamo.torch_trace import MAX_PAYLOAD
+    from provenance.report.read.torch_trace_logs import merge
+
+    log = report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.records(fx=True))
+    line = "x" * 1023
+    payload = "\n".join([line] * 6144)  # 6 MiB
+    folder = tmp_path / "tt"
+    folder.mkdir()
+    (folder / "dedicated_log_torch_trace_x.log").write_text(
+        _glog(4242, {"dynamo_output_graph": {}, "has_payload": "1"}, payload) + "\n")
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    found = merge(folder, [log], [orjson.loads(log.read_bytes().splitlines()[0])], lambda: spool)
+    (record,) = [orjson.loads(r) for r in found.files[log].read_bytes().splitlines()
+                 if b'"type":"torch_trace"' in r]
+    assert len(record["payload"]) == MAX_PAYLOAD and record["payload_chars"] == len(payload)

@@ -15,7 +15,8 @@ whose torch_trace records the log already has.
 The merged log is a copy of the log with those records after it, written into the report's spool (the
 logs given are never written to). Untrusted input: a line that is not glog's, a record whose JSON does
 not parse, a payload line before any record, a line past MAX_LINE bytes are counted as bad lines;
-what is read is bounded by the encoder (MAX_TOTAL characters of payload per process).
+a record's payload is held to MAX_PAYLOAD_BYTES (the rest counted), and what is kept is bounded by
+the encoder (MAX_PAYLOAD characters a record, MAX_TOTAL per process).
 """
 
 from __future__ import annotations
@@ -31,13 +32,14 @@ from pathlib import Path
 import orjson
 
 from provenance.core import usercode
-from provenance.dynamo.torch_trace import Encoder
+from provenance.dynamo.torch_trace import MAX_PAYLOAD, Encoder
 
 __all__ = ["MAX_LINE", "Merged", "merge", "torch_logs"]
 
 MAX_LINE = 16 << 20  # bytes of one line of a TORCH_TRACE log (torch's metadata is "less than 1 MB")
 MAX_FILES = 4096  # TORCH_TRACE logs looked at in a directory
 MAX_LISTED = 20  # bad lines listed per file; the rest are counted
+MAX_PAYLOAD_BYTES = 4 * MAX_PAYLOAD + 4  # of a record's payload held: enough for the encoder's cut (UTF-8)
 # glog's prefix (torch's TorchLogsFormatter for its trace), then the record's JSON
 _LINE = re.compile(rb"^(?:\[rank\d+\]:)?[VIWEFC](?P<month>\d\d)(?P<day>\d\d) (?P<clock>\d\d:\d\d:\d\d)\.(?P<us>\d{6})"
                    rb" +(?P<pid>\d{1,10}) \S+:\d+\](?: \[[^\]\n]*\])* (?P<json>\{.*)$")
@@ -81,6 +83,7 @@ class _Line:
     metadata: object
     payload: str | None
     number: int  # the record's line in its file
+    whole: int | None = None  # the payload's length where only its start was held
 
 
 class _TorchLog:
@@ -113,28 +116,31 @@ class _TorchLog:
                 yield number, line.rstrip(b"\n")
 
     def records(self) -> Iterator[_Line]:
+        """Each record with its payload: at most MAX_PAYLOAD_BYTES of it held (the rest only counted)."""
         head: re.Match[bytes] | None = None
-        start, payload = 0, []
+        start, payload, size = 0, [], -1  # size: the payload's bytes, its newlines included
         for number, line in self._lines():
             if line.startswith(b"\t"):
                 if head is None:
                     self.bad_line(number, "a payload line before any record", line)
                 else:
-                    payload.append(line[1:])
+                    if size + len(line) <= MAX_PAYLOAD_BYTES:
+                        payload.append(line[1:])
+                    size += len(line)
                 continue
             if head is not None:
-                found = self._record(head, start, payload)
+                found = self._record(head, start, payload, size)
                 if found is not None:
                     yield found
-            head, start, payload = _LINE.match(line), number, []
+            head, start, payload, size = _LINE.match(line), number, [], -1
             if head is None and line.strip():
                 self.bad_line(number, "not a line of torch's structured trace", line)
         if head is not None:
-            found = self._record(head, start, payload)
+            found = self._record(head, start, payload, size)
             if found is not None:
                 yield found
 
-    def _record(self, head: re.Match[bytes], number: int, payload: list[bytes]) -> _Line | None:
+    def _record(self, head: re.Match[bytes], number: int, payload: list[bytes], size: int) -> _Line | None:
         try:
             metadata = orjson.loads(head["json"])
         except orjson.JSONDecodeError:
@@ -149,8 +155,11 @@ class _TorchLog:
             time_ns = (int(time.mktime(when)) * 1_000_000 + int(head["us"])) * 1000
         except (ValueError, OverflowError):
             time_ns = 0
-        text = b"\n".join(payload).decode("utf-8", "replace") if payload else None
-        return _Line(pid, time_ns, metadata, text, number)
+        kept = b"\n".join(payload)
+        text = kept.decode("utf-8", "replace") if payload else None
+        # past what was held, the rest counted in bytes: the whole length, as near as it can be known
+        whole = len(text) + size - len(kept) if text is not None and size > len(kept) else None
+        return _Line(pid, time_ns, metadata, text, number, whole)
 
 
 def _known(log: Path) -> tuple[set[str], set[str]]:
@@ -230,7 +239,7 @@ def merge(path: str | os.PathLike[str], logs: list[Path], headers: list[dict | N
                 if record.pid != reader.pid:
                     reader.bad_line(record.number, f"a record of pid {record.pid} in pid {reader.pid}'s log", b"")
                     continue
-                event = encoder.encode(record.metadata, record.payload, record.time_ns)
+                event = encoder.encode(record.metadata, record.payload, record.time_ns, record.whole)
                 if event is None:
                     continue
                 if event["compile_id"] not in graphs or event["compile_id"] in traced:
