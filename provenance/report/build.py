@@ -13,6 +13,7 @@ from pathlib import Path
 
 from provenance.report.analyze.desync import mark_desyncs
 from provenance.report.analyze.run import RunBuilder
+from provenance.report.incremental import Keeper
 from provenance.report.model import Problems, RunModel
 from provenance.report.read.log_file import sniff
 from provenance.report.read.processes import label_logs
@@ -42,7 +43,8 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
                  progress: Callable[[int], None] | None = None, jobs: int = 1,
                  skipped: list[tuple[Path, str]] = (),
                  problems: list[tuple[str, str, int | None, str, str, int]] = (),
-                 observe: Callable[..., None] | None = None, shown: dict[Path, Path] | None = None) -> Report:
+                 observe: Callable[..., None] | None = None, shown: dict[Path, Path] | None = None,
+                 keeper: Keeper | None = None) -> Report:
     """Read `paths` once and write the report into `out` (which must exist and be empty);
     `jobs` > 1: compiles are built by that many processes, each reading the logs (workers.py;
     one where fork is not available); `skipped`: files of the input passed over, and why
@@ -50,10 +52,16 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
     line, reason, text, count), found before the logs were read (an OTel export's bad lines);
     `observe(page, source, provs)`: called with each compile's page models as they are written
     (ReportWriter's; needs `jobs` 1: the diff's); `shown`: the log given, for a path that is a copy of
-    it (a log merged with a TORCH_TRACE log), as the pages name it."""
+    it (a log merged with a TORCH_TRACE log), as the pages name it; `keeper`: the state an incremental
+    report keeps in `out` (incremental.py), and where it takes up an earlier report's (then `out`
+    holds that report, and the logs are read from there, in one process)."""
     if observe is not None and jobs > 1:
         raise ValueError("observe needs jobs=1: worker processes build their compiles' pages")
     headers = headers if headers is not None else [sniff(p) for p in paths]
+    resume = keeper.resume if keeper is not None else None
+    if keeper is not None:
+        keeper.begin()
+        jobs = 1 if resume is not None else jobs
     registered = list(pages.PAGES)
     nav = [(page.file, page.title) for page in registered]
     writer = ReportWriter(out, nav, [page.templates for page in registered if page.templates], observe=observe)
@@ -68,27 +76,39 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
                 writer, logs, perfetto=None, directory=None, sources=SourceCache(out), share=worker))
     try:
         times = [log.header.get("time_ns") for log in logs if log.header and isinstance(log.header.get("time_ns"), int)]
-        perfetto = PerfettoWriter(str(out / PERFETTO_FILE), min(times) if times else None)
-        builder = RunBuilder(writer, logs, perfetto=perfetto, directory=DirectoryWriter(out), sources=SourceCache(out),
-                             progress=progress, share=share)
-        for path, reason in skipped:
-            builder.problems.add("skipped file", path.name, None, reason)
-        for category, file, line, reason, text, count in problems:
-            builder.problems.add(category, file, line, reason, text, count=count)
-        builder.run()
+        spools = keeper.spools() if keeper is not None else (None, None)
+        perfetto = PerfettoWriter(str(out / PERFETTO_FILE), min(times) if times else None, spools[0])
+        directory, sources = DirectoryWriter(out, spools[1]), SourceCache(out)
+        if keeper is not None:
+            keeper.attach(perfetto, directory, sources)
+        builder = RunBuilder(writer, logs, perfetto=perfetto, directory=directory, sources=sources,
+                             progress=progress, share=share, keeper=keeper)
+        if resume is None:  # else they are in the state taken up
+            for path, reason in skipped:
+                builder.problems.add("skipped file", path.name, None, reason)
+            for category, file, line, reason, text, count in problems:
+                builder.problems.add(category, file, line, reason, text, count=count)
+        builder.run((resume.log, resume.snapshot) if resume is not None else None)
+    except BaseException:
+        if keeper is not None:
+            keeper.abandon()
+        raise
     finally:
         if share is not None:
             share.close()
     model = builder.model(_files(registered))
     if model.distributed.desync:  # the compile pages a desync touches get their banner and anchors
-        mark_desyncs(model, out, writer.render)
-    cache_card.fill(out, model.compiles, writer.render)  # each compile's own cache hits, now known
+        mark_desyncs(model, out, writer.render, keeper.pristine if keeper is not None else None)
+    # each compile's own cache hits, now known
+    filled = cache_card.fill(out, model.compiles, writer.render, keeper.filled if keeper is not None else ())
     builder.directory.write(out / DIRECTORY_FILE, model.directory_head(), builder.directory_calls())
     for page in registered:  # they may list every compile: streamed
         writer.write(page.template, page.file, stream=True, root="", **page.context(model))
         for template, file, context in page.subpages(model):
             (out / file).parent.mkdir(parents=True, exist_ok=True)
             writer.write(template, file, root="../" * file.count("/"), **context)
+    if keeper is not None:
+        keeper.finish([builder.read_crcs.get(i, (0, 0)) for i in range(len(logs))], filled)
     return Report(out, model, builder.problems, len(builder.summaries), model.totals.failed, builder.bytes_read,
                   share.processes if share is not None else 1)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from provenance.report.build import Report, build_report
 from provenance.report.console import fail, say
+from provenance.report.incremental import Busy, Keeper, OutLock, Plan, plan
 from provenance.report.jobs import auto_jobs, quiet_gc
 from provenance.report.plural import plural
 from provenance.report.read.exports import otlp_files
@@ -287,18 +288,58 @@ def _report(args: argparse.Namespace, spool: _Spool) -> int:
     for note in spool.rebuilt.notes if spool.rebuilt is not None else ():
         say(f"thunder-trace: {note}")
     inputs = [Path(args.path), *given] + ([Path(args.torch_trace)] if args.torch_trace is not None else [])
-    out, reason = prepare_out(Path(args.out), args.overwrite, inputs)
-    if reason is not None:
-        return fail(reason)
+    shown = {copy: log for log, copy in spool.torch_merged.files.items()} if spool.torch_merged else None
+    names = [str((shown or {}).get(f, f)) for f in files]
+    key = {"path": os.path.abspath(args.path), "rank": args.rank, "latest": bool(args.latest),
+           "torch_trace": os.path.abspath(args.torch_trace) if args.torch_trace is not None else None}
+    preamble = [[str(f), reason] for f, reason in skipped] + [list(p) for p in spool.problems]
+    held: dict[str, Any] = {}
+
+    def lock(out: Path) -> None:
+        held["lock"] = OutLock(out)
+
+    def reuse(out: Path) -> str | None:
+        held["plan"] = found = plan(out, key, list(zip(names, files)), _read_ahead_after, preamble)
+        return "keep" if found.resume is not None or found.up_to_date else "replace" if found.same_inputs else None
+
+    try:
+        out, reason = prepare_out(Path(args.out), args.overwrite, inputs, lock=lock, reuse=reuse)
+        if reason is not None:
+            return fail(reason)
+        return _build(args, out, files, headers, skipped, spool, shown, Keeper(
+            out, key, names, preamble, held.get("plan") or Plan()))
+    except Busy as exc:
+        return fail(str(exc))
+    finally:
+        if "lock" in held:
+            held["lock"].release()
+
+
+def _read_ahead_after(path: Path, offset: int) -> bool:
+    """Whether a log has read-ahead records (profiles) past `offset`."""
+    from provenance.report.analyze.handlers import READ_AHEAD
+    from provenance.report.read.read_ahead import scan
+
+    return scan(path, READ_AHEAD, lambda data: None, start=offset).records > 0
+
+
+def _build(args: argparse.Namespace, out: Path, files: list[Path], headers: list[dict | None],
+           skipped: list[tuple[Path, str]], spool: _Spool, shown: dict[Path, Path] | None, keeper: Keeper) -> int:
+    """The report written into `out` (whole, or taken up where `keeper`'s plan says); the exit status."""
+    found = keeper.plan
+    if found.up_to_date:
+        say(f"thunder-trace: {out / 'index.html'} is up to date: {plural(len(files), 'log')}, unchanged")
+        return 0
+    if found.why:
+        say(f"thunder-trace: the report in {out} is built whole: {found.why}")
     total = sum(f.stat().st_size for f in files)
     jobs = args.jobs if args.jobs is not None else auto_jobs(total)
-    progress = _Progress(total)
+    progress = _Progress(total - (found.resume.done if found.resume is not None else 0))
     thresholds = quiet_gc()
     try:
         jobs = max(jobs, 1)
-        shown = {copy: log for log, copy in spool.torch_merged.files.items()} if spool.torch_merged else None
         report = build_report(files, out, headers, progress, jobs=jobs, skipped=skipped, problems=spool.problems,
-                              shown=shown)
+                              shown=shown, keeper=keeper)
     except OSError as exc:  # OUT's disk full, or taken away: every file the report writes is in OUT
         progress.close()
         say(f"thunder-trace: error: cannot write the report into {out}: {exc.strerror or exc}")
@@ -311,8 +352,13 @@ def _report(args: argparse.Namespace, spool: _Spool) -> int:
     workers = f" ({report.processes} processes)" if report.processes > 1 else ""
     rebuilt = sum(1 for f in files if f in spool.files)
     spans = f" ({rebuilt} read from OTel spans)" if rebuilt else ""
+    taken_up = ""
+    if found.resume is not None:
+        resumed = found.resume
+        taken_up = (f" (taken up at byte {resumed.offset} of {Path(keeper.names[resumed.log]).name}: "
+                    f"{plural(report.compiles - resumed.compiles, 'compile')} read again or new)")
     say(f"thunder-trace: {plural(report.compiles, 'compile')} ({report.failed} failed) from "
-        f"{plural(len(files), 'log')}{spans} -> {index}{workers}")
+        f"{plural(len(files), 'log')}{spans} -> {index}{workers}{taken_up}")
     _report_problems(report, out)
     if not args.no_browser:
         _open_browser(index)

@@ -23,8 +23,10 @@ def _target(summary: CompileSummary, list_name: str, at: int, length: int) -> tu
     return f"#{summary.finals.get(list_name, '')}", None
 
 
-def mark_desyncs(model: RunModel, out: Path, render: Callable[..., str]) -> None:
-    """Fill each desync's links; write the banners and anchors into the compile pages."""
+def mark_desyncs(model: RunModel, out: Path, render: Callable[..., str],
+                 keep: Callable[[str], None] | None = None) -> None:
+    """Fill each desync's links; write the banners and anchors into the compile pages (`keep(page)`
+    first: an incremental report keeps the page as it was, to write it again later)."""
     d = model.distributed
     pages: dict[str, list[tuple[Desync, str, str, int | None]]] = {}  # page -> (desync, its rank, peer, op)
     for row in d.rows:
@@ -41,6 +43,8 @@ def mark_desyncs(model: RunModel, out: Path, render: Callable[..., str]) -> None
                 pages.setdefault(summary.page, []).append((x, label, peer, op))
     for page, found in pages.items():
         path = out / page
+        if keep is not None:
+            keep(page)
         anchors = sorted({(x.list_name, op) for x, _, _, op in found if op is not None})
         banner = render("desync.html", found=found, page=page.rsplit("/", 1)[-1], anchors=anchors)
         path.write_text(path.read_text(encoding="utf-8").replace(MARK, banner, 1), encoding="utf-8")

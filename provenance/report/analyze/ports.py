@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from provenance.report.read.log_file import LogFile, LogRecord
     from provenance.report.read.processes import RunLog
 
-__all__ = ["CompileSink", "DirectorySink", "FileSink", "FxSink", "OpenCompile", "PageSink", "PerfettoSink",
+__all__ = ["CompileSink", "DirectorySink", "FileSink", "FxSink", "Keeper", "OpenCompile", "PageSink", "PerfettoSink",
            "ReportSink", "RunSink", "Share", "ShownFile", "SourceLines"]
 
 
@@ -38,6 +38,14 @@ class PageSink(Protocol):
     def trace(self, view: TraceView, provs: ProvTable) -> None: ...
 
     def finish(self, page: CompilePage, source: SourcePage | None) -> None: ...
+
+
+class Keeper(Protocol):
+    """Where an incremental report keeps the run's state (provenance/report/incremental.py)."""
+
+    def checkpoint_at(self, log: int, path: str) -> int | None: ...
+
+    def keep(self, log: int, state: dict[str, Any], offset: int, crc: int, summary_keys: Any) -> None: ...
 
 
 class ReportSink(Protocol):

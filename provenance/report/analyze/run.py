@@ -44,15 +44,19 @@ from provenance.report.read.coerce import UNUSABLE, hashable
 from provenance.report.read.log_file import LogFile, LogRecord
 from provenance.report.read.processes import RunLog, header_view
 from provenance.report.read.profile_records import LoggedProfile
+from provenance.report.read.read_ahead import ReadAhead
 
 if TYPE_CHECKING:  # the outputs are given (build.py): analysis names them by what it asks of them
-    from provenance.report.analyze.ports import DirectorySink, PerfettoSink, ReportSink, Share, SourceLines
+    from provenance.report.analyze.ports import DirectorySink, Keeper, PerfettoSink, ReportSink, Share, SourceLines
 
 __all__ = ["RunBuilder"]
 
 _short = reprlib.Repr()
 _short.maxstring = _short.maxother = 60
 
+# The run's state an incremental report keeps (with the pass over the log it is in: FilePass.kept)
+_KEPT = ("problems", "summaries", "failures", "call_sites", "roles", "calls", "_page_counts", "_unnumbered",
+         "_compile_pages", "_prologue_open", "_prologues", "log_summaries", "fx")
 MAX_FAILURES_DETAILED = 200
 MAX_PROLOGUES = 256  # final prologues kept (compressed) for the recompiles that diff against them
 _DEBUG = bool(os.environ.get("THUNDER_TRACE_REPORT_DEBUG"))  # raise on a record the report cannot use
@@ -132,6 +136,20 @@ class FilePass:
             _, compile_, closing = self.ended.pop()
             compile_.finish(closing)
 
+    def kept(self) -> dict[str, Any]:
+        """What an incremental report keeps of the pass (between compiles: none is open)."""
+        return {"log_file": self.log_file, "provs": self.provs, "profiles": self.profiles,
+                "read_ahead_seen": self.read_ahead_seen, "libraries": self.libraries}
+
+    @classmethod
+    def resumed(cls, run: RunBuilder, log: RunLog, kept: dict[str, Any]) -> FilePass:
+        file = cls.__new__(cls)
+        file.run, file.log = run, log
+        file.log_file, file.provs, file.profiles = kept["log_file"], kept["provs"], kept["profiles"]
+        file.read_ahead_seen, file.libraries = kept["read_ahead_seen"], kept["libraries"]
+        file.open_compiles, file.ended = {}, []
+        return file
+
 
 class RunBuilder:
     """Consumes the records of every log file; each compile's pages are written when it ends,
@@ -143,8 +161,9 @@ class RunBuilder:
     def __init__(self, writer: ReportSink, logs: list[RunLog], *, perfetto: PerfettoSink | None,
                  directory: DirectorySink | None, sources: SourceLines,
                  progress: Callable[[int], None] | None = None,
-                 share: Share | None = None) -> None:
+                 share: Share | None = None, keeper: Keeper | None = None) -> None:
         self.writer = writer
+        self.keeper = keeper  # an incremental report's: the run's state kept at a place of each log
         self.logs = logs
         self.progress = progress
         self.share = share
@@ -161,40 +180,58 @@ class RunBuilder:
         self._prologue_open: dict[tuple[int, Any], str] = {}  # the latest prologue of each open compile
         self._prologues: OrderedDict[tuple[int, Any], bytes] = OrderedDict()  # final prologues, zlib'd
         self.bytes_read = 0
+        self.read_crcs: dict[int, tuple[int, int]] = {}  # by log index: bytes read and their CRC-32
         self.log_summaries: dict[int, LogSummary] = {}  # by log index, once read
         self.perfetto = perfetto
         self.directory = directory  # compile_directory.json's entries, as compiles end
         self.fx = FxGraphs()  # ThunderFX's graphs, pieces and breaks
 
     # -- the pass ---------------------------------------------------------------------------------
-    def run(self) -> None:
-        self.read()
+    def run(self, resume: tuple[int, dict[str, Any]] | None = None) -> None:
+        """The pass; `resume`: (log, state) kept by an earlier report (incremental.py), taken up."""
+        self.read(resume)
         if self.share is not None:
             self.share.drain()
         for graph in self.fx.timed_graphs():
             self.perfetto.dynamo_graph(graph.log, graph)
         self.perfetto.close()
 
-    def read(self) -> None:
+    def read(self, resume: tuple[int, dict[str, Any]] | None = None) -> None:
         """The pass over every log (all a worker does: its compiles' results go to the main process)."""
-        for log in self.logs:
-            self._file(log)
+        first = 0
+        if resume is not None:
+            first, state = resume
+            for name in _KEPT:
+                setattr(self, name, state["run"][name])
+        for i, log in enumerate(self.logs[first:], first):
+            self._file(log, state if resume is not None and i == first else None)
 
-    def _file(self, log: RunLog) -> None:
-        log_file = LogFile(log.path, read_ahead=READ_AHEAD)
-        found, profiles = read_ahead(log.path)
-        file = FilePass(self, log, log_file, profiles)
+    def _file(self, log: RunLog, resumed: dict[str, Any] | None = None) -> None:
+        if resumed is None:
+            log_file = LogFile(log.path, read_ahead=READ_AHEAD)
+            found, profiles = read_ahead(log.path)
+            file = FilePass(self, log, log_file, profiles)
+            done_before = self.bytes_read
+        else:  # its read-ahead records were all before the state (incremental.py's plan checked)
+            file = FilePass.resumed(self, log, resumed["file"])
+            log_file, found = file.log_file, ReadAhead([], 0)
+            done_before = resumed["done_before"]
         if self.share is not None:  # a worker passes over what only another process's compiles use
             log_file.skip = self.share.skipper(file.open_compiles)
-        for line, reason in found.problems:
-            self.malformed(log, line, reason)
-        if found.more_problems:
-            more = found.more_problems
-            self.in_order(lambda: self.problems.add("malformed record", log.name, None,
-                                                    f"{more} more malformed read-ahead records not listed",
-                                                    count=more))
-        self.in_order(lambda: self.perfetto.process(log.index, f"{log.label} \u00b7 {log.name}"))
-        done_before = self.bytes_read
+        keeper = self.keeper
+        if keeper is not None and not found.records:  # profiles belong to earlier compiles: not taken up
+            at = keeper.checkpoint_at(log.index, log.path)
+            if at is not None:
+                log_file.pause = (at, lambda: self._keep(file, done_before))
+        if resumed is None:
+            for line, reason in found.problems:
+                self.malformed(log, line, reason)
+            if found.more_problems:
+                more = found.more_problems
+                self.in_order(lambda: self.problems.add("malformed record", log.name, None,
+                                                        f"{more} more malformed read-ahead records not listed",
+                                                        count=more))
+            self.in_order(lambda: self.perfetto.process(log.index, f"{log.label} \u00b7 {log.name}"))
         for n, record in enumerate(log_file):
             self._guarded(log, record.line, f"{record.type} record", HANDLERS[record.type].run, self, file, record)
             if self.progress is not None and not n & 255:
@@ -203,6 +240,7 @@ class RunBuilder:
         for compile_ in list(file.open_compiles.values()):  # the log ended mid-compile
             self._guarded(log, None, "incomplete compile", compile_.finish, None)
         self.bytes_read = done_before + log_file.bytes
+        self.read_crcs[log.index] = (log_file.bytes, log_file.crc)
         if self.progress is not None:
             self.progress(self.bytes_read)
         self.in_order(lambda: self._file_problems(log, log_file))
@@ -217,6 +255,20 @@ class RunBuilder:
         self.log_summaries[log.index] = LogSummary(log.index, log.name, log.label, log.rank, header_view(log.header),
                                                    log_file.lines, log_file.bytes, log_file.truncated,
                                                    log_file.newer_minor, file.libraries)
+
+    def _keep(self, file: FilePass, done_before: int) -> None:
+        """The run's state before this compile start, kept (incremental.py): the compile that ended
+        last is finished first (as this start would: nothing after it can reach it), and the workers'
+        compiles delivered, so that nothing is in flight."""
+        file.release()
+        if self.share is not None:
+            self.share.drain()
+        if file.open_compiles or file.ended:  # a compile begun before is still open here: no state
+            return
+        state = {"run": {name: getattr(self, name) for name in _KEPT}, "file": file.kept(),
+                 "done_before": done_before}
+        log_file = file.log_file
+        self.keeper.keep(file.log.index, state, log_file.bytes, log_file.crc, (s.key for s in self.summaries))
 
     def _file_problems(self, log: RunLog, log_file: LogFile) -> None:
         """What the reader found wrong in a file: bad lines, malformed records, unknown types."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -132,6 +133,10 @@ class LogFile:
     # A line this reader may pass over unparsed (counted, never checked): a report worker's
     # (workers.py), for the records of compiles another process builds; None: every line is read.
     skip: Callable[[bytes], bool] | None = field(default=None, repr=False)
+    # The running CRC-32 of the bytes read (an incremental report keys a log's prefix by it) and a
+    # pause: (offset, action) runs `action` before the line that starts at that offset is read.
+    crc: int = 0
+    pause: tuple[int, Callable[[], None]] | None = field(default=None, repr=False)
     _prov: dict[int, dict] = field(default_factory=dict, repr=False)
     _spans: dict[int, dict] = field(default_factory=dict, repr=False)
     _depth: dict[int, int] = field(default_factory=dict, repr=False)  # prov id -> nesting depth
@@ -140,11 +145,19 @@ class LogFile:
     _built_spans: dict[int, Span] = field(default_factory=dict, repr=False)
 
     def __iter__(self) -> Iterator[LogRecord]:
+        """The records from where this reader is (`lines`, `bytes`: 0 for a new one, or a state
+        an incremental report kept) to the end of the file."""
         skip = self.skip
+        pause_at, pause = self.pause if self.pause is not None else (-1, None)
+        crc = zlib.crc32
         with open(self.path, "rb") as f:
-            for number, raw in enumerate(f, 1):
+            f.seek(self.bytes)
+            for number, raw in enumerate(f, self.lines + 1):
+                if self.bytes == pause_at:
+                    pause()
                 self.lines = number
                 self.bytes += len(raw)
+                self.crc = crc(raw, self.crc)
                 if not raw.endswith(b"\n"):
                     self.truncated = True
                     self._bad(number, "truncated last line (the process stopped while writing it)", raw)
@@ -154,6 +167,13 @@ class LogFile:
                 record = self._parse(number, raw)
                 if record is not None:
                     yield record
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What an incremental report keeps of a reader: its counters and tables, not its
+        callables, nor the records it rebuilt (rebuilt again from the tables when asked)."""
+        state = dict(self.__dict__)
+        state.update(skip=None, pause=None, _built={}, _built_spans={})
+        return state
 
     def _parse(self, number: int, raw: bytes) -> LogRecord | None:
         if raw[:1] != b"{":  # every record starts so: anything else is told apart without parsing it

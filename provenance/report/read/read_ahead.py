@@ -44,8 +44,8 @@ class _Lines:
     """Line numbers at byte offsets of a file, counted only when asked (a scan that finds no bad
     record counts nothing), each byte once: offsets are asked in increasing order."""
 
-    def __init__(self, f: BinaryIO) -> None:
-        self._f, self._offset, self._line = f, 0, 1
+    def __init__(self, f: BinaryIO, offset: int = 0) -> None:
+        self._f, self._offset, self._line = f, offset, 1
 
     def at(self, offset: int) -> int:
         f = self._f
@@ -58,17 +58,20 @@ class _Lines:
         return self._line
 
 
-def scan(path: str | os.PathLike[str], types: Collection[str], take: Callable[[dict], str | None]) -> ReadAhead:
+def scan(path: str | os.PathLike[str], types: Collection[str], take: Callable[[dict], str | None],
+         start: int = 0) -> ReadAhead:
     """Find the records of `types` in a log file and `take` each. Read in chunks cut at a newline
-    (a longer line is held whole, as the reader holds it), so memory does not follow the file."""
+    (a longer line is held whole, as the reader holds it), so memory does not follow the file.
+    `start`: the offset of a line to start at (the line numbers of problems then count from it)."""
     if not types:
         return ReadAhead([], 0)
     hint, find = _patterns(types)
     problems: list[tuple[int, str]] = []  # line number, reason
     records = more = 0
-    base = 0  # the file offset of the chunk's first byte
+    base = start  # the file offset of the chunk's first byte
     with open(path, "rb") as f:
-        lines = _Lines(f)
+        lines = _Lines(f, start)
+        f.seek(start)
         pending: list[bytes] = []  # the start of a line that runs past the chunks read so far
         while block := f.read(CHUNK):
             cut = block.rfind(b"\n") + 1

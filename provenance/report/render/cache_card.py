@@ -5,7 +5,7 @@ every log is read. No page is read or written whole again (a big model's page st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
 from markupsafe import Markup
@@ -28,12 +28,19 @@ def slot(html: str) -> Markup:
     return Markup((MARK + body + b"<!--" + b" " * pad + b"-->").decode())
 
 
-def fill(out: Path, summaries: Iterable[CompileSummary], render: Callable[..., str]) -> None:
-    """Write each ended compile's final card (its hits, its function's) into its page's slot."""
+def fill(out: Path, summaries: Iterable[CompileSummary], render: Callable[..., str],
+         unfill: Collection[str] = ()) -> list[str]:
+    """Write each ended compile's final card (its hits, its function's) into its page's slot; the
+    pages filled. `unfill`: pages an earlier report filled (incremental.py): one not filled now gets
+    its first card back."""
+    filled = []
     for summary in summaries:
-        if summary.status != "ok" or not summary.fn_compiles:  # failed, or no calls record for it
+        final = summary.status == "ok" and bool(summary.fn_compiles)  # else failed, or no calls record for it
+        if not final and summary.pages.compile not in unfill:
             continue
-        new = slot(render("cache_card.html", c=summary, final=True)).encode()
+        new = slot(render("cache_card.html", c=summary, final=final)).encode()
+        if final:
+            filled.append(summary.pages.compile)
         try:
             with open(out / summary.pages.compile, "r+b") as f:
                 at = _find(f)
@@ -42,6 +49,7 @@ def fill(out: Path, summaries: Iterable[CompileSummary], render: Callable[..., s
                     f.write(new)
         except OSError:  # a page that is not there (its compile's pages failed): nothing to fill
             continue
+    return filled
 
 
 def _find(f) -> int | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
@@ -19,8 +19,14 @@ DIRECTORY_FILE = "compile_directory.json"
 
 
 class DirectoryWriter:
-    def __init__(self, out: Path) -> None:
-        self._spool = tempfile.TemporaryFile(dir=out)  # one JSON line per compile
+    def __init__(self, out: Path, spool: IO[bytes] | None = None) -> None:
+        # one JSON line per compile (`spool`: an incremental report's, kept in OUT)
+        self._spool = spool if spool is not None else tempfile.TemporaryFile(dir=out)
+
+    def spooled(self) -> int:
+        """The bytes spooled so far (flushed): where a resumed report truncates the spool."""
+        self._spool.flush()
+        return self._spool.tell()
 
     def add(self, entry: dict[str, Any]) -> None:
         self._spool.write(dumps(entry, orjson.OPT_NON_STR_KEYS) + b"\n")

@@ -115,10 +115,15 @@ class ReportWriter:
                 f.write(self.env.get_template(template).render(**context))
 
 
-def prepare_out(out: Path, overwrite: bool, inputs: Sequence[Path] = ()) -> tuple[Path, str | None]:
+def prepare_out(out: Path, overwrite: bool, inputs: Sequence[Path] = (),
+                lock: Callable[[Path], None] | None = None,
+                reuse: Callable[[Path], str | None] | None = None) -> tuple[Path, str | None]:
     """Make `out` ready: the directory to write (a symbolic link's target), or the reason it
-    cannot be. A non-empty directory is replaced only with `overwrite`, and only if this tool
-    made it (it holds MARKER_FILE); never a directory that is, or holds, one of `inputs`."""
+    cannot be. A non-empty directory is emptied only with `overwrite`, and only if this tool
+    made it (it holds MARKER_FILE); never a directory that is, or holds, one of `inputs`.
+    `lock(out)`: called once `out` exists, before anything in it is deleted (it may raise);
+    `reuse(out)`: for a non-empty `out`, "keep" (an earlier report of the same logs, taken up),
+    "replace" (one of the same logs, emptied without `overwrite`) or None."""
     try:
         if out.is_symlink():
             if not out.exists():
@@ -133,14 +138,24 @@ def prepare_out(out: Path, overwrite: bool, inputs: Sequence[Path] = ()) -> tupl
                         return out, f"output directory {out} contains the input {given}; choose another -o DIR"
         if out.exists() and not out.is_dir():
             return out, f"{out} exists and is not a directory"
-        if out.is_dir() and any(out.iterdir()):
-            if not overwrite:
+        existed = out.is_dir() and any(out.iterdir())
+        os.makedirs(out, exist_ok=True)
+        if lock is not None:
+            lock(out)
+        if existed:
+            found = reuse(out) if reuse is not None else None
+            if found == "keep":
+                return out, None
+            if found is None and not overwrite:
                 return out, f"output directory {out} exists and is not empty; pass --overwrite to replace it, or -o DIR"
             if not (out / MARKER_FILE).is_file():
                 return out, (f"output directory {out} is not empty and was not made by thunder-trace report; "
                              "refusing to delete it (choose another -o DIR)")
-            shutil.rmtree(out)
-        os.makedirs(out, exist_ok=True)
+            for child in list(out.iterdir()):  # emptied, not replaced: a lock on the directory holds
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
     except OSError as exc:
         return out, f"cannot create output directory {out}: {exc.strerror or exc}"
     return out, None

@@ -40,11 +40,19 @@ _KEY = itemgetter(0, 1, 2, 3, 4)  # pid, start, -duration, tid, the spooled line
 
 
 class PerfettoWriter:
-    def __init__(self, path: str, base_ns: int | None) -> None:
+    def __init__(self, path: str, base_ns: int | None, spool: IO[bytes] | None = None) -> None:
+        """`spool`: where events wait for `close()` (an incremental report's, kept in OUT, which it
+        truncates to resume); by default a temporary file."""
         self.path = path
         self.base_ns = base_ns  # the earliest time seen (headers first): timestamps start at 0
         self._dir = os.path.dirname(os.path.abspath(path))  # the report's: every file it writes is in it
-        self._spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=1 << 20, mode="w+b", dir=self._dir)
+        self._spool: IO[bytes] = spool if spool is not None else tempfile.SpooledTemporaryFile(
+            max_size=1 << 20, mode="w+b", dir=self._dir)
+
+    def spooled(self) -> int:
+        """The bytes spooled so far (flushed): where a resumed report truncates the spool."""
+        self._spool.flush()
+        return self._spool.tell()
 
     def _emit(self, event: dict[str, Any], ts_ns: int | None = None, dur_ns: int | None = None) -> None:
         """`event` at `ts_ns` lasting `dur_ns` (absolute ns, int64s; converted at close)."""

@@ -33,6 +33,7 @@ from provenance.report.render.jsonsafe import json_bytes
 __all__ = ["ASSET_DIR", "SourceCache", "SourceFile"]
 
 MAX_BYTES = 2_000_000
+MAX_STAMPS = 10_000  # files whose state an incremental report checks (a log names at most so many)
 MIN_QUOTED = 5  # distinct non-trivial lines a log must quote (all matching) for a local file to be shown
 MIN_TEXT = 12  # a quoted line shorter than this (stripped) is trivial
 # Lines a log could quote of a file without knowing it: imports, comments, decorators, docstring
@@ -70,15 +71,20 @@ class SourceCache:
         self._files: OrderedDict[str, list] = OrderedDict()
         self._max = max_files
         self._out = out
+        self.stamps: dict[str, list[int] | None] = {}  # every file looked at: [mtime, size] (None: not there)
 
     def _entry(self, path: str) -> list | None:
         try:
             if not path.endswith(".py") or not os.path.isfile(path):
+                if path.endswith(".py") and len(self.stamps) < MAX_STAMPS:
+                    self.stamps.setdefault(path, None)
                 return None
             stat = os.stat(path)
         except (OSError, ValueError):
             return None
         stamp = (stat.st_mtime_ns, stat.st_size)
+        if len(self.stamps) < MAX_STAMPS:  # an incremental report checks them before taking up its state
+            self.stamps[path] = [*stamp]
         entry = self._files.get(path)
         if entry is not None and entry[0] == stamp:
             self._files.move_to_end(path)

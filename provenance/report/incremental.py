@@ -1,0 +1,423 @@
+"""An incremental report: a report's OUT keeps what it needs to take up the logs where they grew.
+
+A report reads each log once, in order; its state is all in memory. So while it reads, it keeps that
+state (`OUT/.thunder-trace-state/`) at one place of each log: the start of its last compile that no
+other compile was open around (`last_start`, found from the end of the file before the pass), which
+is where a log that grows takes up again: the compile that ended last waits there for its first
+call's executor compiles, so it is read again with what came after it. A later report of the same
+logs (the same inputs, this code) then:
+
+- finds the first log that changed since: grew, was rewritten, truncated or replaced (each log's
+  bytes read are keyed by their CRC-32, checked byte for byte: `_crc`), or a log added or removed;
+- takes up the state kept in that log (or, if what changed lies before it, the one before), deletes
+  what the report wrote after that point, puts back the pages the end of the run rewrote (desync
+  banners: `pristine`), and reads on from there: that log's rest and every log after it;
+- writes the run's pages, the Perfetto trace and compile_directory.json from the whole run again.
+
+The result is the report a fresh build of the same logs writes, byte for byte
+(tests/report/test_incremental.py diffs them); OUT's state directory aside. Whatever makes that
+uncertain builds the whole report instead, and says why: another version of this code, other
+inputs, a report that did not end, a user source file shown that changed, read-ahead records
+(profiles: they belong to earlier compiles) in the part to read again.
+
+Two reports never write one OUT at once: the second is refused (`OutLock`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import pickle
+import shutil
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+__all__ = ["STATE_DIR", "Busy", "Keeper", "OutLock", "Plan", "last_start", "plan"]
+
+STATE_DIR = ".thunder-trace-state"
+FORMAT = 1
+_STATE = "state.json"
+_PERFETTO, _DIRECTORY = "perfetto.spool", "directory.spool"
+_PRISTINE = "pristine"  # pages as written before the run's end rewrote them (desyncs)
+_HOLDER = "writer"  # the pid of the report holding the lock
+CHUNK = 1 << 20
+MAX_BACK = 256 << 20  # how far from a log's end its last compile start is looked for
+_STARTS = b'{"type":"compile_start"'
+_ENDS = (b'{"type":"compile_end"', b'{"type":"compile_error"')
+
+
+class Busy(Exception):
+    """Another report holds OUT."""
+
+
+class OutLock:
+    """An exclusive lock on OUT itself (flock on the directory: nothing beside OUT is written, and
+    --overwrite empties OUT instead of replacing it, so the lock stays on the directory written)."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self._fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._fd)
+            holder = _read_text(out / STATE_DIR / _HOLDER).strip()
+            raise Busy(f"another thunder-trace report{f' (pid {holder})' if holder.isdigit() else ''} is writing "
+                       f"{out}; nothing was written: run it again when that one has ended, or choose another -o DIR"
+                       ) from None
+        state = out / STATE_DIR
+        state.mkdir(exist_ok=True)
+        (state / _HOLDER).write_text(f"{os.getpid()}\n")
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            try:
+                (self.out / STATE_DIR / _HOLDER).unlink(missing_ok=True)
+            except OSError:
+                pass
+            os.close(self._fd)  # closing the descriptor releases the lock
+            self._fd = -1
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text()[:100]
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def code_version() -> str:
+    """A hash of this package's files (code, templates): a report kept by other code is not resumed."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha1()
+    for path in sorted(root.rglob("*")):
+        if path.suffix in (".py", ".html", ".js", ".css", ".bin") and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def last_start(path: str | os.PathLike[str], size: int) -> int | None:
+    """The offset of the last `compile_start` line of a log's first `size` bytes such that every
+    compile that ends after it began at or after it (None: no such line within MAX_BACK of the
+    end). A compile begun before it that never ends is found by the pass, which keeps no state there."""
+    ended: set[Any] = set()
+    begun: set[Any] = set()
+    with open(path, "rb") as f:
+        end = size
+        tail = b""  # the start of a line cut by the previous chunk
+        while end > 0 and size - end < MAX_BACK:
+            start = max(0, end - CHUNK)
+            f.seek(start)
+            data = f.read(end - start) + tail
+            cut = data.find(b"\n") + 1 if start else 0  # the first line may begin in the chunk before
+            if start and not cut:
+                tail, end = data, start
+                continue
+            lines = data[cut:].split(b"\n")
+            offsets = []
+            at = start + cut
+            for line in lines:
+                offsets.append(at)
+                at += len(line) + 1
+            if end == size:  # the last line without a newline is cut off: not a record yet
+                lines, offsets = lines[:-1], offsets[:-1]
+            for line, offset in zip(reversed(lines), reversed(offsets)):
+                if line.startswith(_ENDS) or line.startswith(_STARTS):
+                    try:
+                        cid = _key(orjson.loads(line).get("compile"))
+                    except (orjson.JSONDecodeError, AttributeError):
+                        continue
+                    if line.startswith(_STARTS):
+                        begun.add(cid)
+                        if ended <= begun:
+                            return offset
+                    else:
+                        ended.add(cid)
+            tail, end = data[:cut], start
+    return None
+
+
+def _key(value: Any) -> Any:
+    return value if isinstance(value, (int, str)) or value is None else repr(value)
+
+
+def _crc(path: Path, checks: Sequence[int]) -> list[int] | None:
+    """The CRC-32 of `path`'s first n bytes for each n of `checks` (increasing), read once; None if
+    the file is shorter than the last."""
+    crcs, crc, done = [], 0, 0
+    try:
+        with open(path, "rb") as f:
+            for n in checks:
+                while done < n:
+                    block = f.read(min(CHUNK * 8, n - done))
+                    if not block:
+                        return None
+                    crc = zlib.crc32(block, crc)
+                    done += len(block)
+                crcs.append(crc)
+    except OSError:
+        return None
+    return crcs
+
+
+@dataclass
+class Resume:
+    """Where a report takes up: the state kept in log `log` at its offset."""
+
+    log: int
+    offset: int
+    snapshot: dict[str, Any]
+    entries: list[dict[str, Any]]  # state.json's entries of the logs before `log`, unchanged
+
+    @property
+    def done(self) -> int:
+        """The bytes of the logs read before (not read again)."""
+        return self.snapshot["done_before"] + self.offset
+
+    def __post_init__(self) -> None:
+        self.compiles = len(self.snapshot["run"]["summaries"])  # ended before (not read again)
+
+
+@dataclass
+class Plan:
+    same_inputs: bool = False  # OUT holds a report of these inputs (replaced without --overwrite)
+    up_to_date: bool = False
+    resume: Resume | None = None
+    why: str = ""  # why the whole report is built (a report of these inputs that cannot be taken up)
+
+
+def plan(out: Path, inputs: dict[str, Any], logs: Sequence[tuple[str, Path]],
+         read_ahead_in: Callable[[Path, int], bool], preamble: list[Any]) -> Plan:
+    """What to do with OUT for `logs` ((name, file) each: the name is the log as given; the file is
+    what is read, a merged copy maybe): `read_ahead_in(file, offset)`: the file has read-ahead
+    records past `offset`; `preamble`: what the report lists before the logs' own problems (the
+    files passed over, an export's bad lines)."""
+    state_dir = out / STATE_DIR
+    try:
+        state = orjson.loads((state_dir / _STATE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return Plan()
+    if not isinstance(state, dict) or state.get("format") != FORMAT or state.get("inputs") != inputs:
+        return Plan()
+    if state.get("code") != code_version():
+        return Plan(True, why="it was made by another version of thunder-trace")
+    if not state.get("complete"):
+        return Plan(True, why="the report there did not end")
+    if state.get("preamble") != preamble:
+        return Plan(True, why="the files passed over in the input changed")
+    old = state.get("logs")
+    if not isinstance(old, list):
+        return Plan(True, why="its state is unreadable")
+    changed = None  # the first log that is not as it was read
+    for i, (name, path) in enumerate(logs):
+        entry = old[i] if i < len(old) else None
+        if entry is None or entry.get("name") != name:
+            changed = i
+            break
+        keep = entry.get("checkpoint") or {}
+        checks = sorted({n for n in (keep.get("offset"), entry.get("size")) if isinstance(n, int)})
+        crcs = _crc(path, checks)
+        found = dict(zip(checks, crcs)) if crcs is not None else {}
+        if found.get(entry.get("size")) != entry.get("crc") or path.stat().st_size != entry.get("size"):
+            changed = i
+            if isinstance(keep.get("offset"), int) and found.get(keep["offset"]) != keep.get("crc"):
+                entry["checkpoint"] = None  # changed before its checkpoint, too
+            break
+    else:
+        if len(old) == len(logs):
+            stale = _sources_changed(state.get("sources") or {})
+            return Plan(True, up_to_date=stale is None, why=f"{stale} changed" if stale else "")
+        changed = len(logs)
+    for i in range(min(changed, len(old) - 1), -1, -1):
+        keep = old[i].get("checkpoint")
+        if not keep:
+            continue
+        path = logs[i][1]
+        if read_ahead_in(path, keep["offset"]):
+            continue  # profile records come after their compile: a page before the offset may change
+        try:
+            with open(state_dir / keep["file"], "rb") as f:
+                snapshot = pickle.load(f)
+        except Exception:  # a state that does not load is not used
+            continue
+        stale = _sources_changed(snapshot.get("sources") or {})
+        if stale:
+            return Plan(True, why=f"{stale} changed")
+        return Plan(True, resume=Resume(i, keep["offset"], snapshot, old[:i]))
+    return Plan(True, why="no state was kept before the logs changed")
+
+
+def _sources_changed(stamps: dict[str, Any]) -> str | None:
+    """A user source file the pages show from disk that is not as it was then."""
+    for path, stamp in stamps.items():
+        try:
+            st = os.stat(path)
+            now = [st.st_mtime_ns, st.st_size]
+        except (OSError, ValueError):
+            now = None
+        if now != stamp:
+            return f"the user file {path}"
+    return None
+
+
+@dataclass
+class Keeper:
+    """The state a report keeps in OUT while it builds (and, resuming, what it takes up)."""
+
+    out: Path
+    inputs: dict[str, Any]
+    names: list[str]  # each log's name, as `plan` was given them
+    preamble: list[Any]
+    plan: Plan
+    checkpoints: dict[int, int | None] = field(default_factory=dict)  # log -> where its state is kept
+    _kept: dict[int, dict[str, Any]] = field(default_factory=dict)
+    _spools: dict[str, IO[bytes]] = field(default_factory=dict)
+    perfetto: Any = None  # the writers whose spools are kept: attach()
+    directory: Any = None
+    sources: Any = None
+    pristine_pages: set[str] = field(default_factory=set)
+    filled: set[str] = field(default_factory=set)  # compile pages with a final cache card
+
+    @property
+    def resume(self) -> Resume | None:
+        return self.plan.resume
+
+    @property
+    def dir(self) -> Path:
+        return self.out / STATE_DIR
+
+    def begin(self) -> None:
+        """Before the report writes: the state marked as not ended; resuming, OUT put back as it
+        was at the resumed point (what was written after it deleted, the rewritten pages restored)."""
+        self.dir.mkdir(exist_ok=True)
+        (self.dir / _HOLDER).write_text(f"{os.getpid()}\n")
+        old = self._read_state()
+        (self.dir / _STATE).unlink(missing_ok=True)
+        if self.resume is None:
+            for child in self.dir.iterdir():
+                if child.name != _HOLDER:
+                    shutil.rmtree(child) if child.is_dir() else child.unlink()
+            for name in (_PERFETTO, _DIRECTORY):
+                self._spools[name] = open(self.dir / name, "w+b")
+            return
+        snap = self.resume.snapshot
+        self.filled = set(old.get("filled") or ()) if old else set()
+        pristine = self.dir / _PRISTINE
+        keep = set(snap["manifest"])
+        if pristine.is_dir():
+            for page in (old or {}).get("pristine") or ():
+                if page in keep and (pristine / page).is_file():
+                    os.replace(pristine / page, self.out / page)
+            shutil.rmtree(pristine)
+        for root, dirs, files in os.walk(self.out):
+            rel = os.path.relpath(root, self.out)
+            if rel == STATE_DIR or rel.startswith(STATE_DIR + os.sep):
+                dirs[:] = []
+                continue
+            for name in files:
+                path = name if rel == "." else os.path.join(rel, name)
+                if path not in keep:
+                    os.unlink(os.path.join(root, name))
+        for name, length in ((_PERFETTO, snap["perfetto"][1]), (_DIRECTORY, snap["directory"])):
+            f = open(self.dir / name, "r+b")
+            f.truncate(length)
+            f.seek(length)
+            self._spools[name] = f
+        for i in range(self.resume.log + 1, 1 << 30):
+            if not (self.dir / f"log-{i}.pickle").exists():
+                break
+            (self.dir / f"log-{i}.pickle").unlink()
+
+    def _read_state(self) -> dict[str, Any] | None:
+        try:
+            state = orjson.loads((self.dir / _STATE).read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        return state if isinstance(state, dict) else None
+
+    def spools(self) -> tuple[IO[bytes], IO[bytes]]:
+        """The Perfetto trace's and compile_directory.json's spools, kept in OUT (begin() opened them)."""
+        return self._spools[_PERFETTO], self._spools[_DIRECTORY]
+
+    def attach(self, perfetto: Any, directory: Any, sources: Any) -> None:
+        self.perfetto, self.directory, self.sources = perfetto, directory, sources
+        if self.resume is not None:
+            perfetto.base_ns = self.resume.snapshot["perfetto"][0]
+            sources.stamps.update(self.resume.snapshot.get("sources") or {})
+
+    # -- what the run asks (analyze/ports.py's Keeper) ---------------------------------------------
+    def checkpoint_at(self, log: int, path: str) -> int | None:
+        """Where the run keeps its state in this log (found from the log's end, before its pass)."""
+        if log not in self.checkpoints:
+            try:
+                self.checkpoints[log] = last_start(path, os.path.getsize(path))
+            except OSError:
+                self.checkpoints[log] = None
+        return self.checkpoints[log]
+
+    def keep(self, log: int, state: dict[str, Any], offset: int, crc: int, summary_keys: Iterable[str]) -> None:
+        """The run's state before the line at `offset` of log `log` (whose first `offset` bytes have
+        CRC-32 `crc`): pickled, with what OUT holds then and the spools' lengths."""
+        state["perfetto"] = (self.perfetto.base_ns, self.perfetto.spooled())
+        state["directory"] = self.directory.spooled()
+        state["sources"] = dict(self.sources.stamps)
+        state["manifest"] = self._manifest(set(summary_keys))
+        file = f"log-{log}.pickle"
+        tmp = self.dir / (file + ".tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, self.dir / file)
+        self._kept[log] = {"offset": offset, "crc": crc, "file": file}
+
+    def _manifest(self, keys: set[str]) -> list[str]:
+        """The files OUT holds now: a compile's only if it began before (worker processes may be
+        ahead, writing later compiles' pages: those are written again when taken up)."""
+        found = []
+        for root, dirs, files in os.walk(self.out):
+            rel = os.path.relpath(root, self.out)
+            if rel == STATE_DIR:
+                dirs[:] = []
+                continue
+            for name in files:
+                path = name if rel == "." else os.path.join(rel, name)
+                if rel == "compiles":
+                    key = name.removesuffix(".html").removesuffix("-source").removesuffix(".provs.js")
+                    if key not in keys:
+                        continue
+                found.append(path)
+        return sorted(found)
+
+    def pristine(self, page: str) -> None:
+        """A compile page the run's end rewrites (a desync banner): its first version kept."""
+        target = self.dir / _PRISTINE / page
+        if page not in self.pristine_pages and not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.out / page, target)
+        self.pristine_pages.add(page)
+
+    def finish(self, logs: Sequence[tuple[int, int]], filled: Iterable[str]) -> None:
+        """The report ended: `logs`, (bytes read, their CRC-32) of each log read (the unchanged logs
+        before a resumed one: as kept)."""
+        for f in self._spools.values():
+            f.close()
+        entries = list(self.resume.entries) if self.resume is not None else []
+        for i in range(len(entries), len(self.names)):
+            size, crc = logs[i]
+            entries.append({"name": self.names[i], "size": size, "crc": crc, "checkpoint": self._kept.get(i)})
+        state = {"format": FORMAT, "code": code_version(), "inputs": self.inputs, "complete": True,
+                 "preamble": self.preamble, "logs": entries,
+                 "sources": dict(self.sources.stamps), "pristine": sorted(self.pristine_pages),
+                 "filled": sorted(set(filled))}
+        tmp = self.dir / (_STATE + ".tmp")
+        tmp.write_bytes(orjson.dumps(state))
+        os.replace(tmp, self.dir / _STATE)
+
+    def abandon(self) -> None:
+        for f in self._spools.values():
+            f.close()
