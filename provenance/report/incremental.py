@@ -29,6 +29,7 @@ import fcntl
 import hashlib
 import os
 import pickle
+import re
 import shutil
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -192,6 +193,22 @@ class Plan:
     why: str = ""  # why the whole report is built (a report of these inputs that cannot be taken up)
 
 
+_PAGE = re.compile(r"compiles/[A-Za-z0-9_.-]+\.html")
+_PICKLE = re.compile(r"log-\d{1,9}\.pickle")
+
+
+def _check(snapshot: Any, keep: dict[str, Any]) -> None:
+    """What the report takes from a state it loaded is of the shapes it wrote (OUT may come from anywhere)."""
+    if not (isinstance(snapshot, dict) and isinstance(snapshot.get("run"), dict)
+            and isinstance(snapshot.get("file"), dict)
+            and type(snapshot.get("done_before")) is int and isinstance(snapshot.get("manifest"), list)
+            and all(isinstance(p, str) and ".." not in p.split("/") and not p.startswith("/")
+                    for p in snapshot["manifest"])
+            and type(snapshot.get("directory")) is int and isinstance(snapshot.get("perfetto"), tuple)
+            and type(keep.get("offset")) is int and _PICKLE.fullmatch(str(keep.get("file")))):
+        raise ValueError("a state of another shape")
+
+
 def plan(out: Path, inputs: dict[str, Any], logs: Sequence[tuple[str, Path]],
          read_ahead_in: Callable[[Path, int], bool], preamble: list[Any]) -> Plan:
     """What to do with OUT for `logs` ((name, file) each: the name is the log as given; the file is
@@ -212,8 +229,16 @@ def plan(out: Path, inputs: dict[str, Any], logs: Sequence[tuple[str, Path]],
     if state.get("preamble") != preamble:
         return Plan(True, why="the files passed over in the input changed")
     old = state.get("logs")
-    if not isinstance(old, list):
+    if not isinstance(old, list) or not all(isinstance(e, dict) for e in old):
         return Plan(True, why="its state is unreadable")
+    try:
+        return _take_up(state, old, state_dir, logs, read_ahead_in)
+    except (TypeError, ValueError, KeyError, AttributeError, OSError):
+        return Plan(True, why="its state is unreadable")
+
+
+def _take_up(state: dict[str, Any], old: list[dict[str, Any]], state_dir: Path, logs: Sequence[tuple[str, Path]],
+             read_ahead_in: Callable[[Path, int], bool]) -> Plan:
     changed = None  # the first log that is not as it was read
     for i, (name, path) in enumerate(logs):
         entry = old[i] if i < len(old) else None
@@ -242,8 +267,8 @@ def plan(out: Path, inputs: dict[str, Any], logs: Sequence[tuple[str, Path]],
         if read_ahead_in(path, keep["offset"]):
             continue  # profile records come after their compile: a page before the offset may change
         try:
-            with open(state_dir / keep["file"], "rb") as f:
-                snapshot = pickle.load(f)
+            snapshot = load_state(state_dir / keep["file"])
+            _check(snapshot, keep)
         except Exception:  # a state that does not load is not used
             continue
         stale = _sources_changed(snapshot.get("sources") or {})
@@ -251,6 +276,39 @@ def plan(out: Path, inputs: dict[str, Any], logs: Sequence[tuple[str, Path]],
             return Plan(True, why=f"{stale} changed")
         return Plan(True, resume=Resume(i, keep["offset"], snapshot, old[:i]))
     return Plan(True, why="no state was kept before the logs changed")
+
+
+class _StateUnpickler(pickle.Unpickler):
+    """Only the report's own data classes and plain containers: OUT may come from anywhere, and a
+    pickle that names any other callable (a function, a class of the standard library that acts)
+    is refused, not run."""
+
+    _BUILTINS = {("builtins", n) for n in ("set", "frozenset", "list", "dict", "tuple", "bytes", "bytearray")} | {
+        ("collections", "OrderedDict"), ("collections", "Counter"), ("collections", "deque")}
+    _MODULES = ("provenance.report.model", "provenance.report.analyze.", "provenance.report.read.",
+                "provenance.core.record", "provenance.dynamo.")
+
+    def find_class(self, module: str, name: str) -> Any:
+        found = None
+        if (module, name) in self._BUILTINS or module.startswith(self._MODULES):
+            found = super().find_class(module, name)
+        if not isinstance(found, type) or (module.startswith("provenance.") and _acts(found)):
+            raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a report's state")
+        return found
+
+
+def _acts(cls: type) -> bool:
+    """A class whose construction does more than hold data (opens files, starts processes)."""
+    import dataclasses
+    import enum
+
+    return not (dataclasses.is_dataclass(cls) or issubclass(cls, (tuple, enum.Enum))
+                or cls.__name__ in ("ProvTable", "FxGraphs", "CallSites", "TorchTraces"))
+
+
+def load_state(path: Path) -> Any:
+    with open(path, "rb") as f:
+        return _StateUnpickler(f).load()
 
 
 def _sources_changed(stamps: dict[str, Any]) -> str | None:
@@ -312,7 +370,7 @@ class Keeper:
         keep = set(snap["manifest"])
         if pristine.is_dir():
             for page in (old or {}).get("pristine") or ():
-                if page in keep and (pristine / page).is_file():
+                if isinstance(page, str) and _PAGE.fullmatch(page) and page in keep and (pristine / page).is_file():
                     os.replace(pristine / page, self.out / page)
             shutil.rmtree(pristine)
         for root, dirs, files in os.walk(self.out):

@@ -26,11 +26,11 @@ fx_program.main()
 """
 
 
-def write(logs: Path) -> Path:
-    """Run the program with THUNDER_TRACE=logs (and one profiled call); its log file."""
+def write(logs: Path, profile: bool = True) -> Path:
+    """Run the program with THUNDER_TRACE=logs (and one profiled call, unless not `profile`); its log file."""
     env = {k: v for k, v in os.environ.items() if k not in ("THUNDER_TRACE", "THUNDER_TRACE_PROFILE", "CI")}
     done = subprocess.run([sys.executable, "-c", PROGRAM],
-                          env={**env, "THUNDER_TRACE": str(logs), "THUNDER_TRACE_PROFILE": "1",
+                          env={**env, "THUNDER_TRACE": str(logs), "THUNDER_TRACE_PROFILE": "1" if profile else "0",
                                "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])},
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
