@@ -19,6 +19,7 @@ import orjson
 import pytest
 import thunder
 import torch
+from paths import report_files
 
 import provenance
 from provenance.cli import main
@@ -120,7 +121,7 @@ def test_a_forked_child_writes_its_own_log_with_fresh_ids(tmp_path, capsys):
         outs.append(tmp_path / f"out{jobs}")
         code, err = _report(capsys, logs, "-o", outs[-1], "-j", jobs, "--strict")
         assert code == 0, err
-    for f in sorted(p.relative_to(outs[0]) for p in outs[0].rglob("*") if p.is_file()):
+    for f in report_files(outs[0]):
         assert (outs[0] / f).read_bytes() == (outs[1] / f).read_bytes(), f
     assert orjson.loads((outs[0] / "compile_directory.json").read_bytes())["totals"]["compiles"] == 4
 

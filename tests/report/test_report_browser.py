@@ -19,7 +19,7 @@ import orjson
 import pytest
 import report_logs
 from browser import CHROMIUM, UNEXPLAINED_GAPS
-from paths import ROOT
+from paths import ROOT, report_files
 
 sync_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
@@ -508,7 +508,7 @@ def test_desync_banner_links_to_the_first_differing_op_on_each_rank(tmp_path, br
         outs.append(tmp_path / f"out{jobs}")
         _run([sys.executable, "-m", "provenance.report", "report", str(logs), "-o", str(outs[-1]), "--no-browser",
               "-j", jobs], env=_env())
-    for path in sorted(p.relative_to(outs[0]) for p in outs[0].rglob("*") if p.is_file()):
+    for path in report_files(outs[0]):
         assert (outs[0] / path).read_bytes() == (outs[1] / path).read_bytes(), path
     out = outs[0]
 

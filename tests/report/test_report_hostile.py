@@ -21,6 +21,7 @@ from pathlib import Path
 import orjson
 import pytest
 import report_logs
+from paths import report_files
 
 from provenance.cli import main
 from provenance.log import schema
@@ -536,8 +537,8 @@ def test_workers_write_byte_for_byte_what_one_process_writes(tmp_path, capsys):
             outs.append(tmp_path / f"{name}{jobs}")
             code, err = report(capsys, path, "-o", outs[-1], "-j", jobs)
             assert code == 0, err
-        files = sorted(p.relative_to(outs[0]) for p in outs[0].rglob("*") if p.is_file())
-        assert files == sorted(p.relative_to(outs[1]) for p in outs[1].rglob("*") if p.is_file())
+        files = report_files(outs[0])
+        assert files == report_files(outs[1])
         assert len(files) > 8
         for f in files:
             assert (outs[0] / f).read_bytes() == (outs[1] / f).read_bytes(), (name, f)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import report_logs
+from paths import report_files
 
 from provenance.cli import main
 from provenance.report import jobs, workers
@@ -62,8 +63,8 @@ def _log(tmp_path: Path, n: int = 5) -> Path:
 
 
 def _same(one: Path, two: Path) -> list[Path]:
-    files = sorted(p.relative_to(one) for p in one.rglob("*") if p.is_file())
-    assert files == sorted(p.relative_to(two) for p in two.rglob("*") if p.is_file())
+    files = report_files(one)
+    assert files == report_files(two)
     for f in files:
         assert (one / f).read_bytes() == (two / f).read_bytes(), f
     return files

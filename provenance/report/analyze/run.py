@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
+from provenance.report.analyze.activity import Activity, ranks_now
 from provenance.report.analyze.call_sites import CallSites
 from provenance.report.analyze.compile import CompileBuilder
 from provenance.report.analyze.fx_graphs import FxGraphs
@@ -85,9 +86,11 @@ class FilePass:
         self.ended: list[tuple[Any, Compile, dict]] = []
         self.read_ahead_seen = 0  # read-ahead records the pass met
         self.libraries: dict[str, str] = {}  # `library` records: distribution -> version
+        self.activity = Activity()  # what the process is doing as the log ends
 
     def open(self, record: LogRecord) -> None:
         self.release()
+        self.activity.started(record.data)
         cid = hashable(record.get("compile"))
         if cid in self.open_compiles:
             self.run.malformed(self.log, record.line,
@@ -117,6 +120,7 @@ class FilePass:
         """The record that closes its compile; `ok`: the compile succeeded (its handler says)."""
         compile_ = self.compile_of(record)
         cid = hashable(record.get("compile"))
+        self.activity.ended(record.data, ok)
         self.open_compiles.pop(cid, None)
         self.run.compile_closed(self.log, cid, ok=ok)
         self.release()
@@ -126,6 +130,14 @@ class FilePass:
         """A record of the compile that ended last (dropped if another compile came between)."""
         if self.ended and self.ended[0][0] == hashable(data.get("compile")):
             self.ended[0][1].add(data)
+
+    def waited(self, data: dict) -> None:
+        """A `wait` record: a collective wait blocked long, or one that did and returned."""
+        self.activity.waited(data)
+
+    def summarized(self, data: dict) -> None:
+        """A `calls` record: the process's summary of a jitted function (written as it exits)."""
+        self.activity.summarized(data)
 
     def latest_prologue(self, compile_id: Any, text: str) -> None:
         self.run.latest_prologue(self.log, hashable(compile_id), text)
@@ -139,7 +151,7 @@ class FilePass:
     def kept(self) -> dict[str, Any]:
         """What an incremental report keeps of the pass (between compiles: none is open)."""
         return {"log_file": self.log_file, "provs": self.provs, "profiles": self.profiles,
-                "read_ahead_seen": self.read_ahead_seen, "libraries": self.libraries}
+                "read_ahead_seen": self.read_ahead_seen, "libraries": self.libraries, "activity": self.activity}
 
     @classmethod
     def resumed(cls, run: RunBuilder, log: RunLog, kept: dict[str, Any]) -> FilePass:
@@ -147,6 +159,7 @@ class FilePass:
         file.run, file.log = run, log
         file.log_file, file.provs, file.profiles = kept["log_file"], kept["provs"], kept["profiles"]
         file.read_ahead_seen, file.libraries = kept["read_ahead_seen"], kept["libraries"]
+        file.activity = kept["activity"]
         file.open_compiles, file.ended = {}, []
         return file
 
@@ -237,6 +250,7 @@ class RunBuilder:
             if self.progress is not None and not n & 255:
                 self.progress(done_before + log_file.bytes)
         self._guarded(log, None, "compile end", file.release)
+        activity = file.activity.now(log.label)
         for compile_ in list(file.open_compiles.values()):  # the log ended mid-compile
             self._guarded(log, None, "incomplete compile", compile_.finish, None)
         self.bytes_read = done_before + log_file.bytes
@@ -254,7 +268,7 @@ class RunBuilder:
             log.header = log_file.header
         self.log_summaries[log.index] = LogSummary(log.index, log.name, log.label, log.rank, header_view(log.header),
                                                    log_file.lines, log_file.bytes, log_file.truncated,
-                                                   log_file.newer_minor, file.libraries)
+                                                   log_file.newer_minor, file.libraries, activity)
 
     def _keep(self, file: FilePass, done_before: int) -> None:
         """The run's state before this compile start, kept (incremental.py): the compile that ended
@@ -400,6 +414,7 @@ class RunBuilder:
         self._attach_calls()
         fx = self.fx.finish(self.source_cache)
         logs = [self.log_summaries[log.index] for log in self.logs]
+        ranks_now([log.activity for log in logs if log.activity is not None])
         timed = [(s.log, s.time) for s in self.summaries if s.time]
         time = None
         if timed:  # a profiled run: the time analysis is loaded for one only

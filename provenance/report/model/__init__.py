@@ -55,6 +55,7 @@ __all__ = [
     "LogGroup",
     "LogHeader",
     "LogSummary",
+    "RankActivity",
     "MAX_PROBLEMS_LISTED",
     "N",
     "OUTS",

@@ -22,7 +22,8 @@ __all__ = ["LINE", "LISTS", "MAX_PROBLEMS_LISTED", "N", "OUTS", "PROV", "SYM", "
            "CompilePage", "CompilePages", "CompileSummary", "Coverage", "Desync", "DiffItem", "DisabledCapture",
            "ErrorSummary", "ErrorView", "ExecutorCompileView", "Failure", "FrameRef", "Fused", "Fusion", "FusionLine",
            "LogGroup", "LogHeader", "LogSummary", "Op", "PassList", "PassSummary", "Phase", "PhaseGroup", "PhaseView",
-           "Problem", "Problems", "ProvInfo", "RankComparison", "RankGroup", "RankRow", "RankTime", "RecompileView",
+           "Problem", "Problems", "ProvInfo", "RankActivity", "RankComparison", "RankGroup", "RankRow", "RankTime",
+           "RecompileView",
            "Rejection", "RoleCount", "SourceFileView", "SourcePage", "SourcePane", "StackFrame", "Totals",
            "TraceDiff", "TraceView", "coverage", "site_of"]
 
@@ -580,6 +581,20 @@ class LogHeader:
 
 
 @dataclass(slots=True, repr=False, eq=False)
+class RankActivity:
+    """What a process was doing at the end of its log (while the job runs: now), for the index.
+    `state`: compiling, waiting, idle or exited; times are the log's (ns since the epoch)."""
+
+    label: str
+    state: str
+    what: str  # `compiling model.forward (compile 3)`, `waiting in all_reduce (row_parallel.post · net2)`
+    since_ns: int | None  # when that began
+    last_ns: int | None  # the log's last record with a time
+    last: str  # what that record was
+    while_compiling: list[str] = field(default_factory=list)  # waiting: the ranks compiling meanwhile
+
+
+@dataclass(slots=True, repr=False, eq=False)
 class LogSummary:
     """A log file of the run, for the index's run table."""
 
@@ -593,6 +608,7 @@ class LogSummary:
     truncated: bool = False  # its last line was cut off
     newer_minor: bool = False  # written with a newer minor schema version
     libraries: dict[str, str] = field(default_factory=dict)  # the model code's distributions: name -> version
+    activity: RankActivity | None = None
 
 
 @dataclass(slots=True, repr=False, eq=False)
