@@ -55,7 +55,12 @@ def _report_parser(commands: argparse._SubParsersAction) -> None:
     report.add_argument("-o", "--out", default="thunder_trace_report", metavar="OUT",
                         help="output directory (default: %(default)s)")
     report.add_argument("--overwrite", action="store_true",
-                        help="replace OUT if it exists and is not empty (only a directory this tool made)")
+                        help="replace OUT if it holds another report (only a directory this tool made); a "
+                             "report of the same logs is taken up where they changed without it")
+    report.add_argument("--watch", nargs="?", type=float, const=2.0, metavar="SECONDS",
+                        help="keep the report current as the logs grow (looked at every SECONDS, default 2): "
+                             "its pages reload themselves (from file:// too) and the index says what each rank "
+                             "is doing; Ctrl-C (or SIGTERM) ends it with the report a batch build writes")
     report.add_argument("--latest", action="store_true",
                         help="only the newest log in the directory (by header time, else modification time)")
     report.add_argument("--rank", type=int, metavar="N", help="only the log of rank N")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from provenance.report.analyze.desync import mark_desyncs
 from provenance.report.analyze.run import RunBuilder
@@ -19,7 +20,7 @@ from provenance.report.read.log_file import sniff
 from provenance.report.read.processes import label_logs
 from provenance.report.render import cache_card, pages
 from provenance.report.render.directory import DIRECTORY_FILE, DirectoryWriter
-from provenance.report.render.output import ReportWriter
+from provenance.report.render.output import ReportWriter, write_live
 from provenance.report.render.perfetto import PERFETTO_FILE, PerfettoWriter
 from provenance.report.render.source_files import SourceCache
 
@@ -44,7 +45,7 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
                  skipped: list[tuple[Path, str]] = (),
                  problems: list[tuple[str, str, int | None, str, str, int]] = (),
                  observe: Callable[..., None] | None = None, shown: dict[Path, Path] | None = None,
-                 keeper: Keeper | None = None) -> Report:
+                 keeper: Keeper | None = None, live: dict[str, Any] | None = None) -> Report:
     """Read `paths` once and write the report into `out` (which must exist and be empty);
     `jobs` > 1: compiles are built by that many processes, each reading the logs (workers.py;
     one where fork is not available); `skipped`: files of the input passed over, and why
@@ -54,7 +55,8 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
     (ReportWriter's; needs `jobs` 1: the diff's); `shown`: the log given, for a path that is a copy of
     it (a log merged with a TORCH_TRACE log), as the pages name it; `keeper`: the state an incremental
     report keeps in `out` (incremental.py), and where it takes up an earlier report's (then `out`
-    holds that report, and the logs are read from there, in one process)."""
+    holds that report, and the logs are read from there, in one process); `live`: what live.js
+    says (render/output.py's write_live: None for a report that is done)."""
     if observe is not None and jobs > 1:
         raise ValueError("observe needs jobs=1: worker processes build their compiles' pages")
     headers = headers if headers is not None else [sniff(p) for p in paths]
@@ -107,6 +109,7 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
         for template, file, context in page.subpages(model):
             (out / file).parent.mkdir(parents=True, exist_ok=True)
             writer.write(template, file, root="../" * file.count("/"), **context)
+    write_live(out, live)
     if keeper is not None:
         keeper.finish([builder.read_crcs.get(i, (0, 0)) for i in range(len(logs))], filled)
     return Report(out, model, builder.problems, len(builder.summaries), model.totals.failed, builder.bytes_read,

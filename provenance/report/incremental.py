@@ -303,7 +303,7 @@ def _acts(cls: type) -> bool:
     import enum
 
     return not (dataclasses.is_dataclass(cls) or issubclass(cls, (tuple, enum.Enum))
-                or cls.__name__ in ("ProvTable", "FxGraphs", "CallSites", "TorchTraces"))
+                or cls.__name__ in ("ProvTable", "FxGraphs", "CallSites", "TorchTraces", "Activity"))
 
 
 def load_state(path: Path) -> Any:

@@ -21,7 +21,7 @@ from provenance.report.jobs import auto_jobs, quiet_gc
 from provenance.report.plural import plural
 from provenance.report.read.exports import otlp_files
 from provenance.report.read.log_file import NotALog, SchemaError, log_files, sniff
-from provenance.report.render.output import prepare_out
+from provenance.report.render.output import prepare_out, write_live
 
 __all__ = ["run"]
 
@@ -258,15 +258,25 @@ def _report_problems(report: Report, out: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """`thunder-trace report`: the logs chosen, the report built, what happened said; the exit status."""
+    """`thunder-trace report`: the logs chosen, the report built, what happened said; the exit status
+    (--watch: watch.py, which builds it each time the logs change)."""
+    if getattr(args, "watch", None) is not None:
+        from provenance.report.watch import watch
+
+        return watch(args, once)
+    return once(args)
+
+
+def once(args: argparse.Namespace, live: dict[str, Any] | None = None) -> int:
+    """One report; `live`: live.js's content (a report --watch keeps current), None for a finished one."""
     spool = _Spool(args.out)
     try:
-        return _report(args, spool)
+        return _report(args, spool, live)
     finally:
         spool.close()
 
 
-def _report(args: argparse.Namespace, spool: _Spool) -> int:
+def _report(args: argparse.Namespace, spool: _Spool, live: dict[str, Any] | None = None) -> int:
     try:
         files, headers, skipped = _select(args.path, args.latest, args.rank, spool)
     except FileNotFoundError as exc:
@@ -307,7 +317,7 @@ def _report(args: argparse.Namespace, spool: _Spool) -> int:
         if reason is not None:
             return fail(reason)
         return _build(args, out, files, headers, skipped, spool, shown, Keeper(
-            out, key, names, preamble, held.get("plan") or Plan()))
+            out, key, names, preamble, held.get("plan") or Plan()), live)
     except Busy as exc:
         return fail(str(exc))
     finally:
@@ -324,11 +334,14 @@ def _read_ahead_after(path: Path, offset: int) -> bool:
 
 
 def _build(args: argparse.Namespace, out: Path, files: list[Path], headers: list[dict | None],
-           skipped: list[tuple[Path, str]], spool: _Spool, shown: dict[Path, Path] | None, keeper: Keeper) -> int:
+           skipped: list[tuple[Path, str]], spool: _Spool, shown: dict[Path, Path] | None, keeper: Keeper,
+           live: dict[str, Any] | None = None) -> int:
     """The report written into `out` (whole, or taken up where `keeper`'s plan says); the exit status."""
     found = keeper.plan
     if found.up_to_date:
-        say(f"thunder-trace: {out / 'index.html'} is up to date: {plural(len(files), 'log')}, unchanged")
+        write_live(out, live)
+        if live is None:
+            say(f"thunder-trace: {out / 'index.html'} is up to date: {plural(len(files), 'log')}, unchanged")
         return 0
     if found.why:
         say(f"thunder-trace: the report in {out} is built whole: {found.why}")
@@ -339,7 +352,7 @@ def _build(args: argparse.Namespace, out: Path, files: list[Path], headers: list
     try:
         jobs = max(jobs, 1)
         report = build_report(files, out, headers, progress, jobs=jobs, skipped=skipped, problems=spool.problems,
-                              shown=shown, keeper=keeper)
+                              shown=shown, keeper=keeper, live=live)
     except OSError as exc:  # OUT's disk full, or taken away: every file the report writes is in OUT
         progress.close()
         say(f"thunder-trace: error: cannot write the report into {out}: {exc.strerror or exc}")
@@ -360,7 +373,7 @@ def _build(args: argparse.Namespace, out: Path, files: list[Path], headers: list
     say(f"thunder-trace: {plural(report.compiles, 'compile')} ({report.failed} failed) from "
         f"{plural(len(files), 'log')}{spans} -> {index}{workers}{taken_up}")
     _report_problems(report, out)
-    if not args.no_browser:
+    if not args.no_browser and not (live or {}).get("generation", 1) > 1:  # --watch: once
         _open_browser(index)
     if args.strict and report.problems.total:
         say("thunder-trace: error: --strict: the logs had bad input (see above)")

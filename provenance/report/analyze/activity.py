@@ -5,6 +5,7 @@ compile while the others wait); the page's script adds how long, and which ranks
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from provenance.report.model import RankActivity
@@ -77,9 +78,14 @@ class Activity:
 
 
 def ranks_now(activities: list[RankActivity]) -> list[RankActivity]:
-    """Each waiting rank learns which ranks were compiling meanwhile (the usual cause)."""
+    """Each waiting rank learns which ranks were compiling meanwhile (the usual cause); how long each
+    has been at it, as of the latest record of any log (the end of the run, or its last sign of life)."""
     compiling = [a.label for a in activities if a.state == "compiling"]
+    end = max((a.last_ns for a in activities if a.last_ns is not None), default=None)
     for a in activities:
         if a.state == "waiting":
             a.while_compiling = [label for label in compiling if label != a.label]
+        if a.since_ns is not None:
+            a.since = datetime.fromtimestamp(a.since_ns / 1e9, UTC).strftime("%H:%M:%S UTC")
+            a.seconds = max(0, end - a.since_ns) / 1e9 if end is not None else None
     return activities

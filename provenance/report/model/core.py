@@ -592,6 +592,8 @@ class RankActivity:
     last_ns: int | None  # the log's last record with a time
     last: str  # what that record was
     while_compiling: list[str] = field(default_factory=list)  # waiting: the ranks compiling meanwhile
+    since: str = ""  # since_ns as a UTC clock time
+    seconds: float | None = None  # how long, as of the latest record of any log (the page's script: of now, live)
 
 
 @dataclass(slots=True, repr=False, eq=False)

@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import orjson
 from markupsafe import Markup
 
 from provenance.report.analyze.desync import MARK as DESYNC_MARK
@@ -22,11 +23,20 @@ from provenance.report.render import cache_card
 from provenance.report.render.html import environment, provs_script, source_rows, trace_frame
 from provenance.report.render.trace_data import LazyTrace, LineTable, lazy_trace, renumbered
 
-__all__ = ["MARKER_FILE", "PROVS_SUFFIX", "CompileWriter", "ReportWriter", "prepare_out"]
+__all__ = ["LIVE_FILE", "MARKER_FILE", "PROVS_SUFFIX", "CompileWriter", "ReportWriter", "prepare_out", "write_live"]
 
 _TRACES_MARK = "<!--@@thunder-trace-report:traces@@-->"
 PROVS_SUFFIX = ".provs.js"  # a compile's records, beside its pages: compiles/<name>.provs.js
 MARKER_FILE = ".thunder_trace_report"  # marks a directory this tool made (what --overwrite may delete)
+LIVE_FILE = "live.js"  # every page loads it: a live report's pages reload when it says they were rebuilt
+
+
+def write_live(out: Path, live: dict[str, Any] | None) -> None:
+    """live.js: `{"live": false}` for a report that is done (what a batch build writes), else `live`
+    (--watch: its rebuild's generation, how often pages look, when a rank is silent)."""
+    tmp = out / (LIVE_FILE + ".tmp")
+    tmp.write_bytes(b"self.thunderTraceLive = %s;\n" % orjson.dumps(live if live is not None else {"live": False}))
+    os.replace(tmp, out / LIVE_FILE)  # a page polling it never reads half of it
 
 
 class CompileWriter:

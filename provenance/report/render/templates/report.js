@@ -1,5 +1,43 @@
 /* thunder-trace report: provenance panel, tooltips and source <-> op linking.
    Every string from the log is inserted with textContent, never as HTML. */
+(function () {  // a live report (thunder-trace report --watch): live.js says when the pages were rebuilt
+  "use strict";
+  var live = self.thunderTraceLive || {};
+  var tag = document.querySelector('script[src$="live.js"]');
+  if (!live.live || !tag) return;
+  var src = tag.getAttribute("src"), generation = live.generation;
+  function span(s) {
+    return s < 60 ? s.toFixed(0) + " s" : s < 3600 ? (s / 60).toFixed(1) + " min" : (s / 3600).toFixed(1) + " h";
+  }
+  function now() {  // the index's "what each rank is doing": how long, of now; who went silent
+    var ns = Date.now() * 1e6;
+    document.querySelectorAll(".live-badge").forEach(function (b) { b.hidden = false; });
+    document.querySelectorAll("#now tr[data-last-ns]").forEach(function (row) {
+      var since = Number(row.dataset.sinceNs), last = Number(row.dataset.lastNs);
+      if (row.dataset.sinceNs) row.querySelector(".now-for").textContent = span(Math.max(0, ns - since) / 1e9);
+      var quiet = row.dataset.lastNs ? Math.max(0, ns - last) / 1e9 : 0;
+      var silent = quiet > live.silent_s && !row.classList.contains("now-exited");
+      var badge = row.querySelector(".now-silent");
+      badge.hidden = !silent;
+      badge.textContent = silent ? "silent for " + span(quiet) : "";
+      row.classList.toggle("now-silent-row", silent);
+    });
+  }
+  function poll() {  // a script, not fetch: pages opened from file:// may load scripts, not read files
+    var s = document.createElement("script");
+    s.src = src + "?" + Date.now();
+    s.onload = function () {
+      s.remove();
+      if ((self.thunderTraceLive || {}).generation !== generation) { location.reload(); return; }
+      now();
+      setTimeout(poll, live.interval_ms);
+    };
+    s.onerror = function () { s.remove(); setTimeout(poll, live.interval_ms); };  // between a rebuild's writes
+    document.head.appendChild(s);
+  }
+  now();
+  setTimeout(poll, live.interval_ms);
+})();
 (function () {
   "use strict";
 

@@ -1,0 +1,69 @@
+"""`thunder-trace report DIR --watch`: the report kept current while the job writes its logs.
+
+Every SECONDS the logs' sizes and times are looked at; when they changed, the report is built again
+(incremental.py: taken up where the logs grew, so a rebuild costs what is new) with live.js saying
+which rebuild it is. The pages poll live.js (a script tag: pages opened from file:// may load
+scripts, not read files; no server) and reload when it changes; the index's "what each rank is
+doing" counts up from its data in between. Ctrl-C or SIGTERM ends the watch with the report a
+batch build of the same logs writes (live.js says the report is done; the pages stop polling).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from provenance.report.console import say
+
+__all__ = ["SILENT_S", "watch"]
+
+SILENT_S = 120.0  # a rank with no record for this long is marked silent (the page's script)
+
+
+def _stamp(paths: list[str]) -> list[tuple[str, int, int]]:
+    """What changes when a log is written: every file's name, size and modification time."""
+    found = []
+    for path in paths:
+        try:
+            entries = list(os.scandir(path)) if os.path.isdir(path) else [Path(path)]
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat()
+            except OSError:
+                continue
+            found.append((str(entry), st.st_size, st.st_mtime_ns))
+    return sorted(found)
+
+
+def watch(args: argparse.Namespace, once: Callable[[argparse.Namespace, dict[str, Any] | None], int]) -> int:
+    interval = max(0.2, float(args.watch))
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    paths = [args.path] + ([args.torch_trace] if args.torch_trace else [])
+    seen = None
+    generation = 0
+    code = 0
+    try:
+        while not stop.is_set():
+            now = _stamp(paths)
+            if now != seen:
+                generation += 1
+                code = once(args, {"live": True, "generation": generation, "interval_ms": int(interval * 1000),
+                                   "silent_s": SILENT_S})
+                if code == 2 and generation == 1 and not now:
+                    say(f"thunder-trace: watching {args.path} for logs (Ctrl-C ends it)")
+                seen = now
+            stop.wait(interval)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    say("thunder-trace: the watch ended: the report is written as a batch build writes it")
+    final = once(args, None)
+    return final if final else code if code == 1 else 0
