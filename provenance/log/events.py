@@ -36,10 +36,11 @@ __all__ = [
     "MAX_NESTING", "MEMORY_BLOCK_FIELDS", "MEMORY_OP_FIELDS", "Memory", "ProfileOpJSON", "ProfileOps", "Prov",
     "Recompile", "Ref", "RejectedEntry", "SCHEMA_VERSION",
     "SpanEnd",
-    "SpanStart", "SplitReasonJSON", "TYPES", "TorchTrace", "Trace", "TraceRepeat", "forms", "frame_json", "frames_json",
+    "SpanStart", "SplitReasonJSON", "TYPES", "TorchTrace", "Trace", "TraceRepeat", "Wait", "forms", "frame_json",
+    "frames_json",
 ]
 
-SCHEMA_VERSION = "1.9"  # major.minor: readers refuse another major and read a newer minor
+SCHEMA_VERSION = "1.10"  # major.minor: readers refuse another major and read a newer minor
 # How deep provenance records (derived_from, members) and spans (parent) nest, at most: the writer
 # writes a deeper one with its references dropped (a chain restarts), the reader drops deeper ones'.
 MAX_NESTING = 64
@@ -440,6 +441,21 @@ class Memory(TypedDict):
     remat: list[MemoryRematJSON]  # the forward: what rematerialization changed in that; the backward: []
 
 
+class Wait(TypedDict):
+    """A collective wait that blocked at least WAIT_NOTICE_S (1 s), with wait counters on and a log
+    (provenance.timing.waits; schema 1.10): written once "blocked", while it still blocks, and once
+    "done" when it returned, with how long it blocked. The two match on (start_ns, role, module, op)."""
+
+    type: Literal["wait"]
+    state: Literal["blocked", "done"]
+    role: str | None  # the wait's distributed role ("row_parallel.post")
+    module: str | None  # its module ("net2")
+    op: str | None  # the collective it waits for ("torch_all_reduce_prim_impl"), where the trace says
+    start_ns: int  # when the wait began (the same in both records)
+    time_ns: int
+    seconds: NotRequired[float]  # "done": how long it blocked
+
+
 # -- the registry: every event type, once ------------------------------------------------------
 
 class Ref:
@@ -545,6 +561,7 @@ TYPES: dict[str, EventType] = {t.name: t for t in (
     _type("library", Library),
     _type("memory", Memory, provs=("ops[].2", "blocks[].2", "saved[].2", "remat[].2")),
     _type("torch_trace", TorchTrace),
+    _type("wait", Wait),
 )}
 KNOWN_TYPES = frozenset(TYPES)
 CLOSING_TYPES = frozenset(name for name, t in TYPES.items() if t.closes)
@@ -553,7 +570,7 @@ EVENTS: dict[str, Any] = {name: functools.reduce(operator.or_, t.forms) for name
 # Any event, for type checkers: the forms of every type.
 Event = (Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError
          | CaptureDisabled | Calls | ProfileOps | ProfileCall | Recompile | Phases | ExecutorCompile | DynamoGraphEvent
-         | GraphBreakEvent | GraphPhases | Library | Memory | TorchTrace)
+         | GraphBreakEvent | GraphPhases | Library | Memory | TorchTrace | Wait)
 
 
 def frame_json(frame: Frame) -> FrameJSON:

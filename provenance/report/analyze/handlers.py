@@ -244,6 +244,16 @@ class LibraryHandler(Handler):
             file.libraries.setdefault(name[:200], version[:200] if isinstance(version, str) else "?")
 
 
+class WaitHandler(Handler):
+    """A collective wait that blocked at least a second ("blocked" while it blocks, then "done"):
+    the file's live state and its waits (run.py's FilePass.waited)."""
+
+    type, route = "wait", Route.RUN
+
+    def run(self, run: RunSink, file: FileSink, record: LogRecord) -> None:
+        file.waited(record.data)
+
+
 class ProfileOpsHandler(Handler):
     type, route = "profile_ops", Route.READ_AHEAD
 
@@ -274,7 +284,8 @@ def default_handlers() -> list[Handler]:
     return [HeaderHandler(), ProvHandler(), SpanHandler(), SpanEndHandler(), CompileStartHandler(), TraceHandler(),
             PhasesHandler(), RecompileHandler(), CompileEndHandler(), CompileErrorHandler(), CaptureDisabledHandler(),
             ExecutorCompileHandler(), CallsHandler(), DynamoGraphHandler(), GraphPhasesHandler(), GraphBreakHandler(),
-            TorchTraceHandler(), LibraryHandler(), ProfileOpsHandler(), ProfileCallHandler(), MemoryHandler()]
+            TorchTraceHandler(), LibraryHandler(), WaitHandler(), ProfileOpsHandler(), ProfileCallHandler(),
+            MemoryHandler()]
 
 
 def registry(handlers: list[Handler]) -> dict[str, Handler]:

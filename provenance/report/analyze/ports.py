@@ -161,6 +161,8 @@ class FileSink(Protocol):
 
     def latest_prologue(self, compile_id: Any, text: str) -> None: ...
 
+    def waited(self, data: dict) -> None: ...
+
 
 class CompileSink(Protocol):
     phases: dict | None
