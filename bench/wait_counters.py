@@ -1,14 +1,17 @@
 """Cost of the opt-in wait counters on the hot path: one collective wait, counted vs not.
 
 Calls the torch executor's `torch_wait_prim_impl` as generated code does, on an already
-completed handle (so only the overhead is timed), with wait counters installed and not.
+completed handle (so only the overhead is timed), with wait counters installed and not. With
+`--log`, tracing also writes a log (to a temporary directory), so the watchdog that writes long
+waits to it runs meanwhile (provenance.timing.waits.WaitWatch): the hot path is the same code.
 
-    python bench/wait_counters.py [--calls 200000]
+    python bench/wait_counters.py [--calls 200000] [--log]
 """
 
 from __future__ import annotations
 
 import statistics
+import tempfile
 import time
 import warnings
 
@@ -33,12 +36,13 @@ def per_call_ns(fn, calls: int) -> float:
 def main() -> None:
     parser = harness.parser(__doc__)
     parser.add_argument("--calls", type=int, default=200_000)
+    parser.add_argument("--log", action="store_true", help="write a log too: the long-wait watchdog runs")
     args = parser.parse_args()
     import provenance
     from provenance.thunder.wait_hooks import WAIT_SYMBOL, call_ctx
 
     plain_fn = call_ctx()[WAIT_SYMBOL]
-    provenance.enable(wait_counters=True)
+    provenance.enable(tempfile.mkdtemp(prefix="wait_counters.") if args.log else None, wait_counters=True)
     counted_fn = call_ctx()[WAIT_SYMBOL]
     assert counted_fn is not plain_fn
     plain, counted = [], []
@@ -47,7 +51,8 @@ def main() -> None:
         counted.append(per_call_ns(counted_fn, args.calls))
     p, c = statistics.median(plain), statistics.median(counted)
     print(f"torch_wait_prim_impl on a completed handle: plain {p:.0f} ns, counted {c:.0f} ns per call "
-          f"(+{c - p:.0f} ns per wait)")
+          f"(+{c - p:.0f} ns per wait){', with a log (the watchdog running)' if args.log else ''}")
+    provenance.disable()
 
 
 if __name__ == "__main__":

@@ -105,11 +105,14 @@ def test_importing_every_module_registers_nothing_and_enable_disable_undo_what_t
     result = _probe("all", modules, tmp_path / "logs")
     assert (result["atexit"], result["forks"], result["listeners"]) == ([], [], 0), result
     (on, off), (on_again, off_again) = result["cycles"]
-    # on: the session's exit handler and its two scope listeners; the fork handlers, once
-    assert on["atexit"] == 1 and on["listeners"] == 2 and on["capture"], result
+    # on: the session's exit handler and its two scope listeners, and (wait counters with a log) the
+    # wait watchdog's exit handler, which writes its last records before the session closes the log;
+    # the fork handlers, once
+    assert on["atexit"] == 2 and on["listeners"] == 2 and on["capture"], result
     assert off == {"atexit": 0, "forks": on["forks"], "listeners": 0, "capture": False}, result
     assert on_again == on and off_again == off, result  # a second enable() registers no second fork handler
-    assert on["forks"] == len(result["fork_modules"]) == 2, result  # the session's, the capture's
+    # the session's, the capture's, the wait counters' (a child's waits start afresh, its lock unheld)
+    assert on["forks"] == len(result["fork_modules"]) == 3, result
 
 
 _PACKAGE = r"""

@@ -37,7 +37,8 @@ def check() -> str:
 
 
 def install(*, wait_counters: bool = False, profile: int = 0, warmup: int | None = None) -> None:
-    """Install every hook (idempotent); `wait_counters` also counts collective waits; `profile`
+    """Install every hook (idempotent); `wait_counters` also counts collective waits (and, while
+    the session has an exporter, writes the long ones to it: wait_hooks.watch); `profile`
     times the ops of that many calls (after `warmup` untimed ones; None: unchanged) of every
     compile from now on (0: off). Log
     headers name the torch and Thunder versions from then on. The hooks and all they keep belong
@@ -58,6 +59,8 @@ def install(*, wait_counters: bool = False, profile: int = 0, warmup: int | None
         running = capture.ACTIVE
         if wait_counters and not running.waits_active:
             wait_hooks.install(running)
+        if running.waits_active and SESSION.active:  # a log is written: long waits go there too
+            wait_hooks.watch(running)
         if profile:
             profiling.install(running)
         running.profile = profile
