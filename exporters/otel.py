@@ -4,7 +4,8 @@ Spans: one per compile (root, or under its ThunderFX piece; a recompile carries 
 phases as children at their real start and end (nested phases under theirs), a fusion executor's
 compile at the first call as a late child, one span per `provenance.scope` span; a compile that
 raised records the exception; with profiling on, one per profiled run of a forward or backward
-trace, its top user lines as attributes. ThunderFX: one span per Dynamo graph (its graph breaks
+trace, its top user lines as attributes; with wait counters on, one per collective wait that
+blocked at least a second (the `wait` records). ThunderFX: one span per Dynamo graph (its graph breaks
 as events), a child per piece (`thunder.split.reason` on those that fell back to torch), and
 each Thunder piece's compiles under its piece. Metrics: compile, phase and pass durations, ops
 and fusions per compile, cache hits and misses, (opt-in) wait counters, and with profiling on
@@ -49,6 +50,7 @@ MAX_LABEL_SETS = 2000  # distinct thunder.op.duration label sets; beyond, the mo
 TOP_LINES = 5  # lines named on a profiled run's span
 MAX_PIECE_SPANS = 1024  # ThunderFX pieces whose span a later compile can be a child of
 MAX_PENDING_BREAKS = 256  # Dynamo compile ids whose graph breaks wait for their graph
+WAIT_SPAN = "thunder.wait "  # a long collective wait's span: "thunder.wait torch_all_reduce_prim_impl"
 
 
 def _logged_user(frame: list) -> bool:
@@ -408,6 +410,18 @@ class OtelExporter:
                 peak[key] = peak.get(key, 0) + nbytes
         for (module, role), nbytes in peak.items():
             self._peak_bytes.record(nbytes, self._profiled.labels(self._common, fn, trace_name, module, role))
+
+    def _on_wait(self, event: Event) -> None:
+        """A collective wait that blocked at least a second: a span as long as it blocked, once it
+        returned ("done"). A "blocked" record makes none (a span goes out only when it ends): while
+        a wait blocks, `thunder.wait.time` and `thunder.wait.active` show it (observe_waits)."""
+        if event["state"] != "done":
+            return
+        start, op = event["start_ns"], event.get("op")
+        attributes = {**self._labels((event.get("role"), event.get("module"))), "thunder.wait.op": op or ""}
+        span = self._tracer.start_span(f"{WAIT_SPAN}{op or 'wait'}", start_time=start, attributes=attributes)
+        span.end(end_time=start + int(event["seconds"] * 1e9))
+        self._spans += 1
 
     def _on_calls(self, event: Event) -> None:
         fn = event["fn"]

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import orjson
 import pytest
 import thunder_failures
 from otel_collector import Collector, free_port
@@ -219,3 +220,52 @@ def test_a_dynamo_recompile_arrives_with_its_reason_and_the_graphs_phases(collec
                 assert p["end"] <= g["end"], p
             else:
                 assert p["start"] >= g["end"], p
+
+
+def test_a_long_wait_is_a_span_once_done_and_an_export_gives_its_records_back(tmp_path):
+    """The `wait` records (tests/timing/test_wait_watch.py writes them): "done" is a span as long as
+    the wait blocked, named after its collective; "blocked" makes none (the wait metrics show it
+    meanwhile). Read back from an OTLP/JSON export, the span is the two records again."""
+    from google.protobuf import json_format
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from exporters.otel import OtelExporter
+    from provenance.log import schema
+    from provenance.report.read.otlp_json import OtlpExport
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "waits", "host.name": "h", "process.pid": 7}))
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    exporter = OtelExporter(provider, MeterProvider(), rank=0)
+    start = 1_796_026_940_000_000_000
+    wait = {"type": "wait", "state": "blocked", "role": "row_parallel.post", "module": "net2",
+            "op": "torch_all_reduce_prim_impl", "start_ns": start, "time_ns": start + 1_100_000_000}
+    done = {**wait, "state": "done", "time_ns": start + 6_200_000_000, "seconds": 6.0}
+    exporter.emit(wait)
+    assert spans.get_finished_spans() == ()
+    exporter.emit(done)
+    exporter.emit({**done, "op": None, "role": None, "module": None})
+    named, unnamed = spans.get_finished_spans()
+    assert named.name == "thunder.wait torch_all_reduce_prim_impl" and unnamed.name == "thunder.wait wait"
+    assert (named.start_time, named.end_time) == (start, start + 6_000_000_000)
+    assert dict(named.attributes) == {"thunder.rank": 0, "thunder.role": "row_parallel.post", "thunder.module": "net2",
+                                      "thunder.wait.op": "torch_all_reduce_prim_impl"}
+
+    export_file = tmp_path / "export.json"
+    export_file.write_text(json_format.MessageToJson(encode_spans([named, unnamed]), indent=None) + "\n")
+    export = OtlpExport()
+    export.read(export_file)
+    (spool_log, _header), = export.logs(tmp_path)
+    rebuilt = [orjson.loads(line) for line in spool_log.read_bytes().splitlines()]
+    waits = [r for r in rebuilt if r["type"] == "wait"]
+    assert all(schema.problems(r) == [] for r in waits), [schema.problems(r) for r in waits]
+    assert [r["state"] for r in waits] == ["blocked", "blocked", "done", "done"]
+    assert waits[0] == {**wait, "time_ns": start + 1_000_000_000}
+    assert waits[2] == {**done, "time_ns": start + 6_000_000_000}
+    assert (waits[3]["role"], waits[3]["module"], waits[3]["op"]) == (None, None, None)
+    assert not [r for r in rebuilt if r["type"] == "span"]  # not taken for a provenance.scope span

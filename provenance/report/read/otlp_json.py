@@ -39,6 +39,7 @@ from provenance.core.record import Kind
 from provenance.log.events import SCHEMA_VERSION
 from provenance.report.numbers import int_of_text, path_text
 from provenance.report.read.exports import SIGNAL, TooExpanded, is_otlp, open_export, otlp_files
+from provenance.timing.waits import WAIT_NOTICE_S
 
 __all__ = ["MAX_LINE_BYTES", "OtlpExport", "OtlpProcess", "is_otlp", "otlp_files"]
 
@@ -50,6 +51,8 @@ INSTRUMENTATION = "thunder-provenance"  # the instrumentation scope of our spans
 _PHASE, _COMPILE, _EXECUTOR, _PROFILED = "thunder.phase ", "thunder.compile ", "thunder.executor_compile ", \
     "thunder.profiled "
 _FX = ("thunder.dynamo_graph ", "thunder.piece ", "thunder.dynamo_phase ")  # ThunderFX's: not rebuilt
+_WAIT = "thunder.wait "  # a collective wait that blocked at least WAIT_NOTICE_S: its blocked and done records
+_NOTICE_NS = int(WAIT_NOTICE_S * 1e9)
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -98,6 +101,7 @@ class OtlpProcess:
     executors: dict[bytes, tuple] = field(default_factory=dict)
     profiled: dict[bytes, dict] = field(default_factory=dict)
     scopes: dict[bytes, tuple] = field(default_factory=dict)
+    waits: dict[bytes, tuple] = field(default_factory=dict)  # span id -> (start, end, role, module, op)
     other: int = 0  # spans of ThunderFX's graphs and pieces, not rebuilt
     start_ns: int | None = None
 
@@ -261,6 +265,10 @@ class OtlpExport:
                 start, end))
         elif title.startswith(_PROFILED):
             process.profiled.setdefault(span_id, {"compile": compile_id, "start": start, "end": end, **attributes})
+        elif title.startswith(_WAIT):
+            process.waits.setdefault(span_id, (start, end, _str(attributes.get("thunder.role")) or None,
+                                               _str(attributes.get("thunder.module")) or None,
+                                               _str(attributes.get("thunder.wait.op")) or None))
         elif title.startswith(_FX):
             process.other += 1
         else:  # a provenance.scope span
@@ -357,6 +365,11 @@ def _events(process: OtlpProcess) -> Iterator[dict]:
                 "type": "executor_compile", "compile": compile_id, "executor": executor, "fusion": fusion,
                 "trace": trace, "start_ns": start, "end_ns": end}]))
             seq += 1
+    for start, end, role, module, op in process.waits.values():  # written as blocked a second in, done at its end
+        wait = {"type": "wait", "state": "blocked", "role": role, "module": module, "op": op, "start_ns": start}
+        timed.append((min(start + _NOTICE_NS, end), seq, [{**wait, "time_ns": min(start + _NOTICE_NS, end)}]))
+        timed.append((end, seq + 1, [{**wait, "state": "done", "time_ns": end, "seconds": (end - start) / 1e9}]))
+        seq += 2
     timed.sort(key=lambda t: (t[0], t[1]))
     for _time, _seq, records in timed:
         yield from records
