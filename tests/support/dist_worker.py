@@ -1,6 +1,6 @@
 """Run under torchrun by tests/thunder/test_distributed.py: compiles the RFC's tensor-parallel ToyModel,
 then DDP and FSDP versions, and writes what provenance says about every op of the final
-forward/backward traces to OUT/rank<N>.json."""
+forward/backward traces to OUT/rank<N>.json; a collective held back on rank 0 is logged to OUT/logs/."""
 
 from __future__ import annotations
 
@@ -41,10 +41,11 @@ def describe(jm) -> dict:
     return out
 
 
-def held_back_waits(rank, device, toy, x, tensor_parallel) -> list:
+def held_back_waits(rank, device, toy, x, tensor_parallel, log_dir) -> list:
     """Rank 1 sleeps before its collectives; rank 0 blocks in the row-parallel all-reduce's wait.
     Rank 0 samples the OTel wait counters meanwhile (an in-memory reader of the application's
-    MeterProvider, which the exporter uses)."""
+    MeterProvider, which the exporter uses), and its THUNDER_TRACE log in `log_dir` gets the wait's
+    records (blocked while it blocks, done once it returned)."""
     from opentelemetry import metrics, trace
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -54,7 +55,7 @@ def held_back_waits(rank, device, toy, x, tensor_parallel) -> list:
     trace.set_tracer_provider(TracerProvider())
     metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
     provenance.disable()
-    provenance.enable(wait_counters=True)
+    provenance.enable(log_dir, wait_counters=True)
     model = tensor_parallel(copy.deepcopy(toy))
     samples: list = []
     stop = threading.Event()
@@ -136,7 +137,7 @@ def main() -> None:
         result["fsdp_backward_error"] = str(exc)[:200]
     result["fsdp"] = describe(sharded)
 
-    result["waits"] = held_back_waits(rank, device, toy, x, tensor_parallel)
+    result["waits"] = held_back_waits(rank, device, toy, x, tensor_parallel, os.path.join(out_dir, "logs"))
 
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(result, f)

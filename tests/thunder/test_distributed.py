@@ -10,17 +10,24 @@ import sys
 import pytest
 from paths import ROOT, SUPPORT
 
+from provenance.log import schema
+
 pytestmark = pytest.mark.slow  # one torchrun run (about 25 s) serves most tests here
 
 
 @pytest.fixture(scope="module")
-def ranks(tmp_path_factory):
+def dist_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
            str(SUPPORT / "dist_worker.py"), str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    return out
+
+
+@pytest.fixture(scope="module")
+def ranks(dist_run):
+    return [json.loads((dist_run / f"rank{r}.json").read_text()) for r in (0, 1)]
 
 
 def _ops(rank, mode, trace):
@@ -122,3 +129,25 @@ def test_wait_counter_grows_while_a_rank_is_held_back(ranks):
     assert seconds[-1] > 1.0
     final = samples[-1][1]
     assert value(final, "thunder.wait.active") == 0 and value(final, "thunder.wait.time") >= seconds[-1]
+
+
+def test_the_held_back_wait_is_in_rank_0s_log_while_it_blocks_and_once_it_returned(dist_run):
+    """The same wait, in the THUNDER_TRACE log (the `wait` records: docs/log-schema.md): written as
+    blocked while rank 0 still waited, and as done with how long it blocked."""
+    logs = {}
+    for path in (dist_run / "logs").glob("*.jsonl"):
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        logs[records[0]["rank"]] = records
+    assert sorted(logs) == [0, 1]
+    every = [r for r in logs[0] if r["type"] == "wait"]
+    waits = [r for r in every if r["role"] == "row_parallel.post"]
+    assert [w["state"] for w in waits] == ["blocked", "done"], every
+    blocked, done = waits
+    for record in waits:
+        assert schema.problems(record) == [], schema.problems(record)
+        assert (record["role"], record["module"], record["op"]) == (
+            "row_parallel.post", "net2", "torch_all_reduce_prim_impl")
+    assert blocked["start_ns"] == done["start_ns"] and done["seconds"] > 4
+    returned = done["start_ns"] + done["seconds"] * 1e9
+    assert blocked["start_ns"] + 1e9 <= blocked["time_ns"] < returned <= done["time_ns"]  # written while it blocked
+    assert sorted(w["state"] for w in every) == sorted(["blocked", "done"] * (len(every) // 2))  # each in pairs
