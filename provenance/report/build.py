@@ -68,6 +68,8 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
     nav = [(page.file, page.title) for page in registered]
     writer = ReportWriter(out, nav, [page.templates for page in registered if page.templates], observe=observe)
     writer.write_assets()
+    if live is not None:  # live.js before any page (a page opened now polls it), still saying the last rebuild
+        write_live(out, {**live, "generation": live.get("generation", 1) - 1})
     logs = label_logs(paths, headers, shown)
     share = None
     if jobs > 1:  # the workers read the logs themselves: forked now, each with a run of its own

@@ -39,7 +39,7 @@ from typing import IO, Any
 
 import orjson
 
-__all__ = ["STATE_DIR", "Busy", "Keeper", "OutLock", "Plan", "last_start", "plan"]
+__all__ = ["STATE_DIR", "Busy", "Keeper", "OutLock", "Plan", "last_start", "plan", "portable"]
 
 STATE_DIR = ".thunder-trace-state"
 FORMAT = 1
@@ -91,6 +91,11 @@ def _read_text(path: Path) -> str:
         return path.read_text()[:100]
     except (OSError, UnicodeDecodeError):
         return ""
+
+
+def portable(text: str) -> str:
+    """A file name or message as JSON can hold it (names that are not UTF-8 escaped)."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def code_version() -> str:
@@ -256,7 +261,7 @@ def _take_up(state: dict[str, Any], old: list[dict[str, Any]], state_dir: Path, 
             break
     else:
         if len(old) == len(logs):
-            stale = _sources_changed(state.get("sources") or {})
+            stale = _sources_changed({os.fsdecode(bytes.fromhex(h)): st for h, st in state.get("sources") or ()})
             return Plan(True, up_to_date=stale is None, why=f"{stale} changed" if stale else "")
         changed = len(logs)
     for i in range(min(changed, len(old) - 1), -1, -1):
@@ -470,7 +475,9 @@ class Keeper:
             entries.append({"name": self.names[i], "size": size, "crc": crc, "checkpoint": self._kept.get(i)})
         state = {"format": FORMAT, "code": code_version(), "inputs": self.inputs, "complete": True,
                  "preamble": self.preamble, "logs": entries,
-                 "sources": dict(self.sources.stamps), "pristine": sorted(self.pristine_pages),
+                 # paths as bytes (hex): a file name need not be UTF-8
+                 "sources": [[os.fsencode(p).hex(), st] for p, st in self.sources.stamps.items()],
+                 "pristine": sorted(self.pristine_pages),
                  "filled": sorted(set(filled))}
         tmp = self.dir / (_STATE + ".tmp")
         tmp.write_bytes(orjson.dumps(state))

@@ -16,7 +16,7 @@ from typing import Any
 
 from provenance.report.build import Report, build_report
 from provenance.report.console import fail, say
-from provenance.report.incremental import Busy, Keeper, OutLock, Plan, plan
+from provenance.report.incremental import Busy, Keeper, OutLock, Plan, plan, portable
 from provenance.report.jobs import auto_jobs, quiet_gc
 from provenance.report.plural import plural
 from provenance.report.read.exports import otlp_files
@@ -299,10 +299,11 @@ def _report(args: argparse.Namespace, spool: _Spool, live: dict[str, Any] | None
         say(f"thunder-trace: {note}")
     inputs = [Path(args.path), *given] + ([Path(args.torch_trace)] if args.torch_trace is not None else [])
     shown = {copy: log for log, copy in spool.torch_merged.files.items()} if spool.torch_merged else None
-    names = [str((shown or {}).get(f, f)) for f in files]
+    names = [portable(str((shown or {}).get(f, f))) for f in files]
     key = {"path": os.path.abspath(args.path), "rank": args.rank, "latest": bool(args.latest),
            "torch_trace": os.path.abspath(args.torch_trace) if args.torch_trace is not None else None}
-    preamble = [[str(f), reason] for f, reason in skipped] + [list(p) for p in spool.problems]
+    preamble = [[portable(str(f)), portable(reason)] for f, reason in skipped] + [
+        [portable(x) if isinstance(x, str) else x for x in p] for p in spool.problems]
     held: dict[str, Any] = {}
 
     def lock(out: Path) -> None:

@@ -200,6 +200,7 @@ class CallsHandler(Handler):
                            if as_int(c) is not None and as_int(h) is not None and h >= 0}
         run.add_calls(file.log.index, as_int(record.get("calls")), as_int(record.get("cache_hits")),
                       [c for c in compiles if as_int(c) is not None], per_compile)
+        file.summarized(record.data)
 
 
 class DynamoGraphHandler(Handler):

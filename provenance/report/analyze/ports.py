@@ -163,6 +163,8 @@ class FileSink(Protocol):
 
     def waited(self, data: dict) -> None: ...
 
+    def summarized(self, data: dict) -> None: ...
+
 
 class CompileSink(Protocol):
     phases: dict | None
