@@ -113,7 +113,7 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
             writer.write(template, file, root="../" * file.count("/"), **context)
     write_live(out, live)
     if keeper is not None:
-        keeper.finish([builder.read_crcs.get(i, (0, 0)) for i in range(len(logs))], filled)
+        keeper.finish([builder.read_crcs.get(i, (0, 0)) for i in range(len(logs))], filled, builder.problems.total)
     return Report(out, model, builder.problems, len(builder.summaries), model.totals.failed, builder.bytes_read,
                   share.processes if share is not None else 1)
 

@@ -196,6 +196,7 @@ class Plan:
     up_to_date: bool = False
     resume: Resume | None = None
     why: str = ""  # why the whole report is built (a report of these inputs that cannot be taken up)
+    problems: int = 0  # up to date: the bad input the report lists
 
 
 _PAGE = re.compile(r"compiles/[A-Za-z0-9_.-]+\.html")
@@ -262,7 +263,9 @@ def _take_up(state: dict[str, Any], old: list[dict[str, Any]], state_dir: Path, 
     else:
         if len(old) == len(logs):
             stale = _sources_changed({os.fsdecode(bytes.fromhex(h)): st for h, st in state.get("sources") or ()})
-            return Plan(True, up_to_date=stale is None, why=f"{stale} changed" if stale else "")
+            problems = state.get("problems")
+            return Plan(True, up_to_date=stale is None, why=f"{stale} changed" if stale else "",
+                        problems=problems if type(problems) is int else 0)
         changed = len(logs)
     for i in range(min(changed, len(old) - 1), -1, -1):
         keep = old[i].get("checkpoint")
@@ -464,9 +467,9 @@ class Keeper:
             shutil.copyfile(self.out / page, target)
         self.pristine_pages.add(page)
 
-    def finish(self, logs: Sequence[tuple[int, int]], filled: Iterable[str]) -> None:
+    def finish(self, logs: Sequence[tuple[int, int]], filled: Iterable[str], problems: int) -> None:
         """The report ended: `logs`, (bytes read, their CRC-32) of each log read (the unchanged logs
-        before a resumed one: as kept)."""
+        before a resumed one: as kept); `problems`: the bad input it lists."""
         for f in self._spools.values():
             f.close()
         entries = list(self.resume.entries) if self.resume is not None else []
@@ -474,7 +477,7 @@ class Keeper:
             size, crc = logs[i]
             entries.append({"name": self.names[i], "size": size, "crc": crc, "checkpoint": self._kept.get(i)})
         state = {"format": FORMAT, "code": code_version(), "inputs": self.inputs, "complete": True,
-                 "preamble": self.preamble, "logs": entries,
+                 "preamble": self.preamble, "logs": entries, "problems": problems,
                  # paths as bytes (hex): a file name need not be UTF-8
                  "sources": [[os.fsencode(p).hex(), st] for p, st in self.sources.stamps.items()],
                  "pristine": sorted(self.pristine_pages),

@@ -314,7 +314,9 @@ def _report(args: argparse.Namespace, spool: _Spool, live: dict[str, Any] | None
         return "keep" if found.resume is not None or found.up_to_date else "replace" if found.same_inputs else None
 
     try:
-        out, reason = prepare_out(Path(args.out), args.overwrite, inputs, lock=lock, reuse=reuse)
+        # --overwrite: a report built whole, whatever OUT holds (this tool's)
+        out, reason = prepare_out(Path(args.out), args.overwrite, inputs, lock=lock,
+                                  reuse=None if args.overwrite else reuse)
         if reason is not None:
             return fail(reason)
         return _build(args, out, files, headers, skipped, spool, shown, Keeper(
@@ -343,6 +345,12 @@ def _build(args: argparse.Namespace, out: Path, files: list[Path], headers: list
         write_live(out, live)
         if live is None:
             say(f"thunder-trace: {out / 'index.html'} is up to date: {plural(len(files), 'log')}, unchanged")
+        if found.problems:
+            say(f"thunder-trace: warning: {plural(found.problems, 'problem')} in the input (listed in "
+                f"{out / 'index.html'}#problems)")
+            if args.strict:
+                say("thunder-trace: error: --strict: the logs had bad input (see above)")
+                return 1
         return 0
     if found.why:
         say(f"thunder-trace: the report in {out} is built whole: {found.why}")

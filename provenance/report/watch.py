@@ -57,6 +57,7 @@ def watch(args: argparse.Namespace, once: Callable[[argparse.Namespace, dict[str
                 generation += 1
                 code = once(args, {"live": True, "generation": generation, "interval_ms": int(interval * 1000),
                                    "silent_s": SILENT_S})
+                args.overwrite = False  # what OUT held is replaced once; then the report is taken up
                 if code == 2 and generation == 1 and not now:
                     say(f"thunder-trace: watching {args.path} for logs (Ctrl-C ends it)")
                 seen = now

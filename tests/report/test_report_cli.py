@@ -146,9 +146,12 @@ def test_output_directory_rules(tmp_path, capsys):
     log = report_logs.write(tmp_path / "a.jsonl", report_logs.records())
     mine = tmp_path / "report"
     assert report(capsys, log, "-o", mine)[0] == 0
-    code, err = report(capsys, log, "-o", mine)
+    code, err = report(capsys, log, "-o", mine)  # a report of the same logs: taken up (docs/report.md)
+    assert code == 0 and "up to date" in err
+    other = report_logs.write(tmp_path / "b.jsonl", report_logs.records())
+    code, err = report(capsys, other, "-o", mine)  # of other logs: replaced only when asked
     assert code == 2 and "--overwrite" in err
-    assert report(capsys, log, "-o", mine, "--overwrite")[0] == 0
+    assert report(capsys, other, "-o", mine, "--overwrite")[0] == 0
     theirs = tmp_path / "theirs"
     theirs.mkdir()
     (theirs / "precious.txt").write_text("keep me")
