@@ -48,6 +48,7 @@ _PERFETTO, _DIRECTORY = "perfetto.spool", "directory.spool"
 _PRISTINE = "pristine"  # pages as written before the run's end rewrote them (desyncs)
 _HOLDER = "writer"  # the pid of the report holding the lock
 CHUNK = 1 << 20
+MAX_KEPT_LOGS = 8  # logs of a run whose state is kept (and the last log's)
 MAX_BACK = 256 << 20  # how far from a log's end its last compile start is looked for
 _STARTS = b'{"type":"compile_start"'
 _ENDS = (b'{"type":"compile_end"', b'{"type":"compile_error"')
@@ -419,7 +420,12 @@ class Keeper:
 
     # -- what the run asks (analyze/ports.py's Keeper) ---------------------------------------------
     def checkpoint_at(self, log: int, path: str) -> int | None:
-        """Where the run keeps its state in this log (found from the log's end, before its pass)."""
+        """Where the run keeps its state in this log (found from the log's end, before its pass): in
+        the first MAX_KEPT_LOGS logs and the last only (each state holds the run's so far, so one per
+        log of a run of many would grow as the square of its logs; while a job runs, every log grows
+        and the first one's is what is taken up)."""
+        if MAX_KEPT_LOGS <= log < len(self.names) - 1:
+            return None
         if log not in self.checkpoints:
             try:
                 self.checkpoints[log] = last_start(path, os.path.getsize(path))
