@@ -104,7 +104,7 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
     if model.distributed.desync:  # the compile pages a desync touches get their banner and anchors
         mark_desyncs(model, out, writer.render, keeper.pristine if keeper is not None else None)
     # each compile's own cache hits, now known
-    filled = cache_card.fill(out, model.compiles, writer.render, keeper.filled if keeper is not None else ())
+    filled = cache_card.fill(out, model.compiles, writer.render, keeper.filled if keeper is not None else None)
     builder.directory.write(out / DIRECTORY_FILE, model.directory_head(), builder.directory_calls())
     for page in registered:  # they may list every compile: streamed
         writer.write(page.template, page.file, stream=True, root="", **page.context(model))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import mmap
 import os
 import pickle
 import re
@@ -155,20 +156,25 @@ def _key(value: Any) -> Any:
 
 
 def _crc(path: Path, checks: Sequence[int]) -> list[int] | None:
-    """The CRC-32 of `path`'s first n bytes for each n of `checks` (increasing), read once; None if
-    the file is shorter than the last."""
+    """The CRC-32 of `path`'s first n bytes for each n of `checks` (increasing), read once (mapped:
+    not copied); None if the file is shorter than the last."""
     crcs, crc, done = [], 0, 0
     try:
         with open(path, "rb") as f:
-            for n in checks:
-                while done < n:
-                    block = f.read(min(CHUNK * 8, n - done))
-                    if not block:
-                        return None
-                    crc = zlib.crc32(block, crc)
-                    done += len(block)
-                crcs.append(crc)
-    except OSError:
+            size = os.fstat(f.fileno()).st_size
+            if checks and checks[-1] > size:
+                return None
+            if not size:
+                return [0 for _ in checks]
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data, memoryview(data) as view:
+                for n in checks:
+                    while done < n:  # in pieces: the view's slices are released as they go
+                        end = min(n, done + (CHUNK << 6))
+                        with view[done:end] as piece:
+                            crc = zlib.crc32(piece, crc)
+                        done = end
+                    crcs.append(crc)
+    except (OSError, ValueError):
         return None
     return crcs
 
@@ -349,7 +355,7 @@ class Keeper:
     directory: Any = None
     sources: Any = None
     pristine_pages: set[str] = field(default_factory=set)
-    filled: set[str] = field(default_factory=set)  # compile pages with a final cache card
+    filled: dict[str, int] = field(default_factory=dict)  # pages whose final cache card is on disk: its CRC-32
 
     @property
     def resume(self) -> Resume | None:
@@ -374,13 +380,16 @@ class Keeper:
                 self._spools[name] = open(self.dir / name, "w+b")
             return
         snap = self.resume.snapshot
-        self.filled = set(old.get("filled") or ()) if old else set()
         pristine = self.dir / _PRISTINE
         keep = set(snap["manifest"])
+        earlier = (old or {}).get("filled")  # the pages written after the state are written again, unfilled
+        self.filled = {page: crc for page, crc in earlier.items() if page in keep and type(crc) is int} if isinstance(
+            earlier, dict) else {}
         if pristine.is_dir():
             for page in (old or {}).get("pristine") or ():
                 if isinstance(page, str) and _PAGE.fullmatch(page) and page in keep and (pristine / page).is_file():
                     os.replace(pristine / page, self.out / page)
+                    self.filled[page] = -1  # its card as it was then: written again, whatever it is now
             shutil.rmtree(pristine)
         for root, dirs, files in os.walk(self.out):
             rel = os.path.relpath(root, self.out)
@@ -473,7 +482,7 @@ class Keeper:
             shutil.copyfile(self.out / page, target)
         self.pristine_pages.add(page)
 
-    def finish(self, logs: Sequence[tuple[int, int]], filled: Iterable[str], problems: int) -> None:
+    def finish(self, logs: Sequence[tuple[int, int]], filled: dict[str, int], problems: int) -> None:
         """The report ended: `logs`, (bytes read, their CRC-32) of each log read (the unchanged logs
         before a resumed one: as kept); `problems`: the bad input it lists."""
         for f in self._spools.values():
@@ -487,7 +496,7 @@ class Keeper:
                  # paths as bytes (hex): a file name need not be UTF-8
                  "sources": [[os.fsencode(p).hex(), st] for p, st in self.sources.stamps.items()],
                  "pristine": sorted(self.pristine_pages),
-                 "filled": sorted(set(filled))}
+                 "filled": filled}
         tmp = self.dir / (_STATE + ".tmp")
         tmp.write_bytes(orjson.dumps(state))
         os.replace(tmp, self.dir / _STATE)

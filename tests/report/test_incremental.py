@@ -216,3 +216,20 @@ def test_last_start_is_the_last_compile_no_other_compile_is_open_around(tmp_path
     path.write_bytes(b"".join(lines))
     found = last_start(path, path.stat().st_size)
     assert found == len(lines[0])  # compile 9's start: before it, nothing is open
+
+
+def test_a_run_of_many_logs_keeps_state_in_a_bounded_number_of_them(tmp_path, capsys):
+    from provenance.report.incremental import MAX_KEPT_LOGS
+
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    count = MAX_KEPT_LOGS + 3
+    for rank in range(count):
+        report_logs.write(logs / f"r{rank:02}.jsonl", report_logs.records(rank=rank)[:-1])
+    assert report(capsys, logs, "-o", out)[0] == 0
+    kept = sorted(p.name for p in (out / STATE_DIR).glob("log-*.pickle"))
+    assert kept == sorted([f"log-{i}.pickle" for i in range(MAX_KEPT_LOGS)] + [f"log-{count - 1}.pickle"])
+    for rank in (count - 2, count - 1):  # a log without state, then the last: each ends, in turn
+        report_logs.write(logs / f"r{rank:02}.jsonl", report_logs.records(rank=rank))
+        code, err = report(capsys, logs, "-o", out)
+        assert code == 0 and "taken up" in err, err
+        assert_fresh(capsys, logs, out, tmp_path)

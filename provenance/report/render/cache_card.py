@@ -5,7 +5,8 @@ every log is read. No page is read or written whole again (a big model's page st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+import zlib
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from markupsafe import Markup
@@ -29,20 +30,26 @@ def slot(html: str) -> Markup:
 
 
 def fill(out: Path, summaries: Iterable[CompileSummary], render: Callable[..., str],
-         unfill: Collection[str] = ()) -> list[str]:
+         on_disk: Mapping[str, int] | None = None) -> dict[str, int]:
     """Write each ended compile's final card (its hits, its function's) into its page's slot; the
-    pages filled. `unfill`: pages an earlier report filled (incremental.py): one not filled now gets
-    its first card back."""
-    filled = []
+    pages filled, with their card's CRC-32. `on_disk`: pages whose slot holds a final card already
+    (an incremental report's, incremental.py), by its CRC-32: the same card is not written again, and
+    one not final any more gets the first card back."""
+    on_disk = on_disk or {}
+    filled = {}
     for summary in summaries:
+        page = summary.pages.compile
         final = summary.status == "ok" and bool(summary.fn_compiles)  # else failed, or no calls record for it
-        if not final and summary.pages.compile not in unfill:
+        if not final and page not in on_disk:
             continue
         new = slot(render("cache_card.html", c=summary, final=final)).encode()
+        crc = zlib.crc32(new)
         if final:
-            filled.append(summary.pages.compile)
+            filled[page] = crc
+            if on_disk.get(page) == crc:
+                continue
         try:
-            with open(out / summary.pages.compile, "r+b") as f:
+            with open(out / page, "r+b") as f:
                 at = _find(f)
                 if at is not None:
                     f.seek(at)
