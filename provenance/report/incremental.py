@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import mmap
 import os
 import pickle
 import re
@@ -156,26 +155,26 @@ def _key(value: Any) -> Any:
 
 
 def _crc(path: Path, checks: Sequence[int]) -> list[int] | None:
-    """The CRC-32 of `path`'s first n bytes for each n of `checks` (increasing), read once (mapped:
-    not copied); None if the file is shorter than the last."""
+    """The CRC-32 of `path`'s first n bytes for each n of `checks` (increasing), read once into one
+    buffer (no new bytes per block; a mapping would count the whole file in the process's memory);
+    None if the file is shorter than the last."""
     crcs, crc, done = [], 0, 0
+    buffer = bytearray(CHUNK * 8)
+    view = memoryview(buffer)
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if checks and checks[-1] > size:
-                return None
-            if not size:
-                return [0 for _ in checks]
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data, memoryview(data) as view:
-                for n in checks:
-                    while done < n:  # in pieces: the view's slices are released as they go
-                        end = min(n, done + (CHUNK << 6))
-                        with view[done:end] as piece:
-                            crc = zlib.crc32(piece, crc)
-                        done = end
-                    crcs.append(crc)
-    except (OSError, ValueError):
+            for n in checks:
+                while done < n:
+                    got = f.readinto(view[: min(len(buffer), n - done)])
+                    if not got:
+                        return None
+                    crc = zlib.crc32(view[:got], crc)
+                    done += got
+                crcs.append(crc)
+    except OSError:
         return None
+    finally:
+        view.release()
     return crcs
 
 
