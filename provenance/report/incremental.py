@@ -50,6 +50,7 @@ _HOLDER = "writer"  # the pid of the report holding the lock
 CHUNK = 1 << 20
 MAX_KEPT_LOGS = 8  # logs of a run whose state is kept (and the last log's)
 MAX_BACK = 256 << 20  # how far from a log's end its last compile start is looked for
+_COMPILE = b'{"type":"compile_'
 _STARTS = b'{"type":"compile_start"'
 _ENDS = (b'{"type":"compile_end"', b'{"type":"compile_error"')
 
@@ -112,12 +113,14 @@ def code_version() -> str:
 def last_start(path: str | os.PathLike[str], size: int) -> int | None:
     """The offset of the last `compile_start` line of a log's first `size` bytes such that every
     compile that ends after it began at or after it (None: no such line within MAX_BACK of the
-    end). A compile begun before it that never ends is found by the pass, which keeps no state there."""
+    end). A compile begun before it that never ends is found by the pass, which keeps no state there.
+    Read backwards a chunk at a time, only the compile records' lines looked at (a log of short lines
+    costs no object per line)."""
     ended: set[Any] = set()
     begun: set[Any] = set()
     with open(path, "rb") as f:
         end = size
-        tail = b""  # the start of a line cut by the previous chunk
+        tail = b""  # the start of a line cut by the chunk read before (later in the file)
         while end > 0 and size - end < MAX_BACK:
             start = max(0, end - CHUNK)
             f.seek(start)
@@ -126,26 +129,27 @@ def last_start(path: str | os.PathLike[str], size: int) -> int | None:
             if start and not cut:
                 tail, end = data, start
                 continue
-            lines = data[cut:].split(b"\n")
-            offsets = []
-            at = start + cut
-            for line in lines:
-                offsets.append(at)
-                at += len(line) + 1
-            if end == size:  # the last line without a newline is cut off: not a record yet
-                lines, offsets = lines[:-1], offsets[:-1]
-            for line, offset in zip(reversed(lines), reversed(offsets)):
-                if line.startswith(_ENDS) or line.startswith(_STARTS):
-                    try:
-                        cid = _key(orjson.loads(line).get("compile"))
-                    except (orjson.JSONDecodeError, AttributeError):
-                        continue
-                    if line.startswith(_STARTS):
-                        begun.add(cid)
-                        if ended <= begun:
-                            return offset
-                    else:
-                        ended.add(cid)
+            last = len(data)
+            if end == size and not data.endswith(b"\n"):  # a last line without its newline: not a record yet
+                last = data.rfind(b"\n") + 1
+            at = last
+            while (at := data.rfind(_COMPILE, cut, at)) >= 0:
+                if at > cut and data[at - 1] != 10:  # not at a line's start
+                    continue
+                stop = data.find(b"\n", at, last)
+                line = data[at:stop if stop >= 0 else last]
+                if not (line.startswith(_STARTS) or line.startswith(_ENDS)):
+                    continue
+                try:
+                    cid = _key(orjson.loads(line).get("compile"))
+                except (orjson.JSONDecodeError, AttributeError):
+                    continue
+                if line.startswith(_STARTS):
+                    begun.add(cid)
+                    if ended <= begun:
+                        return start + at  # data begins at the file's offset `start`
+                else:
+                    ended.add(cid)
             tail, end = data[:cut], start
     return None
 
@@ -159,7 +163,7 @@ def _crc(path: Path, checks: Sequence[int]) -> list[int] | None:
     buffer (no new bytes per block; a mapping would count the whole file in the process's memory);
     None if the file is shorter than the last."""
     crcs, crc, done = [], 0, 0
-    buffer = bytearray(CHUNK * 8)
+    buffer = bytearray(CHUNK)
     view = memoryview(buffer)
     try:
         with open(path, "rb") as f:

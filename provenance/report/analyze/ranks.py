@@ -52,7 +52,9 @@ def compare_ranks(logs: list[RunLog], summaries: list[CompileSummary]) -> RankCo
     desync = 0
     uncompared = compared_groups = 0
     for n, ((fn, index, occurrence), by_log) in enumerate(groups.items()):
-        traced = {log: c for log, c in by_log.items() if not c.otlp}  # read from spans: no final traces
+        # read from spans: no final traces; incomplete (a rank still compiling, or one that died doing
+        # so): its traces are not final, and a live report would call every compile in flight a desync
+        traced = {log: c for log, c in by_log.items() if not c.otlp and c.status != "incomplete"}
         differences = _compare(traced, position, rank_labels) if len(traced) > 1 else []
         compared = len(traced) > 1 or len(by_log) == 1
         uncompared += not compared
