@@ -374,7 +374,9 @@ class Keeper:
         self.dir.mkdir(exist_ok=True)
         (self.dir / _HOLDER).write_text(f"{os.getpid()}\n")
         old = self._read_state()
-        (self.dir / _STATE).unlink(missing_ok=True)
+        # until it ends, OUT holds a report of these inputs that did not end: the next one is built whole
+        # (and needs no --overwrite), whatever stops this one
+        self._write_state({"format": FORMAT, "code": code_version(), "inputs": self.inputs, "complete": False})
         if self.resume is None:
             for child in self.dir.iterdir():
                 if child.name != _HOLDER:
@@ -500,6 +502,9 @@ class Keeper:
                  "sources": [[os.fsencode(p).hex(), st] for p, st in self.sources.stamps.items()],
                  "pristine": sorted(self.pristine_pages),
                  "filled": filled}
+        self._write_state(state)
+
+    def _write_state(self, state: dict[str, Any]) -> None:
         tmp = self.dir / (_STATE + ".tmp")
         tmp.write_bytes(orjson.dumps(state))
         os.replace(tmp, self.dir / _STATE)

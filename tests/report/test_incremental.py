@@ -233,3 +233,23 @@ def test_a_run_of_many_logs_keeps_state_in_a_bounded_number_of_them(tmp_path, ca
         code, err = report(capsys, logs, "-o", out)
         assert code == 0 and "taken up" in err, err
         assert_fresh(capsys, logs, out, tmp_path)
+
+
+def test_a_report_that_did_not_end_is_built_whole_without_overwrite(tmp_path, capsys, monkeypatch):
+    from provenance.report.analyze.run import RunBuilder
+
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    report_logs.write(logs / "a.jsonl", report_logs.records())
+    assert report(capsys, logs, "-o", out)[0] == 0
+    report_logs.write(logs / "a.jsonl", report_logs.records() + report_logs.records(compile_id=2)[1:])
+
+    def stopped(self, files):  # the report is stopped after the pass, before the run's pages
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunBuilder, "model", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        report(capsys, logs, "-o", out)
+    monkeypatch.undo()
+    code, err = report(capsys, logs, "-o", out)
+    assert code == 0 and "built whole: the report there did not end" in err
+    assert_fresh(capsys, logs, out, tmp_path)
