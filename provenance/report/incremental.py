@@ -26,20 +26,23 @@ Two reports never write one OUT at once: the second is refused (`OutLock`).
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import os
 import pickle
 import re
 import shutil
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 
-__all__ = ["STATE_DIR", "Busy", "Keeper", "OutLock", "Plan", "last_start", "plan", "portable"]
+from provenance.report.read.coerce import hashable
+
+__all__ = ["STATE_DIR", "Busy", "Keeper", "OutLock", "Plan", "last_start", "plan"]
 
 STATE_DIR = ".thunder-trace-state"
 FORMAT = 1
@@ -95,13 +98,10 @@ def _read_text(path: Path) -> str:
         return ""
 
 
-def portable(text: str) -> str:
-    """A file name or message as JSON can hold it (names that are not UTF-8 escaped)."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
+@functools.cache
 def code_version() -> str:
-    """A hash of this package's files (code, templates): a report kept by other code is not resumed."""
+    """A hash of this package's files (code, templates): a report kept by other code is not resumed.
+    Once per process: the code running is the code this process imported."""
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha1()
     for path in sorted(root.rglob("*")):
@@ -141,7 +141,7 @@ def last_start(path: str | os.PathLike[str], size: int) -> int | None:
                 if not (line.startswith(_STARTS) or line.startswith(_ENDS)):
                     continue
                 try:
-                    cid = _key(orjson.loads(line).get("compile"))
+                    cid = hashable(orjson.loads(line).get("compile"))
                 except (orjson.JSONDecodeError, AttributeError):
                     continue
                 if line.startswith(_STARTS):
@@ -152,10 +152,6 @@ def last_start(path: str | os.PathLike[str], size: int) -> int | None:
                     ended.add(cid)
             tail, end = data[:cut], start
     return None
-
-
-def _key(value: Any) -> Any:
-    return value if isinstance(value, (int, str)) or value is None else repr(value)
 
 
 def _crc(path: Path, checks: Sequence[int]) -> list[int] | None:
@@ -329,6 +325,17 @@ def load_state(path: Path) -> Any:
         return _StateUnpickler(f).load()
 
 
+def _report_files(out: Path) -> Iterator[str]:
+    """The files of the report in `out`, relative to it: every one but its state's."""
+    for root, dirs, files in os.walk(out):
+        rel = os.path.relpath(root, out)
+        if rel == STATE_DIR:
+            dirs[:] = []
+            continue
+        for name in files:
+            yield name if rel == "." else os.path.join(rel, name)
+
+
 def _sources_changed(stamps: dict[str, Any]) -> str | None:
     """A user source file the pages show from disk that is not as it was then."""
     for path, stamp in stamps.items():
@@ -396,24 +403,17 @@ class Keeper:
                     os.replace(pristine / page, self.out / page)
                     self.filled[page] = -1  # its card as it was then: written again, whatever it is now
             shutil.rmtree(pristine)
-        for root, dirs, files in os.walk(self.out):
-            rel = os.path.relpath(root, self.out)
-            if rel == STATE_DIR or rel.startswith(STATE_DIR + os.sep):
-                dirs[:] = []
-                continue
-            for name in files:
-                path = name if rel == "." else os.path.join(rel, name)
-                if path not in keep:
-                    os.unlink(os.path.join(root, name))
+        for path in _report_files(self.out):
+            if path not in keep:
+                os.unlink(self.out / path)
         for name, length in ((_PERFETTO, snap["perfetto"][1]), (_DIRECTORY, snap["directory"])):
             f = open(self.dir / name, "r+b")
             f.truncate(length)
             f.seek(length)
             self._spools[name] = f
-        for i in range(self.resume.log + 1, 1 << 30):
-            if not (self.dir / f"log-{i}.pickle").exists():
-                break
-            (self.dir / f"log-{i}.pickle").unlink()
+        for kept in self.dir.glob("log-*.pickle"):  # the states of the logs read again
+            if _PICKLE.fullmatch(kept.name) and int(kept.name[4:-7]) > self.resume.log:
+                kept.unlink()
 
     def _read_state(self) -> dict[str, Any] | None:
         try:
@@ -465,18 +465,13 @@ class Keeper:
         """The files OUT holds now: a compile's only if it began before (worker processes may be
         ahead, writing later compiles' pages: those are written again when taken up)."""
         found = []
-        for root, dirs, files in os.walk(self.out):
-            rel = os.path.relpath(root, self.out)
-            if rel == STATE_DIR:
-                dirs[:] = []
-                continue
-            for name in files:
-                path = name if rel == "." else os.path.join(rel, name)
-                if rel == "compiles":
-                    key = name.removesuffix(".html").removesuffix("-source").removesuffix(".provs.js")
-                    if key not in keys:
-                        continue
-                found.append(path)
+        for path in _report_files(self.out):
+            folder, _, name = path.rpartition(os.sep)
+            if folder == "compiles":
+                key = name.removesuffix(".html").removesuffix("-source").removesuffix(".provs.js")
+                if key not in keys:
+                    continue
+            found.append(path)
         return sorted(found)
 
     def pristine(self, page: str) -> None:

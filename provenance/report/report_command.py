@@ -16,8 +16,9 @@ from typing import Any
 
 from provenance.report.build import Report, build_report
 from provenance.report.console import fail, say
-from provenance.report.incremental import Busy, Keeper, OutLock, Plan, plan, portable
+from provenance.report.incremental import Busy, Keeper, OutLock, Plan, plan
 from provenance.report.jobs import auto_jobs, quiet_gc
+from provenance.report.numbers import valid_text
 from provenance.report.plural import plural
 from provenance.report.read.exports import otlp_files
 from provenance.report.read.log_file import NotALog, SchemaError, log_files, sniff
@@ -299,11 +300,11 @@ def _report(args: argparse.Namespace, spool: _Spool, live: dict[str, Any] | None
         say(f"thunder-trace: {note}")
     inputs = [Path(args.path), *given] + ([Path(args.torch_trace)] if args.torch_trace is not None else [])
     shown = {copy: log for log, copy in spool.torch_merged.files.items()} if spool.torch_merged else None
-    names = [portable(str((shown or {}).get(f, f))) for f in files]
+    names = [valid_text(str((shown or {}).get(f, f))) for f in files]  # as JSON can hold them
     key = {"path": os.path.abspath(args.path), "rank": args.rank, "latest": bool(args.latest),
            "torch_trace": os.path.abspath(args.torch_trace) if args.torch_trace is not None else None}
-    preamble = [[portable(str(f)), portable(reason)] for f, reason in skipped] + [
-        [portable(x) if isinstance(x, str) else x for x in p] for p in spool.problems]
+    preamble = [[valid_text(str(f)), valid_text(reason)] for f, reason in skipped] + [
+        [valid_text(x) if isinstance(x, str) else x for x in p] for p in spool.problems]
     held: dict[str, Any] = {}
 
     def lock(out: Path) -> None:
@@ -348,10 +349,7 @@ def _build(args: argparse.Namespace, out: Path, files: list[Path], headers: list
         if found.problems:
             say(f"thunder-trace: warning: {plural(found.problems, 'problem')} in the input (listed in "
                 f"{out / 'index.html'}#problems)")
-            if args.strict:
-                say("thunder-trace: error: --strict: the logs had bad input (see above)")
-                return 1
-        return 0
+        return _strict(args, found.problems)
     if found.why:
         say(f"thunder-trace: the report in {out} is built whole: {found.why}")
     total = sum(f.stat().st_size for f in files)
@@ -384,7 +382,12 @@ def _build(args: argparse.Namespace, out: Path, files: list[Path], headers: list
     _report_problems(report, out)
     if not args.no_browser and not (live or {}).get("generation", 1) > 1:  # --watch: once
         _open_browser(index)
-    if args.strict and report.problems.total:
+    return _strict(args, report.problems.total)
+
+
+def _strict(args: argparse.Namespace, problems: int) -> int:
+    """The exit status of a report written: 1 with --strict when the input had problems."""
+    if args.strict and problems:
         say("thunder-trace: error: --strict: the logs had bad input (see above)")
         return 1
     return 0

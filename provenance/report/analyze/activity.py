@@ -9,13 +9,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from provenance.report.model import RankActivity
+from provenance.report.numbers import as_count
 from provenance.report.read.coerce import hashable
 
 __all__ = ["Activity", "ranks_now"]
-
-
-def _ns(value: Any) -> int | None:
-    return value if type(value) is int and 0 <= value < 1 << 63 else None
 
 
 def _text(value: Any, limit: int = 200) -> str | None:
@@ -34,13 +31,13 @@ class Activity:
 
     def _seen(self, data: dict, what: str) -> None:
         self.summaries_last = False
-        t = _ns(data.get("time_ns"))
+        t = as_count(data.get("time_ns"))
         if t is not None:
             self.last_ns, self.last = t, what
 
     def started(self, data: dict) -> None:
         fn = _text(data.get("fn")) or "?"
-        self.open[hashable(data.get("compile"))] = (fn, data.get("compile"), _ns(data.get("time_ns")))
+        self.open[hashable(data.get("compile"))] = (fn, data.get("compile"), as_count(data.get("time_ns")))
         self._seen(data, f"began compiling {fn}")
 
     def ended(self, data: dict, ok: bool) -> None:
@@ -52,7 +49,7 @@ class Activity:
         where = " \u00b7 ".join(x for x in (_text(data.get("role")), _text(data.get("module"))) if x)
         what = (_text(data.get("op")) or "a collective") + (f" ({where})" if where else "")
         if data.get("state") == "blocked":
-            self.wait = (what, _ns(data.get("start_ns")))
+            self.wait = (what, as_count(data.get("start_ns")))
             self._seen(data, f"blocked in {what}")
         else:
             self.wait = None

@@ -193,7 +193,7 @@ class RunBuilder:
         self._prologue_open: dict[tuple[int, Any], str] = {}  # the latest prologue of each open compile
         self._prologues: OrderedDict[tuple[int, Any], bytes] = OrderedDict()  # final prologues, zlib'd
         self.bytes_read = 0
-        self.read_crcs: dict[int, tuple[int, int]] = {}  # by log index: bytes read and their CRC-32
+        self.read_crcs: dict[int, tuple[int, int | None]] = {}  # by log index: bytes read, their CRC-32 (kept)
         self.log_summaries: dict[int, LogSummary] = {}  # by log index, once read
         self.perfetto = perfetto
         self.directory = directory  # compile_directory.json's entries, as compiles end
@@ -232,6 +232,8 @@ class RunBuilder:
         if self.share is not None:  # a worker passes over what only another process's compiles use
             log_file.skip = self.share.skipper(file.open_compiles)
         keeper = self.keeper
+        if keeper is not None and log_file.crc is None:  # the log's bytes read are keyed by their CRC-32
+            log_file.crc = 0
         if keeper is not None and not found.records:  # profiles belong to earlier compiles: not taken up
             at = keeper.checkpoint_at(log.index, log.path)
             if at is not None:

@@ -133,9 +133,10 @@ class LogFile:
     # A line this reader may pass over unparsed (counted, never checked): a report worker's
     # (workers.py), for the records of compiles another process builds; None: every line is read.
     skip: Callable[[bytes], bool] | None = field(default=None, repr=False)
-    # The running CRC-32 of the bytes read (an incremental report keys a log's prefix by it) and a
-    # pause: (offset, action) runs `action` before the line that starts at that offset is read.
-    crc: int = 0
+    # The running CRC-32 of the bytes read, when asked for (0 to start: an incremental report keys a
+    # log's prefix by it; None: not computed, e.g. in a report's worker processes), and a pause:
+    # (offset, action) runs `action` before the line that starts at that offset is read.
+    crc: int | None = None
     pause: tuple[int, Callable[[], None]] | None = field(default=None, repr=False)
     _prov: dict[int, dict] = field(default_factory=dict, repr=False)
     _spans: dict[int, dict] = field(default_factory=dict, repr=False)
@@ -149,7 +150,7 @@ class LogFile:
         an incremental report kept) to the end of the file."""
         skip = self.skip
         pause_at, pause = self.pause if self.pause is not None else (-1, None)
-        crc = zlib.crc32
+        crc, track = zlib.crc32, self.crc is not None
         with open(self.path, "rb") as f:
             f.seek(self.bytes)
             for number, raw in enumerate(f, self.lines + 1):
@@ -157,7 +158,8 @@ class LogFile:
                     pause()
                 self.lines = number
                 self.bytes += len(raw)
-                self.crc = crc(raw, self.crc)
+                if track:
+                    self.crc = crc(raw, self.crc)
                 if not raw.endswith(b"\n"):
                     self.truncated = True
                     self._bad(number, "truncated last line (the process stopped while writing it)", raw)
