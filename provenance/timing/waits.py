@@ -26,7 +26,8 @@ from typing import Any
 
 from provenance.log.events import Wait
 
-__all__ = ["MAX_FINISHED", "POLL_S", "WAITS", "WAIT_NOTICE_S", "Key", "Site", "WaitCounters", "WaitWatch"]
+__all__ = ["MAX_FINISHED", "POLL_S", "WAITS", "WAIT_NOTICE_S", "Key", "Site", "WaitCounters", "WaitWatch",
+           "wait_record", "waited_in"]
 
 Key = tuple[str | None, str | None]  # (role, module): what the counters add up by
 Site = tuple[Key, str | None]  # a wait's call site: its key, and the collective it waits for (its op)
@@ -119,6 +120,26 @@ class WaitCounters:
 WAITS = WaitCounters()
 
 
+def wait_record(state: str, role: str | None, module: str | None, op: str | None, start_ns: int, time_ns: int,
+                seconds: float | None = None) -> Wait:
+    """A `wait` record: the watchdog's, and the one the OTLP/JSON reader rebuilds from a wait's span."""
+    event: Wait = {"type": "wait", "state": state, "role": role, "module": module, "op": op, "start_ns": start_ns,
+                   "time_ns": time_ns}
+    if seconds is not None:
+        event["seconds"] = seconds
+    return event
+
+
+def waited_in(record: dict[str, Any]) -> str:
+    """What a `wait` record (read from a log: any value) waited in, as the report says it:
+    `torch_all_reduce_prim_impl (row_parallel.post · net2)`."""
+    def text(value: Any) -> str | None:
+        return value[:200] if isinstance(value, str) and value else None
+
+    where = " \u00b7 ".join(x for x in (text(record.get("role")), text(record.get("module"))) if x)
+    return (text(record.get("op")) or "a collective") + (f" ({where})" if where else "")
+
+
 class WaitWatch:
     """Writes `wait` records of `counters`' long waits through `emit` (the session's), every POLL_S,
     in a daemon thread, until `stop()` or until `writing()` says no log is written any more.
@@ -167,9 +188,7 @@ class WaitWatch:
         self._write_done(finished)
         now = time.time_ns()
         for (role, module), op, start_ns in new:
-            event: Wait = {"type": "wait", "state": "blocked", "role": role, "module": module, "op": op,
-                                  "start_ns": start_ns, "time_ns": now}
-            self.emit(event)
+            self.emit(wait_record("blocked", role, module, op, start_ns, now))
 
     def _note(self, site: Site, start: float) -> tuple[Key, str | None, int]:
         key, op = site
@@ -178,9 +197,7 @@ class WaitWatch:
     def _write_done(self, finished: list[tuple[Any, float]]) -> None:
         now = time.time_ns()
         for ((role, module), op, start_ns), seconds in finished:
-            event: Wait = {"type": "wait", "state": "done", "role": role, "module": module, "op": op,
-                               "start_ns": start_ns, "time_ns": now, "seconds": max(0.0, seconds)}
-            self.emit(event)
+            self.emit(wait_record("done", role, module, op, start_ns, now, max(0.0, seconds)))
 
     def _guarded(self, action: Callable[..., None], *args: Any) -> bool:
         try:

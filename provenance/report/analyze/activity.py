@@ -11,6 +11,7 @@ from typing import Any
 from provenance.report.model import RankActivity
 from provenance.report.numbers import as_count
 from provenance.report.read.coerce import hashable
+from provenance.timing.waits import waited_in
 
 __all__ = ["Activity", "ranks_now"]
 
@@ -46,8 +47,7 @@ class Activity:
         self._seen(data, f"ended compiling {fn}" if ok else f"compile of {fn} failed")
 
     def waited(self, data: dict) -> None:
-        where = " \u00b7 ".join(x for x in (_text(data.get("role")), _text(data.get("module"))) if x)
-        what = (_text(data.get("op")) or "a collective") + (f" ({where})" if where else "")
+        what = waited_in(data)
         if data.get("state") == "blocked":
             self.wait = (what, as_count(data.get("start_ns")))
             self._seen(data, f"blocked in {what}")

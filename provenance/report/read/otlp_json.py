@@ -39,7 +39,7 @@ from provenance.core.record import Kind
 from provenance.log.events import SCHEMA_VERSION
 from provenance.report.numbers import int_of_text, path_text
 from provenance.report.read.exports import SIGNAL, TooExpanded, is_otlp, open_export, otlp_files
-from provenance.timing.waits import WAIT_NOTICE_S
+from provenance.timing.waits import WAIT_NOTICE_S, wait_record
 
 __all__ = ["MAX_LINE_BYTES", "OtlpExport", "OtlpProcess", "is_otlp", "otlp_files"]
 
@@ -366,9 +366,9 @@ def _events(process: OtlpProcess) -> Iterator[dict]:
                 "trace": trace, "start_ns": start, "end_ns": end}]))
             seq += 1
     for start, end, role, module, op in process.waits.values():  # written as blocked a second in, done at its end
-        wait = {"type": "wait", "state": "blocked", "role": role, "module": module, "op": op, "start_ns": start}
-        timed.append((min(start + _NOTICE_NS, end), seq, [{**wait, "time_ns": min(start + _NOTICE_NS, end)}]))
-        timed.append((end, seq + 1, [{**wait, "state": "done", "time_ns": end, "seconds": (end - start) / 1e9}]))
+        blocked = min(start + _NOTICE_NS, end)
+        timed.append((blocked, seq, [wait_record("blocked", role, module, op, start, blocked)]))
+        timed.append((end, seq + 1, [wait_record("done", role, module, op, start, end, (end - start) / 1e9)]))
         seq += 2
     timed.sort(key=lambda t: (t[0], t[1]))
     for _time, _seq, records in timed:
