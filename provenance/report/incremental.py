@@ -41,6 +41,7 @@ from typing import IO, Any
 import orjson
 
 from provenance.report.read.coerce import hashable
+from provenance.report.render.files import is_temporary, write_whole, written_whole
 
 __all__ = ["STATE_DIR", "Busy", "Keeper", "OutLock", "Plan", "last_start", "plan"]
 
@@ -256,6 +257,8 @@ def _take_up(state: dict[str, Any], old: list[dict[str, Any]], state_dir: Path, 
         entry = old[i] if i < len(old) else None
         if entry is None or entry.get("name") != name:
             changed = i
+            if entry is not None:  # another log is there now (one was added or removed before it): its
+                entry["checkpoint"] = None  # state is not this log's
             break
         keep = entry.get("checkpoint") or {}
         checks = sorted({n for n in (keep.get("offset"), entry.get("size")) if isinstance(n, int)})
@@ -336,6 +339,10 @@ def _report_files(out: Path) -> Iterator[str]:
             yield name if rel == "." else os.path.join(rel, name)
 
 
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 def _sources_changed(stamps: dict[str, Any]) -> str | None:
     """A user source file the pages show from disk that is not as it was then."""
     for path, stamp in stamps.items():
@@ -366,6 +373,9 @@ class Keeper:
     sources: Any = None
     pristine_pages: set[str] = field(default_factory=set)
     filled: dict[str, int] = field(default_factory=dict)  # pages whose final cache card is on disk: its CRC-32
+    # OUT's files this build writes again or deletes, as they were (_identity): left in place until
+    # the build ends, so a page open in a browser is never missing while the report is rebuilt
+    stale: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def resume(self) -> Resume | None:
@@ -377,7 +387,8 @@ class Keeper:
 
     def begin(self) -> None:
         """Before the report writes: the state marked as not ended; resuming, OUT put back as it
-        was at the resumed point (what was written after it deleted, the rewritten pages restored)."""
+        was at the resumed point (the rewritten pages restored; what was written after it is stale:
+        written again or, at the end, deleted). Built whole, every file OUT holds is stale."""
         self.dir.mkdir(exist_ok=True)
         (self.dir / _HOLDER).write_text(f"{os.getpid()}\n")
         old = self._read_state()
@@ -388,6 +399,7 @@ class Keeper:
             for child in self.dir.iterdir():
                 if child.name != _HOLDER:
                     shutil.rmtree(child) if child.is_dir() else child.unlink()
+            self._mark_stale(_report_files(self.out))
             for name in (_PERFETTO, _DIRECTORY):
                 self._spools[name] = open(self.dir / name, "w+b")
             return
@@ -403,9 +415,7 @@ class Keeper:
                     os.replace(pristine / page, self.out / page)
                     self.filled[page] = -1  # its card as it was then: written again, whatever it is now
             shutil.rmtree(pristine)
-        for path in _report_files(self.out):
-            if path not in keep:
-                os.unlink(self.out / path)
+        self._mark_stale(path for path in _report_files(self.out) if path not in keep)
         for name, length in ((_PERFETTO, snap["perfetto"][1]), (_DIRECTORY, snap["directory"])):
             f = open(self.dir / name, "r+b")
             f.truncate(length)
@@ -414,6 +424,24 @@ class Keeper:
         for kept in self.dir.glob("log-*.pickle"):  # the states of the logs read again
             if _PICKLE.fullmatch(kept.name) and int(kept.name[4:-7]) > self.resume.log:
                 kept.unlink()
+
+    def _mark_stale(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            try:
+                self.stale[path] = _identity(os.stat(self.out / path))
+            except OSError:
+                pass
+
+    def _left(self) -> set[str]:
+        """The stale files this build has not written again (render/files.py: a file written is a new one)."""
+        left = set()
+        for path, was in self.stale.items():
+            try:
+                if _identity(os.stat(self.out / path)) == was:
+                    left.add(path)
+            except OSError:
+                pass
+        return left
 
     def _read_state(self) -> dict[str, Any] | None:
         try:
@@ -455,18 +483,19 @@ class Keeper:
         state["sources"] = dict(self.sources.stamps)
         state["manifest"] = self._manifest(set(summary_keys))
         file = f"log-{log}.pickle"
-        tmp = self.dir / (file + ".tmp")
-        with open(tmp, "wb") as f:
+        with written_whole(self.dir / file) as f:
             pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, self.dir / file)
         self._kept[log] = {"offset": offset, "crc": crc, "file": file}
 
     def _manifest(self, keys: set[str]) -> list[str]:
         """The files OUT holds now: a compile's only if it began before (worker processes may be
         ahead, writing later compiles' pages: those are written again when taken up)."""
         found = []
+        left = self._left()
         for path in _report_files(self.out):
             folder, _, name = path.rpartition(os.sep)
+            if path in left or is_temporary(name):  # not this build's; another process's, being written
+                continue
             if folder == "compiles":
                 key = name.removesuffix(".html").removesuffix("-source").removesuffix(".provs.js")
                 if key not in keys:
@@ -487,6 +516,7 @@ class Keeper:
         before a resumed one: as kept); `problems`: the bad input it lists."""
         for f in self._spools.values():
             f.close()
+        self._delete_left()
         entries = list(self.resume.entries) if self.resume is not None else []
         for i in range(len(entries), len(self.names)):
             size, crc = logs[i]
@@ -499,10 +529,23 @@ class Keeper:
                  "filled": filled}
         self._write_state(state)
 
+    def _delete_left(self) -> None:
+        """The stale files not written again: what a fresh build would not have (and the folders
+        that held only those; `compiles/` a report always has)."""
+        folders = set()
+        for path in self._left():
+            os.unlink(self.out / path)
+            folders.add(os.path.dirname(path))
+        for folder in sorted(folders, key=lambda f: -f.count(os.sep)):
+            while folder and folder != "compiles":
+                try:
+                    os.rmdir(self.out / folder)
+                except OSError:  # not empty
+                    break
+                folder = os.path.dirname(folder)
+
     def _write_state(self, state: dict[str, Any]) -> None:
-        tmp = self.dir / (_STATE + ".tmp")
-        tmp.write_bytes(orjson.dumps(state))
-        os.replace(tmp, self.dir / _STATE)
+        write_whole(self.dir / _STATE, orjson.dumps(state))
 
     def abandon(self) -> None:
         for f in self._spools.values():

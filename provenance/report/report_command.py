@@ -310,9 +310,9 @@ def _report(args: argparse.Namespace, spool: _Spool, live: dict[str, Any] | None
     def lock(out: Path) -> None:
         held["lock"] = OutLock(out)
 
-    def reuse(out: Path) -> str | None:
+    def reuse(out: Path) -> bool:
         held["plan"] = found = plan(out, key, list(zip(names, files)), _read_ahead_after, preamble)
-        return "keep" if found.resume is not None or found.up_to_date else "replace" if found.same_inputs else None
+        return found.same_inputs or found.up_to_date or found.resume is not None
 
     try:
         # --overwrite: a report built whole, whatever OUT holds (this tool's)

@@ -253,3 +253,41 @@ def test_a_report_that_did_not_end_is_built_whole_without_overwrite(tmp_path, ca
     code, err = report(capsys, logs, "-o", out)
     assert code == 0 and "built whole: the report there did not end" in err
     assert_fresh(capsys, logs, out, tmp_path)
+
+
+def test_a_report_written_again_never_lacks_a_page_nor_shows_half_of_one(tmp_path, capsys, monkeypatch):
+    """A page open in a browser (a live report's reload) finds, at every moment of a rebuild over an
+    earlier report (taken up, built whole, or a compile gone), every file that report had, and each
+    page whole; what the new report no longer has is gone at its end."""
+    import provenance.report.render.files as files
+
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    two = report_logs.records() + report_logs.records(compile_id=2)[1:]
+    report_logs.write(logs / "r0.jsonl", two[:-1])
+    assert report(capsys, logs, "-o", out)[0] == 0
+    replace, seen = os.replace, []
+
+    def checked(src, dst):  # each file of the report written, at the moment it is put in place
+        for name in () if STATE_DIR in Path(dst).parts else before:
+            page = out / name
+            assert page.is_file(), f"{name} is missing while {dst} is written"
+            if name.endswith(".html"):
+                assert page.read_bytes().rstrip().endswith(b"</html>"), f"{name} is half written"
+        seen.append(dst)
+        replace(src, dst)
+
+    steps = [("taken up", lambda: report_logs.write(logs / "r0.jsonl", two)),
+             # compile 2 gone, another in its place: its pages deleted at the end
+             ("taken up", lambda: report_logs.write(logs / "r0.jsonl", report_logs.records()
+                                                    + report_logs.records(compile_id=3)[1:])),
+             ("built whole", lambda: report_logs.write(logs / "q.jsonl", report_logs.records(rank=1))),  # before r0
+             ("built whole", lambda: (logs / "q.jsonl").unlink())]
+    for said, step in steps:
+        before = tree(out)
+        step()
+        monkeypatch.setattr(files.os, "replace", checked)
+        code, err = report(capsys, logs, "-o", out)
+        monkeypatch.undo()
+        assert code == 0 and said in err, err
+        assert any(str(d).endswith("index.html") for d in seen)
+        assert_fresh(capsys, logs, out, tmp_path)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from provenance.report.model import CompileSummary, Desync, RunModel
+from provenance.report.render.files import write_whole
 
 __all__ = ["MARK", "mark_desyncs"]
 
@@ -47,4 +48,4 @@ def mark_desyncs(model: RunModel, out: Path, render: Callable[..., str],
             keep(page)
         anchors = sorted({(x.list_name, op) for x, _, _, op in found if op is not None})
         banner = render("desync.html", found=found, page=page.rsplit("/", 1)[-1], anchors=anchors)
-        path.write_text(path.read_text(encoding="utf-8").replace(MARK, banner, 1), encoding="utf-8")
+        write_whole(path, path.read_bytes().replace(MARK.encode(), banner.encode(), 1))  # pages are UTF-8

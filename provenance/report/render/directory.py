@@ -12,6 +12,7 @@ from typing import IO, Any
 import orjson
 
 from provenance.report.numbers import dumps
+from provenance.report.render.files import written_whole
 
 __all__ = ["DIRECTORY_FILE", "DirectoryWriter"]
 
@@ -36,7 +37,7 @@ class DirectoryWriter:
         log) gave them, `calls` by compile key: (the function's calls, the function's cache hits,
         the compile's own cache hits or None); one entry in memory at a time."""
         self._spool.seek(0)
-        with open(path, "wb") as f:
+        with written_whole(path) as f:
             f.write(dumps(head, orjson.OPT_NON_STR_KEYS)[:-1] + b', "compiles": [')
             for n, line in enumerate(self._spool):
                 entry = orjson.loads(line)

@@ -5,6 +5,7 @@ integers and constants only: nothing a log contains ever becomes part of a path.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import tempfile
@@ -20,6 +21,7 @@ from provenance.report.analyze.desync import MARK as DESYNC_MARK
 from provenance.report.analyze.prov_table import ProvTable
 from provenance.report.model import CompilePage, CompilePages, SourcePage, TraceView
 from provenance.report.render import cache_card
+from provenance.report.render.files import write_whole, written_whole
 from provenance.report.render.html import environment, provs_script, source_rows, trace_frame
 from provenance.report.render.trace_data import LazyTrace, LineTable, lazy_trace, renumbered
 
@@ -34,9 +36,8 @@ LIVE_FILE = "live.js"  # every page loads it: a live report's pages reload when 
 def write_live(out: Path, live: dict[str, Any] | None) -> None:
     """live.js: `{"live": false}` for a report that is done (what a batch build writes), else `live`
     (--watch: its rebuild's generation, how often pages look, when a rank is silent)."""
-    tmp = out / (LIVE_FILE + ".tmp")
-    tmp.write_bytes(b"self.thunderTraceLive = %s;\n" % orjson.dumps(live if live is not None else {"live": False}))
-    os.replace(tmp, out / LIVE_FILE)  # a page polling it never reads half of it
+    write_whole(out / LIVE_FILE, b"self.thunderTraceLive = %s;\n" % orjson.dumps(
+        live if live is not None else {"live": False}))
 
 
 class CompileWriter:
@@ -70,7 +71,7 @@ class CompileWriter:
         # The compile's records, once for both its pages (the source page's are a subset): a script
         # of their own, which the pages load (report.js: window.thunderTraceProvs)
         provs = self.pages.compile.removesuffix(".html") + PROVS_SUFFIX
-        with open(report.out / provs, "wb") as f:
+        with written_whole(report.out / provs) as f:
             f.write(b"self.thunderTraceProvs = %s;\n" % provs_script(page.provs, page.paths).encode())
         provs_src = provs.rsplit("/", 1)[-1]  # both pages are in its directory
         html = report.render("compile.html", root="../", p=page, c=page.summary, traces_mark=Markup(_TRACES_MARK),
@@ -78,7 +79,7 @@ class CompileWriter:
                              cache_card=cache_card.slot(report.render("cache_card.html", c=page.summary, final=False)))
         head, found, tail = html.partition(_TRACES_MARK)
         assert found, "compile.html lost its traces marker"
-        with open(report.out / self.pages.compile, "wb") as f:
+        with written_whole(report.out / self.pages.compile) as f:
             f.write(head.encode())
             self._spool.seek(0)
             shutil.copyfileobj(self._spool, f)
@@ -106,10 +107,10 @@ class ReportWriter:
         """The directories, the marker file and the static files (CSS, JS): copied as they are."""
         (self.out / "compiles").mkdir(parents=True, exist_ok=True)
         (self.out / "static").mkdir(exist_ok=True)
-        (self.out / MARKER_FILE).write_text("made by thunder-trace report; --overwrite may delete this directory\n")
+        write_whole(self.out / MARKER_FILE, b"made by thunder-trace report; --overwrite may delete this directory\n")
         templates = resources.files("provenance.report.render") / "templates"
         for name in ("report.css", "report.js"):
-            (self.out / "static" / name).write_bytes((templates / name).read_bytes())
+            write_whole(self.out / "static" / name, (templates / name).read_bytes())
 
     def begin_compile(self, pages: CompilePages, provs: ProvTable) -> CompileWriter:
         return CompileWriter(self, pages, provs)
@@ -118,7 +119,7 @@ class ReportWriter:
         return self.env.get_template(template).render(**context)
 
     def write(self, template: str, name: str, stream: bool = False, **context: Any) -> None:
-        with open(self.out / name, "w", encoding="utf-8") as f:
+        with written_whole(self.out / name) as raw, io.TextIOWrapper(raw, encoding="utf-8") as f:
             if stream:
                 f.writelines(self.env.get_template(template).generate(**context))
             else:
@@ -127,13 +128,14 @@ class ReportWriter:
 
 def prepare_out(out: Path, overwrite: bool, inputs: Sequence[Path] = (),
                 lock: Callable[[Path], None] | None = None,
-                reuse: Callable[[Path], str | None] | None = None) -> tuple[Path, str | None]:
+                reuse: Callable[[Path], bool] | None = None) -> tuple[Path, str | None]:
     """Make `out` ready: the directory to write (a symbolic link's target), or the reason it
     cannot be. A non-empty directory is emptied only with `overwrite`, and only if this tool
     made it (it holds MARKER_FILE); never a directory that is, or holds, one of `inputs`.
     `lock(out)`: called once `out` exists, before anything in it is deleted (it may raise);
-    `reuse(out)`: for a non-empty `out`, "keep" (an earlier report of the same logs, taken up),
-    "replace" (one of the same logs, emptied without `overwrite`) or None."""
+    `reuse(out)`: for a non-empty `out`, whether it holds a report of the same logs, which the build
+    writes over in place without `overwrite` (incremental.py: taken up, or written again; what it
+    no longer has is deleted at its end, so a page open in a browser is never missing meanwhile)."""
     try:
         if out.is_symlink():
             if not out.exists():
@@ -153,10 +155,9 @@ def prepare_out(out: Path, overwrite: bool, inputs: Sequence[Path] = (),
         if lock is not None:
             lock(out)
         if existed:
-            found = reuse(out) if reuse is not None else None
-            if found == "keep":
+            if reuse is not None and reuse(out):
                 return out, None
-            if found is None and not overwrite:
+            if not overwrite:
                 return out, f"output directory {out} exists and is not empty; pass --overwrite to replace it, or -o DIR"
             if not (out / MARKER_FILE).is_file():
                 return out, (f"output directory {out} is not empty and was not made by thunder-trace report; "

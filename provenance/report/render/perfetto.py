@@ -28,6 +28,7 @@ import orjson
 
 from provenance.report.model import CompileSummary, ExecutorCompileView, GraphView
 from provenance.report.numbers import clamp, dumps, duration_ns, ns_of_ms, ns_of_seconds
+from provenance.report.render.files import written_whole
 
 __all__ = ["PERFETTO_FILE", "PerfettoWriter"]
 
@@ -143,7 +144,7 @@ class PerfettoWriter:
         batch: list[tuple] = []
         first = True
         try:
-            with open(self.path, "wb") as f:
+            with written_whole(self.path) as f:
                 f.write(b'{"displayTimeUnit": "ms", "traceEvents": [\n')
                 for line in self._spool:  # metadata as it comes; the timed events sorted in runs
                     event, ts_ns, dur_ns = orjson.loads(line)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from provenance.report.render.files import write_whole
 from provenance.report.render.jsonsafe import json_bytes
 
 __all__ = ["ASSET_DIR", "SourceCache", "SourceFile"]
@@ -72,6 +73,7 @@ class SourceCache:
         self._max = max_files
         self._out = out
         self.stamps: dict[str, list[int] | None] = {}  # every file looked at: [mtime, size] (None: not there)
+        self._written: set[str] = set()  # data files this build wrote (one of an earlier build is written again)
 
     def _entry(self, path: str) -> list | None:
         try:
@@ -118,17 +120,17 @@ class SourceCache:
                           data={"n": numbers, "l": [quoted[n] for n in numbers]})
 
     def _write(self, lines: list[str]) -> str:
-        """The file's data file ({"l": its lines}), written unless there: its name."""
+        """The file's data file ({"l": its lines}), written once per build (an incremental report
+        deletes at its end what an earlier build wrote that this one did not): its name."""
         body = json_bytes({"l": lines})
         name = hashlib.blake2b(body, digest_size=10).hexdigest()
         if self._out is not None:
             target = self._out / ASSET_DIR / f"{name}.js"
-            if not target.exists():  # another process may write it too: the same bytes, replaced whole
+            if name not in self._written:  # a worker process may write it too: the same bytes, replaced whole
+                self._written.add(name)
                 target.parent.mkdir(parents=True, exist_ok=True)
-                temporary = target.with_name(f"{name}.{os.getpid()}.tmp")
-                temporary.write_bytes(b'(self.thunderTraceSrc = self.thunderTraceSrc || {})["%s"] = %s;\n'
-                                      % (name.encode(), body))
-                os.replace(temporary, target)
+                write_whole(target, b'(self.thunderTraceSrc = self.thunderTraceSrc || {})["%s"] = %s;\n'
+                            % (name.encode(), body))
         return name
 
 

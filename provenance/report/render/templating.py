@@ -145,7 +145,8 @@ def compile_templates(directory: str | os.PathLike[str]) -> bytes:
 
 
 def write_compiled(directory: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
-    """compile_templates(directory), written to `target` whole (a temporary file renamed)."""
+    """compile_templates(directory), written to `target` whole (a temporary file renamed: render/files.py's
+    way, written out here because hatch_build.py loads this module alone, by its path)."""
     data = compile_templates(directory)
     target = Path(target)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
