@@ -534,7 +534,7 @@ class Keeper:
         that held only those; `compiles/` a report always has)."""
         folders = set()
         for path in self._left():
-            os.unlink(self.out / path)
+            (self.out / path).unlink(missing_ok=True)
             folders.add(os.path.dirname(path))
         for folder in sorted(folders, key=lambda f: -f.count(os.sep)):
             while folder and folder != "compiles":
