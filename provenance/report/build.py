@@ -102,7 +102,7 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
             share.close()
     model = builder.model(_files(registered))
     if model.distributed.desync:  # the compile pages a desync touches get their banner and anchors
-        mark_desyncs(model, out, writer.render, keeper.pristine if keeper is not None else None)
+        mark_desyncs(model, writer.render, writer.fill, keeper.pristine if keeper is not None else None)
     # each compile's own cache hits, now known
     filled = cache_card.fill(out, model.compiles, writer.render, keeper.filled if keeper is not None else None)
     builder.directory.write(out / DIRECTORY_FILE, model.directory_head(), builder.directory_calls())

@@ -7,10 +7,8 @@ banner, the index and distributed.html link to it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from provenance.report.model import CompileSummary, Desync, RunModel
-from provenance.report.render.files import write_whole
 
 __all__ = ["MARK", "mark_desyncs"]
 
@@ -24,10 +22,11 @@ def _target(summary: CompileSummary, list_name: str, at: int, length: int) -> tu
     return f"#{summary.finals.get(list_name, '')}", None
 
 
-def mark_desyncs(model: RunModel, out: Path, render: Callable[..., str],
+def mark_desyncs(model: RunModel, render: Callable[..., str], fill: Callable[[str, str, str], None],
                  keep: Callable[[str], None] | None = None) -> None:
-    """Fill each desync's links; write the banners and anchors into the compile pages (`keep(page)`
-    first: an incremental report keeps the page as it was, to write it again later)."""
+    """Fill each desync's links; the banners and anchors into the compile pages: `fill(page, MARK,
+    html)` (the writer's; `keep(page)` first: an incremental report keeps the page as it was, to
+    write it again later)."""
     d = model.distributed
     pages: dict[str, list[tuple[Desync, str, str, int | None]]] = {}  # page -> (desync, its rank, peer, op)
     for row in d.rows:
@@ -43,9 +42,8 @@ def mark_desyncs(model: RunModel, out: Path, render: Callable[..., str],
                 x.links.append((label, summary.page + fragment))
                 pages.setdefault(summary.page, []).append((x, label, peer, op))
     for page, found in pages.items():
-        path = out / page
         if keep is not None:
             keep(page)
         anchors = sorted({(x.list_name, op) for x, _, _, op in found if op is not None})
         banner = render("desync.html", found=found, page=page.rsplit("/", 1)[-1], anchors=anchors)
-        write_whole(path, path.read_bytes().replace(MARK.encode(), banner.encode(), 1))  # pages are UTF-8
+        fill(page, MARK, banner)

@@ -118,6 +118,11 @@ class ReportWriter:
     def render(self, template: str, **context: Any) -> str:
         return self.env.get_template(template).render(**context)
 
+    def fill(self, name: str, mark: str, html: str) -> None:
+        """A page written again with `html` in place of its `mark` (a slot the run's end fills)."""
+        path = self.out / name
+        write_whole(path, path.read_bytes().replace(mark.encode(), html.encode(), 1))  # pages are UTF-8
+
     def write(self, template: str, name: str, stream: bool = False, **context: Any) -> None:
         with written_whole(self.out / name) as raw, io.TextIOWrapper(raw, encoding="utf-8") as f:
             if stream:
