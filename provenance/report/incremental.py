@@ -199,7 +199,7 @@ class Resume:
 
 @dataclass
 class Plan:
-    same_inputs: bool = False  # OUT holds a report of these inputs (replaced without --overwrite)
+    same_inputs: bool = False  # OUT holds a report of these inputs (written over in place without --overwrite)
     up_to_date: bool = False
     resume: Resume | None = None
     why: str = ""  # why the whole report is built (a report of these inputs that cannot be taken up)

@@ -312,7 +312,7 @@ def _report(args: argparse.Namespace, spool: _Spool, live: dict[str, Any] | None
 
     def reuse(out: Path) -> bool:
         held["plan"] = found = plan(out, key, list(zip(names, files)), _read_ahead_after, preamble)
-        return found.same_inputs or found.up_to_date or found.resume is not None
+        return found.same_inputs  # taken up, up to date, or built whole over it
 
     try:
         # --overwrite: a report built whole, whatever OUT holds (this tool's)
