@@ -88,7 +88,8 @@ def _diff_parser(commands: argparse._SubParsersAction) -> None:
         description="Compare two runs' THUNDER_TRACE logs (each a log file or a directory, every rank): compiles "
                     "matched by function, call site, recompile index and rank (ThunderFX: Dynamo graph and "
                     "piece), ops by the user line and module they came from; changes sorted by impact. "
-                    "A run-time change counts only outside both runs' per-call spread (docs/diff.md).",
+                    "A run-time change counts only when it is large enough and its calls differ beyond chance "
+                    "(a rank test, a 1% false discovery rate: docs/diff.md).",
         epilog="Exit status: 0 no --fail-on rule broken; 1 one was; 2 bad input (no log, a bad rule, OUT in the "
                "way). Example: thunder-trace diff baseline/ thunder_trace/ --fail-on run_time=+5%%")
     diff.add_argument("a", metavar="A", help="the baseline: a log file or a THUNDER_TRACE directory")
@@ -97,7 +98,7 @@ def _diff_parser(commands: argparse._SubParsersAction) -> None:
                       help="write the diff page, OUT/index.html, with both runs' reports (OUT/a, OUT/b) it links into")
     diff.add_argument("--overwrite", action="store_true", help="replace OUT if this tool made it")
     diff.add_argument("--json", action="store_true", help="print the diff as JSON (docs/diff.md: its shape)")
-    diff.add_argument("--all", action="store_true", help="list the changes within the runs' spread too")
+    diff.add_argument("--all", action="store_true", help="list the changes within the noise too (not significant)")
     diff.add_argument("--top", type=int, default=40, metavar="N", help="changes listed (default: %(default)s)")
     diff.add_argument("--fail-on", action="append", metavar="METRIC=+LIMIT",
                       help="exit 1 if a significant change grew past LIMIT: run_time=+5%%, compile_time=+10%%, "

@@ -1,15 +1,12 @@
 """Two sides -> their changes, sorted by impact (the diff's render model: render.py shows it,
 gate.py judges it). docs/diff.md says what is compared and the significance rule:
 
-- **run time** (per measured call, provenance.timing.spread's Spread of each row): a change is
-  significant only when it lies outside both runs' spread: the ranges of measured calls (fastest
-  to slowest, one-offs apart) do not overlap, both sides have at least MIN_CALLS measured calls,
-  and the medians differ by at least MIN_TIME_NS and MIN_TIME_RATIO (a row of the call — a line,
-  module, role or op — by MIN_ROW_RATIO: two processes of one program differ per op by more than
-  any one run's spread shows; a row measured in MIN_QUARTILE_CALLS calls a side by its quartiles, not
-  its range: preempted calls widen every range; and by MIN_ROW_SHARE of the call's time: a tiny op's
-  time varies between processes by more than its own spread); otherwise it is noise, listed only
-  with --all;
+- **run time** (per measured call: the whole call's time, and each line's, module's, role's and op's):
+  provenance.timing.significance's rule. A change is significant when it is large enough (the medians
+  differ by 5% for the call, 50% and 2% of the call for a row) and unlikely by chance: a rank test of
+  the two runs' calls, judged with its family (every matched compile's call; every row of them) by
+  Benjamini-Hochberg at ALPHA; otherwise it is noise, listed only with --all. A family whose calls are
+  too few for any change to be significant says so (Diff.notes);
 - **compile time** is one sample per compile (no spread to judge by): shown with its change, and
   significant only when it changed by at least COMPILE_RATIO and COMPILE_MIN_S *and* its phases all
   moved that way (`compile_significant`: each phase group with at least PHASE_SHARE of the compile,
@@ -33,26 +30,13 @@ from provenance.allocation.static_memory import size
 from provenance.diff.match import match, match_compiles
 from provenance.diff.read import Side
 from provenance.diff.summarize import DIMENSIONS, CompileDigest, TimeFigure
+from provenance.timing.significance import ALPHA, MIN_ROW_RATIO, MIN_ROW_SHARE, Compared, judge, least_calls
 from provenance.timing.spread import Spread
 from provenance.timing.units import ms_json
 
-__all__ = [
-    "COMPILE_MIN_S", "COMPILE_RATIO", "MIN_CALLS", "MIN_PHASES", "MIN_QUARTILE_CALLS", "MIN_ROW_RATIO", "MIN_ROW_SHARE",
-    "MIN_TIME_NS", "MIN_TIME_RATIO", "PHASE_SHARE", "Change", "Diff", "compare", "compile_significant", "significant"
-]
+__all__ = ["COMPILE_MIN_S", "COMPILE_RATIO", "MIN_PHASES", "PHASE_SHARE", "Change", "Diff", "compare",
+           "compile_significant"]
 
-MIN_CALLS = 2
-MIN_TIME_NS = 10_000  # 10 µs per call: below a CPU clock's resolution of a row
-MIN_TIME_RATIO = 0.05
-# A row's floor: on CPU, the same program run three times one after the other, each alone, gave
-# erf and exp medians 20-40% apart between runs, every call of one run beyond every call of the
-# other (tests/diff: process-level differences, not noise within a run); the whole call's ranges
-# overlapped. A row is named only past this.
-MIN_ROW_RATIO = 0.5
-MIN_QUARTILE_CALLS = 8  # a row measured in so many calls a side is judged by its quartiles, not its range
-# A row's change must also be this share of the call's time (per measured call): a 36 µs op of a 2.5 ms
-# call took 69 µs in the next process of the same program, beyond both 5-call ranges (bench/diff_noise.py)
-MIN_ROW_SHARE = 0.02
 COMPILE_RATIO = 0.25
 COMPILE_MIN_S = 0.1
 PHASE_SHARE = 0.1  # a phase group with this share of the compile (either side) must have moved too
@@ -124,6 +108,7 @@ class Diff:
     removed: list[CompileDigest]
     added: list[CompileDigest]
     more: int = 0  # changes past MAX_CHANGES
+    notes: list[str] = field(default_factory=list)  # what the diff could not judge, and why
 
     @property
     def significant(self) -> list[Change]:
@@ -154,23 +139,56 @@ def _row_floor(a: CompileDigest, b: CompileDigest) -> float:
     return MIN_ROW_SHARE * max(walls) if walls else 0.0
 
 
-def significant(a: Spread, b: Spread, ratio: float = MIN_TIME_RATIO, rows: bool = False,
-                floor_ns: float = 0.0) -> bool:
-    """The run-time rule: the two sides' ranges of measured calls do not overlap (every call of
-    one side slower than every call of the other), each side has MIN_CALLS measured calls, and
-    the medians differ by MIN_TIME_NS and `ratio` of the faster one. A row (`rows`: a line, module,
-    role or op; MIN_ROW_RATIO) measured in MIN_QUARTILE_CALLS calls a side is judged by the middle
-    half of its calls (the quartiles do not overlap): on a loaded machine a preempted call widens
-    every row's range, and the 50% floor already holds what two processes differ by. `floor_ns`: the
-    least change that counts (a row's: MIN_ROW_SHARE of its call, `_row_floor`)."""
-    if a.calls < MIN_CALLS or b.calls < MIN_CALLS:
-        return False
-    change = abs(b.median_ns - a.median_ns)
-    if change < max(MIN_TIME_NS, floor_ns) or change < ratio * min(a.median_ns, b.median_ns):
-        return False
-    if rows and a.calls >= MIN_QUARTILE_CALLS and b.calls >= MIN_QUARTILE_CALLS:
-        return b.q1_ns > a.q3_ns or b.q3_ns < a.q1_ns
-    return b.low_ns > a.high_ns or b.high_ns < a.low_ns
+CALL = "call"  # the whole call's figure in a Verdicts family (the rows': DIMENSIONS)
+
+
+class Verdicts:
+    """The run-time figures of every matched compile, judged by family (provenance.timing.significance):
+    the whole calls together, the rows (every table's) together. `p(pair, by, key)`: the adjusted
+    p-value (None: not judged); `notes`: a family whose calls are too few for any change to count."""
+
+    def __init__(self, pairs: list[tuple[CompileDigest, CompileDigest]]) -> None:
+        calls: dict[tuple[int, str, str], Compared] = {}
+        rows: dict[tuple[int, str, str], Compared] = {}
+        fewest = {CALL: None, "row": None}
+        for i, (a, b) in enumerate(pairs):
+            if a.wall is None or b.wall is None:
+                continue
+            calls[i, CALL, ""] = Compared(a.wall, b.wall)
+            n = min(a.wall.calls, b.wall.calls)
+            fewest[CALL] = n if fewest[CALL] is None else min(fewest[CALL], n)
+            if a.time is None or b.time is None:
+                continue
+            floor = _row_floor(a, b)
+            for by in DIMENSIONS:
+                ta, tb = a.time[by], b.time[by]
+                for key in ta.keys() & tb.keys():
+                    rows[i, by, key] = Compared(ta[key].time, tb[key].time, MIN_ROW_RATIO, floor)
+            fewest["row"] = n if fewest["row"] is None else min(fewest["row"], n)
+        self._p = {**judge(calls), **judge(rows)}
+        self.notes = []
+        for what, family, n in (("a compile's run time per call", calls, fewest[CALL]),
+                                ("a line's, module's, role's or op's time", rows, fewest["row"])):
+            need = least_calls(len(family))
+            if family and n < need:
+                self.notes.append(
+                    f"{what}: {n} measured calls a side can show no significant change among the {len(family)} "
+                    f"compared (at a false discovery rate of {ALPHA:g}); it takes {need} or more: profile "
+                    f"{need} calls (THUNDER_TRACE_PROFILE={need}, docs/diff.md)")
+
+    def p(self, pair: int, by: str, key: str = "") -> float | None:
+        return self._p.get((pair, by, key))
+
+    def significant(self, pair: int, by: str, key: str = "") -> bool:
+        p = self.p(pair, by, key)
+        return p is not None and p <= ALPHA
+
+    def text(self, pair: int, by: str, key: str = "") -> str:
+        """How a figure was judged, for its details: `p 3.2e-06`, `within the noise, p 0.41`."""
+        p = self.p(pair, by, key)
+        if p is None:
+            return "within the noise"
+        return f"p {p:.2g}" if p <= ALPHA else f"within the noise, p {p:.2g}"
 
 
 def label(c: CompileDigest) -> str:
@@ -223,8 +241,9 @@ def compare(a: Side, b: Side) -> Diff:
     pairs, removed, added = match_compiles(a.compiles, b.compiles)
     changes: list[Change] = []
     changes += _run(a, b)
-    for ca, cb in pairs:
-        changes += _compile(ca, cb)
+    verdicts = Verdicts(pairs)
+    for i, (ca, cb) in enumerate(pairs):
+        changes += _compile(ca, cb, verdicts, i)
     for c in removed:
         changes.append(Change("recompile" if c.index else "compile", f"compile removed: {label(c)}", label(c),
                               [f"called at {c.call_site}" if c.call_site else "no call site in the log"],
@@ -240,7 +259,7 @@ def compare(a: Side, b: Side) -> Diff:
     changes += _fx(a, b)
     changes.sort(key=Change.impact)
     more = max(0, len(changes) - MAX_CHANGES)
-    return Diff(a, b, changes[:MAX_CHANGES], pairs, removed, added, more)
+    return Diff(a, b, changes[:MAX_CHANGES], pairs, removed, added, more, verdicts.notes)
 
 
 def _run(a: Side, b: Side) -> list[Change]:
@@ -279,7 +298,7 @@ def _libraries(side: Side) -> dict[str, str]:
     return out
 
 
-def _compile(a: CompileDigest, b: CompileDigest) -> list[Change]:
+def _compile(a: CompileDigest, b: CompileDigest, verdicts: Verdicts, pair: int) -> list[Change]:
     name = label(a)
     out: list[Change] = []
     if a.status != b.status:
@@ -303,9 +322,9 @@ def _compile(a: CompileDigest, b: CompileDigest) -> list[Change]:
                           before=sum(a.kinds.values()), after=sum(b.kinds.values()), ops=delta, links=_links(a, b)))
     if a.wall is not None and b.wall is not None:
         out.append(Change("time", "run time per call (forward + backward)", name,
-                          [f"A: {_range(a.wall)}", f"B: {_range(b.wall)}"], metric="run_time",
-                          before=ms_json(a.wall.median_ns), after=ms_json(b.wall.median_ns), unit="ms",
-                          significant=significant(a.wall, b.wall), group=_time_group(a.wall, b.wall),
+                          [f"A: {_range(a.wall)}", f"B: {_range(b.wall)}", verdicts.text(pair, CALL)],
+                          metric="run_time", before=ms_json(a.wall.median_ns), after=ms_json(b.wall.median_ns),
+                          unit="ms", significant=verdicts.significant(pair, CALL), group=_time_group(a.wall, b.wall),
                           links=_links(a, b)))
     if a.memory_totals is not None and b.memory_totals is not None:
         for key, what in (("saved_bytes", "saved for backward"), ("peak", "peak live memory")):
@@ -314,8 +333,8 @@ def _compile(a: CompileDigest, b: CompileDigest) -> list[Change]:
                 out.append(Change("memory", what, name, [f"{size(va)} → {size(vb)}"], metric="memory", before=va,
                                   after=vb, unit="bytes", group=REGRESSION if vb > va else IMPROVEMENT,
                                   links=_links(a, b)))
-    out += _lines(a, b, name)
-    out += _time_rows(a, b, name)
+    out += _lines(a, b, name, verdicts, pair)
+    out += _time_rows(a, b, name, verdicts, pair)
     out += _fusions(a, b, name)
     return out
 
@@ -326,13 +345,12 @@ def _memory_total(totals: dict[str, int], key: str) -> int:
     return totals.get(key, 0)
 
 
-def _lines(a: CompileDigest, b: CompileDigest, name: str) -> list[Change]:
+def _lines(a: CompileDigest, b: CompileDigest, name: str, verdicts: Verdicts, pair: int) -> list[Change]:
     """Per user line: the ops it became, its time per call and its memory."""
     out = []
     ta = (a.time or {}).get("line", {})
     tb = (b.time or {}).get("line", {})
     ma, mb = a.memory or {}, b.memory or {}
-    floor = _row_floor(a, b)
     for key in _ordered(a.lines, b.lines, ta, tb, ma, mb):
         if key.startswith("(") and key not in a.lines and key not in b.lines:
             continue  # bookkeeping, between ops, no user line: the module and op rows show them
@@ -348,10 +366,9 @@ def _lines(a: CompileDigest, b: CompileDigest, name: str) -> list[Change]:
                                + (f" in {names}" if names else ""))
         structural = bool(ops["added"] or ops["removed"]) or fused_a != fused_b
         fa, fb = ta.get(key), tb.get(key)
-        timed = fa is not None and fb is not None and significant(fa.time, fb.time, MIN_ROW_RATIO, rows=True,
-                                                                  floor_ns=floor)
+        timed = fa is not None and fb is not None and verdicts.significant(pair, "line", key)
         if fa is not None and fb is not None:
-            details.append(f"time: {_range(fa.time)} → {_range(fb.time)}" + ("" if timed else " (within the spread)"))
+            details.append(f"time: {_range(fa.time)} → {_range(fb.time)} ({verdicts.text(pair, 'line', key)})")
         mem_a, mem_b = ma.get(key), mb.get(key)
         memory = (mem_a or (0, 0)) != (mem_b or (0, 0)) and (ma or mb)
         if memory:
@@ -396,18 +413,18 @@ def _ordered(*tables: dict) -> list[str]:
     return list(seen)
 
 
-def _time_rows(a: CompileDigest, b: CompileDigest, name: str) -> list[Change]:
+def _time_rows(a: CompileDigest, b: CompileDigest, name: str, verdicts: Verdicts, pair: int) -> list[Change]:
     """Significant time changes of modules, roles and ops (lines are _lines')."""
     out = []
     if a.time is None or b.time is None:
         return out
-    floor = _row_floor(a, b)
     for by in DIMENSIONS[1:]:
         ta, tb = a.time[by], b.time[by]
         for key in ta.keys() & tb.keys():
-            fa, fb = ta[key], tb[key]
-            if significant(fa.time, fb.time, MIN_ROW_RATIO, rows=True, floor_ns=floor):
-                out.append(_time_change(by, key, fa, fb, name, a, b))
+            if verdicts.significant(pair, by, key):
+                change = _time_change(by, key, ta[key], tb[key], name, a, b)
+                change.details.append(verdicts.text(pair, by, key))
+                out.append(change)
     return out
 
 

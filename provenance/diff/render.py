@@ -51,6 +51,7 @@ def view(diff: Diff, violations: list[Violation] | None = None, rules: list[str]
         "significant": len(diff.significant),
         "changes": [_change(c) for c in diff.changes],
         "more": diff.more,
+        "notes": list(diff.notes),
         "gate": {"rules": list(rules), "failed": [v.describe() for v in violations or []],
                  "status": 1 if violations else 0},
     }
@@ -103,6 +104,8 @@ def terminal(data: dict[str, Any], out: TextIO | None = None, everything: bool =
         console = Console(file=out)
         console.print(head, markup=False, highlight=False)
         console.print(matched, markup=False, highlight=False)
+        for note in data["notes"]:
+            console.print(f"note: {note}", markup=False, highlight=False, style="yellow")
         if changes:
             table = Table(show_lines=False, title_justify="left")
             for name in ("", "change", "compile", "A → B"):
@@ -115,6 +118,8 @@ def terminal(data: dict[str, Any], out: TextIO | None = None, everything: bool =
     else:
         print(head, file=out)
         print(matched, file=out)
+        for note in data["notes"]:
+            print(f"note: {note}", file=out)
         for n, c in enumerate(changes, 1):
             where = f" [{c['compile']}]" if c["compile"] else ""
             figure = _figure(c)
@@ -124,7 +129,7 @@ def terminal(data: dict[str, Any], out: TextIO | None = None, everything: bool =
     if more:
         print(f"... {more} more (--top N, --json, or -o DIR for the page)", file=out)
     if hidden and not everything:
-        print(f"({hidden} changes within the runs' spread not listed: --all lists them)", file=out)
+        print(f"({hidden} changes within the noise not listed: --all lists them)", file=out)
     if data["more"]:
         print(f"({data['more']} changes past the diff's bound not kept)", file=out)
     for failed in data["gate"]["failed"]:

@@ -196,7 +196,7 @@ def _time(profile: Any, made: dict[str, list]) -> tuple[dict[str, dict[str, Time
         for c in trace.recent:
             if c.call in index:
                 walls[index[c.call]] += c.wall_ns
-    return tables, spread(list(zip(calls, walls)))
+    return tables, spread(list(zip(calls, walls)), keep=True)
 
 
 def _short(key: str) -> str:

@@ -78,9 +78,11 @@ class CostRow:
 
 class _Acc:
     """One compile's figures of one row, each the sum of its ops' (provenance.timing.spread.Spread):
-    column -> [median, low, high, q1, q3]; the ops' outliers; the time over every measured call."""
+    column -> [median, low, high, q1, q3]; the ops' outliers; the time over every measured call; its
+    ops' times in each measured call (`per_call`: a tuple per op, in the compile's call order; summed
+    per call at the end, `samples`: a rank test's)."""
 
-    __slots__ = ("figures", "outliers", "sum_ns", "ops", "init")
+    __slots__ = ("figures", "outliers", "sum_ns", "ops", "init", "per_call")
 
     def __init__(self, init: dict) -> None:
         self.figures = {c: [0.0] * 5 for c in _COLUMNS}
@@ -88,8 +90,10 @@ class _Acc:
         self.sum_ns = 0
         self.ops: set = set()
         self.init = init
+        self.per_call: list[tuple[int, ...]] = []
 
-    def add(self, column_: str, op: Spread, total: int) -> None:
+    def add(self, column_: str, op: Spread, times: tuple[int, ...]) -> None:
+        """One op's figures, and its time in each of the compile's measured calls."""
         into = self.figures[column_]
         into[0] += op.median_ns
         into[1] += op.low_ns
@@ -98,7 +102,11 @@ class _Acc:
         into[4] += op.q3_ns
         if column_ != "shared":
             self.outliers.extend(op.outliers)
-            self.sum_ns += total
+            self.sum_ns += sum(times)
+            self.per_call.append(times)
+
+    def samples(self) -> tuple[float, ...]:
+        return tuple(map(float, map(sum, zip(*self.per_call))))
 
 
 _COLUMNS = ("forward", "backward", "recompute", "shared")
@@ -192,21 +200,39 @@ def _compile_rows(profile: CompileProfile, bys: tuple[str, ...], calls: list[int
         for c in ran:
             walls[index[c.call]] += c.wall_ns
         numbers = [c.call for c in ran]
+        aligned = _aligner(numbers, index)
         per_op = zip(*(c.op_ns for c in ran))  # each op's times over the measured calls
         for op, times in zip(trace.ops, per_op):
-            figures, total = spread(list(zip(numbers, times))), sum(times)
+            figures = spread(list(zip(numbers, times)))
+            times = aligned(times)
             for by, table in tables.items():
                 for key, col, counted, init in _charges(by, profile, trace.name, op):
                     acc = table.acc(key, **init)
-                    acc.add(col, figures, total)
+                    acc.add(col, figures, times)
                     if counted:
                         acc.ops.add((profile.compile_id, trace.name, op.position))
-        gaps = [c.wall_ns - sum(c.op_ns) for c in ran]
+        gaps = tuple(c.wall_ns - sum(c.op_ns) for c in ran)
         between = spread(list(zip(numbers, gaps)))
         for table in tables.values():
             table.acc(BETWEEN, kind="between", label=BETWEEN).add(
-                "backward" if trace.name == BACKWARD else "forward", between, sum(gaps))
+                "backward" if trace.name == BACKWARD else "forward", between, aligned(gaps))
     return tables, walls
+
+
+def _aligner(numbers: list[int], index: dict[int, int]) -> Any:
+    """times over the calls `numbers` -> times over all the compile's measured calls (`index`: call ->
+    position; 0 where this trace did not run: a forward-only call of a compile with a backward)."""
+    if len(numbers) == len(index):
+        return lambda times: times
+    at = [index[n] for n in numbers]
+
+    def aligned(times: tuple[int, ...]) -> tuple[int, ...]:
+        out = [0] * len(index)
+        for i, ns in zip(at, times):
+            out[i] = ns
+        return tuple(out)
+
+    return aligned
 
 
 def _charges(by: str, profile: CompileProfile, trace: str, op: Op) -> list[Charge]:
@@ -244,7 +270,7 @@ def _add_rows(rows: dict[str, CostRow], table: _Compile, calls: list[int], compi
         elif acc.init.get("members"):
             row.members = tuple(dict.fromkeys(row.members + acc.init["members"]))
         own = [sum(acc.figures[c][i] for c in ("forward", "backward", "recompute")) for i in range(5)]
-        row.time = row.time + Spread(*own, calls=len(calls), outliers=tuple(acc.outliers))
+        row.time = row.time + Spread(*own, calls=len(calls), outliers=tuple(acc.outliers), samples=acc.samples())
         for name in _COLUMNS:
             setattr(row, f"{name}_ns", getattr(row, f"{name}_ns") + acc.figures[name][0])
         row.sum_ns += acc.sum_ns

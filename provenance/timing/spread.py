@@ -20,6 +20,8 @@ thunder import. docs/cost.md, "Distributions".
   large model, but rarely the same op in most calls.
 - Figures of several compiles add up: a row's median is the sum of its medians per compile (a line
   in a function compiled for two shapes costs what it costs in each).
+- Whether two runs' calls differ is a rank test (provenance.timing.significance): a row of one
+  compile keeps its time in each measured call (the sum of its ops' times in that call) for it.
 """
 
 from __future__ import annotations
@@ -151,11 +153,16 @@ class Spread:
     q3_ns: float = 0.0
     calls: int = 0
     outliers: tuple[tuple[int, int], ...] = ()
+    # each measured call's time, in call order, outliers included (provenance.timing.significance ranks
+    # them); kept by the figures of one compile's calls (`spread(..., keep=True)`, a rollup row): a sum
+    # of two compiles' has none, their calls are not the same calls
+    samples: tuple[float, ...] = ()
 
     def __add__(self, other: Spread) -> Spread:
+        samples = other.samples if not self.calls else self.samples if not other.calls else ()
         return Spread(self.median_ns + other.median_ns, self.low_ns + other.low_ns, self.high_ns + other.high_ns,
                       self.q1_ns + other.q1_ns, self.q3_ns + other.q3_ns, self.calls + other.calls,
-                      self.outliers + other.outliers)
+                      self.outliers + other.outliers, samples)
 
     def describe(self) -> str:
         """`median 1.23 ms, 1.10–1.40 ms over 3 calls, 1 outlier (call 2: 6.10 ms)`."""
@@ -170,9 +177,10 @@ class Spread:
         return text
 
 
-def spread(samples: Sequence[tuple[int, float]]) -> Spread:
+def spread(samples: Sequence[tuple[int, float]], keep: bool = False) -> Spread:
     """(call, ns) per measured call -> its Spread: a sample that is a one-off against the fastest
-    is an outlier (needs three samples or more), left out of the median and the range."""
+    is an outlier (needs three samples or more), left out of the median and the range. `keep`: the
+    Spread keeps the samples (a rank test's; an op's figures, one per op, do not)."""
     if not samples:
         return Spread()
     import statistics
@@ -188,4 +196,5 @@ def spread(samples: Sequence[tuple[int, float]]) -> Spread:
     else:
         q1 = q3 = values[0]
     return Spread(float(median), float(min(values)), float(max(values)), float(q1), float(q3), len(samples),
-                  outliers)
+                  outliers, tuple(float(ns) for _, ns in samples) if keep else ())
+

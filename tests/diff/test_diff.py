@@ -62,7 +62,7 @@ def test_the_same_program_three_times_has_no_significant_change(thirds):
         diff = compare(a, b)
         assert len(diff.matched) == 1 and not diff.added and not diff.removed
         assert [c.title for c in diff.significant] == []
-        # what it did compare, and found within the spread
+        # what it did compare, and found within the noise
         assert {c.title for c in diff.changes} >= {"run time per call (forward + backward)", "compile time"}
 
 
@@ -178,7 +178,7 @@ def test_the_json_has_its_documented_shape(diff_logs):
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["format"] == FORMAT and set(data) == {"format", "a", "b", "compiles", "significant", "changes",
-                                                      "more", "gate"}
+                                                      "more", "notes", "gate"}
     assert set(data["a"]) == {"path", "logs", "ranks", "compiles", "problems", "report"}
     assert data["a"]["report"] is None  # no -o: no reports written
     assert [m["label"] for m in data["compiles"]["matched"]] == ["__main__.MLP"]

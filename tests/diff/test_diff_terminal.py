@@ -21,9 +21,9 @@ class _Terminal(io.StringIO):
 
 
 def test_control_characters_from_the_logs_are_escaped_on_the_terminal(tmp_path):
-    a = report_logs.write(tmp_path / "a" / "a.jsonl", report_logs.profiled(text_mul=HOSTILE, fn=FN, calls=5))
+    a = report_logs.write(tmp_path / "a" / "a.jsonl", report_logs.profiled(text_mul=HOSTILE, fn=FN, calls=10))
     b = report_logs.write(tmp_path / "\x1b[1mb" / "a.jsonl", report_logs.profiled(
-        text_mul=HOSTILE, fn=FN, calls=5, forward=(30_000_000, 1_000_000, 20_000)))
+        text_mul=HOSTILE, fn=FN, calls=10, forward=(30_000_000, 1_000_000, 20_000)))  # 10 calls: a change can show
     data = view(compare(read_side(str(a.parent)), read_side(str(b.parent))), [], [], reports=False)
     assert any("pwned" in c["title"] for c in data["changes"])  # the line's text is in a change's title
     plain = io.StringIO()
@@ -53,3 +53,23 @@ def test_a_diff_whose_second_side_is_bad_leaves_nothing_in_out(tmp_path, capsys)
     out.mkdir()
     assert main(["diff", str(a.parent), str(bad), "-o", str(out)]) == 2
     assert [p.name for p in out.iterdir()] == [MARKER_FILE]  # it is ours now: --overwrite may reuse it
+
+
+def test_too_few_calls_to_tell_a_change_from_noise_is_said(tmp_path):
+    """Three profiled calls a side (enough to see where the time goes) cannot show a significant run-time
+    change, however large: the diff says so, and what to profile, instead of calling it noise silently."""
+    a = report_logs.write(tmp_path / "a" / "a.jsonl", report_logs.profiled(calls=3))
+    b = report_logs.write(tmp_path / "b" / "a.jsonl", report_logs.profiled(calls=3, forward=(30_000_000, 1_000_000,
+                                                                                           20_000)))
+    diff = compare(read_side(str(a.parent)), read_side(str(b.parent)))
+    assert not [c for c in diff.significant if c.metric == "run_time"]
+    assert [c for c in diff.changes if c.metric == "run_time" and c.after > 5 * c.before]  # compared, not judged
+    assert len(diff.notes) == 2 and all("3 measured calls a side" in n for n in diff.notes), diff.notes
+    assert "THUNDER_TRACE_PROFILE=5," in diff.notes[0]  # the whole call: one figure a compile
+    plain = io.StringIO()
+    terminal(view(diff), plain)
+    assert plain.getvalue().count("note: ") == 2
+    ten = [report_logs.write(tmp_path / name / "a.jsonl", report_logs.profiled(calls=10, **kw))
+           for name, kw in (("a10", {}), ("b10", {"forward": (30_000_000, 1_000_000, 20_000)}))]
+    diff = compare(*(read_side(str(log.parent)) for log in ten))  # ten calls a side: judged, and a change
+    assert diff.notes == [] and [c for c in diff.significant if c.metric == "run_time"]

@@ -212,6 +212,23 @@ def test_a_stall_in_one_of_three_calls_changes_neither_the_top_line_nor_its_medi
     assert stalled.sum_ns > top.sum_ns
 
 
+def test_a_row_keeps_its_time_in_each_measured_call_for_a_rank_test():
+    """provenance.timing.significance ranks a row's calls: its time in each measured call, the sum of its
+    ops' in that call (a preempted op's included: by rank it is only the slowest call), in call order.
+    A row summed over two compiles keeps none: their calls are not the same calls."""
+    other = op_record(10, "blocks.0.attn")  # a second op of line 10
+    calls = [[(L10, 2 * MS), (other, MS), (L11, MS)], [(L10, 3 * MS), (other, 4 * MS), (L11, 2 * MS)],
+             [(L10, 4 * MS), (other, MS), (L11, MS)], [(L10, 5 * MS), (other, 2 * MS), (L11, 3 * MS)]]
+    rows = rows_by_key(rollup([calls_profile(calls)], "line"))
+    assert rows[f"{FILE}:10"].time.samples == (3 * MS, 7 * MS, 5 * MS, 7 * MS)
+    assert rows[f"{FILE}:10"].time.outliers == ((2, 4 * MS),)  # other, preempted: out of the figures, not the ranks
+    assert rows[f"{FILE}:11"].time.samples == (MS, 2 * MS, MS, 3 * MS)
+    assert rows[BETWEEN].time.samples == (100, 100, 100, 100)
+    assert rows[f"{FILE}:10"].median_ns == 3 * MS + 1.5 * MS  # the figures stay the sums of its ops' medians
+    two = rows_by_key(rollup([calls_profile(calls), calls_profile(calls, compile_id=2)], "line"))
+    assert two[f"{FILE}:10"].time.samples == () and two[f"{FILE}:10"].calls == 8
+
+
 def test_an_op_preempted_in_two_of_three_calls_is_left_out_against_its_fastest_time():
     """GPT2 on a loaded machine: one op took 4.2 and 8.2 ms in calls 1 and 3, 0.2 ms in call 2. The
     median of three was 4.2 ms and nothing was over 3x it: the op's line ranked first. Against the
