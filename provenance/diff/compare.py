@@ -3,10 +3,11 @@ gate.py judges it). docs/diff.md says what is compared and the significance rule
 
 - **run time** (per measured call: the whole call's time, and each line's, module's, role's and op's):
   provenance.timing.significance's rule. A change is significant when it is large enough (the medians
-  differ by 5% for the call, 50% and 2% of the call for a row) and unlikely by chance: a rank test of
-  the two runs' calls, judged with its family (every matched compile's call; every row of them) by
-  Benjamini-Hochberg at ALPHA; otherwise it is noise, listed only with --all. A family whose calls are
-  too few for any change to be significant says so (Diff.notes);
+  differ by 5% and the ranges do not overlap for the call, by 50% and 2% of the call for a row) and
+  unlikely by chance: a rank test of the two runs' calls, judged with its family (every matched
+  compile's call; every row of them) by Benjamini-Hochberg at ALPHA; otherwise it is noise, listed
+  only with --all. A family whose calls are too few for any change to be significant says so
+  (Diff.notes);
 - **compile time** is one sample per compile (no spread to judge by): shown with its change, and
   significant only when it changed by at least COMPILE_RATIO and COMPILE_MIN_S *and* its phases all
   moved that way (`compile_significant`: each phase group with at least PHASE_SHARE of the compile,
@@ -154,7 +155,7 @@ class Verdicts:
         for i, (a, b) in enumerate(pairs):
             if a.wall is None or b.wall is None:
                 continue
-            calls[i, CALL, ""] = Compared(a.wall, b.wall)
+            calls[i, CALL, ""] = Compared(a.wall, b.wall, apart=True)
             n = min(a.wall.calls, b.wall.calls)
             fewest[CALL] = n if fewest[CALL] is None else min(fewest[CALL], n)
             if a.time is None or b.time is None:

@@ -5,8 +5,11 @@ A change of a figure (the whole call's time, or a row's: a line, module, role or
 **significant** when it is both
 
 - **large enough** (`large_enough`): the medians differ by MIN_TIME_NS and by `ratio` of the faster
-  one: MIN_TIME_RATIO for the whole call, MIN_ROW_RATIO for a row (two processes of one program
-  differ per op by more than either's calls show), and a row's change by MIN_ROW_SHARE of the call;
+  one: MIN_TIME_RATIO for the whole call, MIN_ROW_RATIO for a row, and a row's change by MIN_ROW_SHARE
+  of the call. Two processes of one program differ by more than either's calls show (their pace:
+  the machine's state), which no test of the calls can see: a row's floor is high for it, and the
+  whole call's ranges must not overlap (`apart`: every call of one side beyond every call of the
+  other; a busy machine's ranges are wide enough to hold its drift between processes);
 - **unlikely by chance** (`judge`): the calls of the two runs differ by rank (`rank_p`, a
   Mann-Whitney U test of the measured calls' times), judged together with every other figure of
   its family (the calls of every matched compile; the rows of every matched compile, every table)
@@ -56,13 +59,16 @@ class Compared:
     b: Spread
     ratio: float = MIN_TIME_RATIO
     floor_ns: float = 0.0
+    apart: bool = False  # the ranges must not overlap too (the whole call's)
 
 
 def large_enough(test: Compared) -> bool:
     """Whether the medians differ by the test's floors (the change is worth naming if it is real)."""
     a, b = test.a.median_ns, test.b.median_ns
     change = abs(b - a)
-    return change >= max(MIN_TIME_NS, test.floor_ns) and change >= test.ratio * min(a, b)
+    if change < max(MIN_TIME_NS, test.floor_ns) or change < test.ratio * min(a, b):
+        return False
+    return not test.apart or test.b.low_ns > test.a.high_ns or test.b.high_ns < test.a.low_ns
 
 
 def rank_p(a: Spread, b: Spread) -> float | None:

@@ -16,6 +16,7 @@ from provenance.timing.significance import (
     MIN_TIME_RATIO,
     Compared,
     judge,
+    large_enough,
     least_calls,
 )
 from provenance.timing.spread import spread
@@ -47,6 +48,10 @@ def test_a_change_is_significant_when_large_enough_and_unlikely_by_chance():
     # a row of the call (a line, an op) needs 50%: the same program's runs differ per op by 20-40%
     assert not _significant(a, slower, MIN_ROW_RATIO)
     assert _significant(a, _runs(1.8, 1.9, 1.85, 1.82, 2.0), MIN_ROW_RATIO) and MIN_ROW_RATIO == 0.5
+    # the whole call's ranges must not overlap too: two processes' paces differ by more than their calls show
+    overlapping = _runs(1.15, 1.5, 1.6, 1.55, 1.7)  # B's fastest call under A's slowest
+    assert large_enough(Compared(a, overlapping)) and not large_enough(Compared(a, overlapping, apart=True))
+    assert large_enough(Compared(a, slower, apart=True))
 
 
 def test_the_more_figures_compared_the_more_calls_a_change_needs():
