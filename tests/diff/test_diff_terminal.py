@@ -8,7 +8,7 @@ import report_logs
 
 from provenance.diff.compare import compare
 from provenance.diff.read import read_side
-from provenance.diff.render import terminal, view
+from provenance.diff.render import html, terminal, view
 from provenance.report.render.output import MARKER_FILE
 
 HOSTILE = "y = x * 2\x1b[2J\x1b]0;pwned\x07\r\x08"  # clear the screen, set the title, bell, CR, BS
@@ -69,6 +69,9 @@ def test_too_few_calls_to_tell_a_change_from_noise_is_said(tmp_path):
     plain = io.StringIO()
     terminal(view(diff), plain)
     assert plain.getvalue().count("note: ") == 2
+    (tmp_path / "page").mkdir()
+    page = html(view(diff), tmp_path / "page").read_text()
+    assert page.count("<li>a ") == 2 and "THUNDER_TRACE_PROFILE=5," in page  # the page says it too
     ten = [report_logs.write(tmp_path / name / "a.jsonl", report_logs.profiled(calls=10, **kw))
            for name, kw in (("a10", {}), ("b10", {"forward": (30_000_000, 1_000_000, 20_000)}))]
     diff = compare(*(read_side(str(log.parent)) for log in ten))  # ten calls a side: judged, and a change
