@@ -402,9 +402,15 @@ def test_a_real_collector_receives_the_histogram_and_the_profiled_spans(tmp_path
         assert done.returncode == 0, done.stderr[-3000:]
         sink = collector.sink
         assert sink.wait_for(lambda s: sum(x["name"].startswith("thunder.profiled") for x in s.spans) == 4)
-        span = next(x for x in sink.spans if x["name"] == "thunder.profiled forward Net")
-        assert span["attributes"]["thunder.top_lines"][0].startswith(models.__file__ + ":")
-        assert span["resource"]["service.name"] == "profiled"
+        spans = [x for x in sink.spans if x["name"] == "thunder.profiled forward Net"]
+        for span in spans:  # one call's top lines, slowest first: the model's lines (a call preempted in
+            # its bookkeeping on a loaded machine can put `(bookkeeping)` first: CI, once)
+            lines, times = span["attributes"]["thunder.top_lines"], span["attributes"]["thunder.top_lines.ms"]
+            assert times == sorted(times, reverse=True) and len(times) == len(lines)
+            assert any(k.startswith(models.__file__ + ":") for k in lines), lines
+            assert all(k.startswith((models.__file__ + ":", "(")) for k in lines), lines
+            assert span["resource"]["service.name"] == "profiled"
+        assert len(spans) == 2
         assert sink.wait_for(lambda s: any(m["name"] == "thunder.op.duration" for m in s.metrics), timeout=20)
         points = [p for m in sink.metrics if m["name"] == "thunder.op.duration" for p in m["points"]]
         assert {"blocks.0.mlp.fc1", "head"} <= {p["thunder.module"] for p in points}
