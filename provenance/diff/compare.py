@@ -151,13 +151,10 @@ class Verdicts:
     def __init__(self, pairs: list[tuple[CompileDigest, CompileDigest]]) -> None:
         calls: dict[tuple[int, str, str], Compared] = {}
         rows: dict[tuple[int, str, str], Compared] = {}
-        fewest = {CALL: None, "row": None}
         for i, (a, b) in enumerate(pairs):
             if a.wall is None or b.wall is None:
                 continue
             calls[i, CALL, ""] = Compared(a.wall, b.wall, apart=True)
-            n = min(a.wall.calls, b.wall.calls)
-            fewest[CALL] = n if fewest[CALL] is None else min(fewest[CALL], n)
             if a.time is None or b.time is None:
                 continue
             floor = _row_floor(a, b)
@@ -165,11 +162,12 @@ class Verdicts:
                 ta, tb = a.time[by], b.time[by]
                 for key in ta.keys() & tb.keys():
                     rows[i, by, key] = Compared(ta[key].time, tb[key].time, MIN_ROW_RATIO, floor)
-            fewest["row"] = n if fewest["row"] is None else min(fewest["row"], n)
         self._p = {**judge(calls), **judge(rows)}
         self.notes = []
-        for what, family, n in (("a compile's run time per call", calls, fewest[CALL]),
-                                ("a line's, module's, role's or op's time", rows, fewest["row"])):
+        for what, family in (("a compile's run time per call", calls),
+                             ("a line's, module's, role's or op's time", rows)):
+            # a row has its compile's measured calls: the fewest a side of any pair in the family
+            n = min((min(pairs[i][0].wall.calls, pairs[i][1].wall.calls) for i in {k[0] for k in family}), default=0)
             need = least_calls(len(family))
             if family and n < need:
                 self.notes.append(

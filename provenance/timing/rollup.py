@@ -78,16 +78,15 @@ class CostRow:
 
 class _Acc:
     """One compile's figures of one row, each the sum of its ops' (provenance.timing.spread.Spread):
-    column -> [median, low, high, q1, q3]; the ops' outliers; the time over every measured call; its
-    ops' times in each measured call (`per_call`: a tuple per op, in the compile's call order; summed
-    per call at the end, `samples`: a rank test's)."""
+    column -> [median, low, high, q1, q3]; the ops' outliers; its ops' times in each measured call
+    (`per_call`: a tuple per op, in the compile's call order), summed per call at the end (`totals`:
+    the row's time in each call, a rank test's samples; their sum, its time over every call)."""
 
-    __slots__ = ("figures", "outliers", "sum_ns", "ops", "init", "per_call")
+    __slots__ = ("figures", "outliers", "ops", "init", "per_call")
 
     def __init__(self, init: dict) -> None:
         self.figures = {c: [0.0] * 5 for c in _COLUMNS}
         self.outliers: list[tuple[int, int]] = []
-        self.sum_ns = 0
         self.ops: set = set()
         self.init = init
         self.per_call: list[tuple[int, ...]] = []
@@ -102,11 +101,10 @@ class _Acc:
         into[4] += op.q3_ns
         if column_ != "shared":
             self.outliers.extend(op.outliers)
-            self.sum_ns += sum(times)
             self.per_call.append(times)
 
-    def samples(self) -> tuple[float, ...]:
-        return tuple(map(float, map(sum, zip(*self.per_call))))
+    def totals(self) -> list[int]:
+        return list(map(sum, zip(*self.per_call)))
 
 
 _COLUMNS = ("forward", "backward", "recompute", "shared")
@@ -270,10 +268,12 @@ def _add_rows(rows: dict[str, CostRow], table: _Compile, calls: list[int], compi
         elif acc.init.get("members"):
             row.members = tuple(dict.fromkeys(row.members + acc.init["members"]))
         own = [sum(acc.figures[c][i] for c in ("forward", "backward", "recompute")) for i in range(5)]
-        row.time = row.time + Spread(*own, calls=len(calls), outliers=tuple(acc.outliers), samples=acc.samples())
+        totals = acc.totals()
+        row.time = row.time + Spread(*own, calls=len(calls), outliers=tuple(acc.outliers),
+                                     samples=tuple(map(float, totals)))
         for name in _COLUMNS:
             setattr(row, f"{name}_ns", getattr(row, f"{name}_ns") + acc.figures[name][0])
-        row.sum_ns += acc.sum_ns
+        row.sum_ns += sum(totals)
         row.calls += len(calls)
         row.ops += len(acc.ops)
         row._compiles.add(compile_id)
