@@ -76,3 +76,15 @@ def test_too_few_calls_to_tell_a_change_from_noise_is_said(tmp_path):
            for name, kw in (("a10", {}), ("b10", {"forward": (30_000_000, 1_000_000, 20_000)}))]
     diff = compare(*(read_side(str(log.parent)) for log in ten))  # ten calls a side: judged, and a change
     assert diff.notes == [] and [c for c in diff.significant if c.metric == "run_time"]
+
+
+def test_extreme_logged_times_are_ranked_not_a_crash(tmp_path):
+    """The rank test and its family take the logs' times as they are: ops at 2**61 ns a call against
+    none (sums past 2**63) are a change; a side against itself, every call tied, is none."""
+    big = 2**61
+    a = report_logs.write(tmp_path / "a" / "a.jsonl", report_logs.profiled(calls=10, forward=(big, big, big)))
+    b = report_logs.write(tmp_path / "b" / "a.jsonl", report_logs.profiled(calls=10, forward=(0, 0, 0)))
+    diff = compare(read_side(str(a.parent)), read_side(str(b.parent)))
+    assert "run time per call (forward + backward)" in [c.title for c in diff.significant] and diff.notes == []
+    same = compare(read_side(str(b.parent)), read_side(str(b.parent)))
+    assert same.significant == [] and same.notes == []
