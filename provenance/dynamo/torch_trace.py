@@ -15,9 +15,10 @@ bounded as every record is: a payload is cut at MAX_PAYLOAD characters (a cache 
 components torch lists in full each time, at MAX_CACHE_PAYLOAD) and a process's payloads at MAX_TOTAL
 (later records keep their metadata and say how long the payload was); a string in metadata is cut at
 MAX_FIELD characters (compilation_metrics repeats torch's config dumps), and metadata past MAX_METADATA
-bytes is replaced by its size. torch interns file names (its `str` records; for the capture, its intern
-table for those interned before the handler listened): they are resolved into the frames that name them
-(at most MAX_STRINGS names), each frame marked as the user's code or not (`user`). torch's
+bytes is replaced by its size, metadata nested past MAX_NESTING levels by that (orjson writes 255 at
+most). torch interns file names (its `str` records; for the capture, its intern table for those
+interned before the handler listened): they are resolved into the frames that name them (at most
+MAX_STRINGS names), each frame marked as the user's code or not (`user`). torch's
 `chromium_event` timings are left out (the graph's phases time it), as are its `describe_*` records
 (meta-tensor descriptions, one per tensor input: hundreds per model); both are counted.
 """
@@ -33,7 +34,7 @@ from typing import Any
 import orjson
 
 __all__ = ["Artifact", "Encoder", "FrameTrace", "Guard", "ShapeEvent", "StackFrame", "compile_id", "decode",
-           "dim_name", "guard_tree", "root_name", "stack_of", "user_frame", "user_name"]
+           "dim_name", "guard_tree", "nests_past", "root_name", "stack_of", "user_frame", "user_name"]
 
 MAX_PAYLOAD = 1 << 20  # characters of one artifact's payload
 MAX_TOTAL = 64 << 20  # characters of payload per process
@@ -42,6 +43,7 @@ MAX_FIELD = 2000  # characters of one string in metadata (compilation_metrics' c
 MAX_CACHE_PAYLOAD = 16 << 10  # characters of a cache outcome's payload (its key's components: 45 KB each time)
 MAX_STRINGS = 1 << 16  # interned file names remembered
 MAX_DEPTH = 8  # levels of metadata walked to resolve file names
+MAX_NESTING = 64  # levels of lists and dicts in one artifact's metadata (torch's nest a few)
 # the keys of torch's metadata that say where an artifact comes from, not what it is
 CONTEXT = frozenset({"rank", "compiled_autograd_id", "frame_id", "frame_compile_id", "attempt", "has_payload",
                      "stack"})
@@ -92,6 +94,18 @@ def dim_name(source: str) -> str:
     name = user_name(source)
     size = _SIZE.match(name)
     return f"{size['name']} dim {size['index']}" if size else name
+
+
+def nests_past(value: Any, limit: int) -> bool:
+    """Whether `value`'s lists and dicts nest more than `limit` levels deep; a level at a time, not by
+    recursion (a hostile record nests as deep as its parser lets it: orjson's 1024)."""
+    level = [value]
+    for _ in range(limit + 1):
+        level = [v for c in level if isinstance(c, dict | list | tuple)
+                 for v in (c.values() if isinstance(c, dict) else c)]
+        if not level:
+            return False
+    return True
 
 
 def compile_id(metadata: dict) -> str | None:
@@ -153,6 +167,9 @@ class Encoder:
 
     def _metadata(self, value: Any) -> Any:
         """torch's metadata, JSON-safe and bounded, its interned file names resolved."""
+        if nests_past(value, MAX_NESTING):  # orjson would refuse to write it (255 levels), here or in the event
+            self.left_out["metadata nested past MAX_NESTING"] += 1
+            return {"nested_past": MAX_NESTING}
         resolved = self._resolve(value, 0)
         data = orjson.dumps(resolved, default=repr, option=orjson.OPT_NON_STR_KEYS)
         if len(data) > MAX_METADATA:

@@ -15,6 +15,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import hostile_logs
 import pytest
 from otel_collector import Collector
 from paths import ROOT
@@ -503,6 +504,66 @@ def test_a_damaged_compressed_export_is_bad_lines_never_refused_whole(run, tmp_p
     assert "not a THUNDER_TRACE log" not in err and len(directory["compiles"]) == 3
     reasons = [p["reason"] for p in directory["problems"]["entries"]]
     assert any("the compressed file ends early or is corrupt" in r for r in reasons), reasons
+
+
+
+def test_a_small_compressed_export_cut_short_is_read_as_far_as_it_goes(tmp_path, capsys):
+    """Python 3.11's GzipFile drops what it decompressed of a file cut short (EOFError): a small export
+    cut at 60% of its bytes was refused whole ("not a THUNDER_TRACE log"). Every request before the cut
+    is read, the one it cut is the problem that says so."""
+    import zlib
+
+    export = hostile_logs.write(tmp_path / "in", hostile_logs.otlp_export(20_000, per_line=2))
+    whole = gzip.compress(export.read_bytes())
+    cut = whole[: len(whole) * 6 // 10]
+    path = tmp_path / "export.json.gz"
+    path.write_bytes(cut)
+    before = zlib.decompressobj(wbits=31).decompress(cut).count(b"\n")  # the whole requests before the cut
+    assert 0 < before < len(export.read_bytes().splitlines())
+    code, directory = _report(path, tmp_path / "out")
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "not a THUNDER_TRACE log" not in err and len(directory["compiles"]) == 2 * before
+    (problem,) = directory["problems"]["entries"]
+    assert "the compressed file ends early" in problem["reason"] and "cut short" in problem["reason"], problem
+
+
+def test_millions_of_blank_lines_in_a_compressed_export_are_skipped_in_bulk(tmp_path, capsys, monkeypatch):
+    """A few KB of gzip that expand to 4 million newlines (within MIN_EXPANDED_BYTES) cost the reader
+    a few reads, not one per blank line; the requests around them are read, a bad line after them is
+    listed with its own line number."""
+    import contextlib
+
+    from provenance.report.read import otlp_json
+
+    reads = 0
+    opened = otlp_json.open_export
+
+    @contextlib.contextmanager
+    def counting(path):
+        with opened(path) as f:
+            readline = f.readline
+
+            def counted(size: int) -> bytes:
+                nonlocal reads
+                reads += 1
+                return readline(size)
+
+            f.readline = counted
+            yield f
+
+    monkeypatch.setattr(otlp_json, "open_export", counting)
+    first = hostile_logs.write(tmp_path / "in", hostile_logs.otlp_export(1, per_line=1)).read_bytes()
+    second = hostile_logs.write(tmp_path / "in2", hostile_logs.otlp_export(1, per_line=2)).read_bytes()
+    blank = 4 << 20
+    path = tmp_path / "blank.json.gz"
+    path.write_bytes(gzip.compress(first + b"\n" * blank + b" \t\r\n" * 1000 + b"not json\n" + second))
+    code, directory = _report(path, tmp_path / "out")
+    assert code == 0, capsys.readouterr().err
+    assert reads < 10, reads  # one per line that is not blank, and the end
+    assert len(directory["compiles"]) == 2  # compile 1, twice (the first sent is kept), and compile 2
+    (problem,) = directory["problems"]["entries"]
+    assert problem["line"] == 1 + blank + 1000 + 1 and "not an OTLP/JSON export request" in problem["reason"], problem
 
 
 def test_a_full_tmpdir_spools_the_export_beside_out(run, tmp_path, capsys, monkeypatch):

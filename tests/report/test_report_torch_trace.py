@@ -169,6 +169,35 @@ def test_a_torch_trace_logs_bad_lines_are_counted_and_other_processes_left_alone
     assert "Guards: 4 checks" in (out / graph["page"]).read_text()  # the good lines merged all the same
 
 
+
+def test_a_torch_trace_record_nested_hundreds_deep_is_a_bad_line(tmp_path, capsys):
+    """Metadata nested 300 levels deep (orjson reads 1024, writes 255) and 254 (written alone, not inside
+    its record): each a listed bad line, never a crash of the merge; the lines around them merged."""
+    log = report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.records(fx=True))
+
+    def deep(levels: int) -> str:  # by hand: orjson.dumps refuses it
+        nested = '{"a": ' * levels + "1" + "}" * levels
+        return (f'V1207 02:18:29.123456 4242 torch/_dynamo/output_graph.py:1567] {{"some_artifact": {nested}, '
+                f'"frame_id": 0, "frame_compile_id": 0, "attempt": 0}}')
+
+    after = _glog(4242, {"dynamo_cpp_guards_str": {}, "has_payload": "3"}, TREE.replace("LAMBDA_GUARD", "GUARD_X"))
+    torch_dir = _torch_dir(tmp_path, extra=(deep(300), deep(254), after))
+    out = tmp_path / "out"
+    assert main(["report", str(log), torch_dir, "-o", str(out), "--no-browser"]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "its JSON nests deeper than 64 levels" in err, err
+    lines = (Path(torch_dir) / "dedicated_log_torch_trace_abc.log").read_text().splitlines()
+    problems = orjson.loads((out / "compile_directory.json").read_bytes())["problems"]["entries"]
+    assert [p["line"] for p in problems if "its JSON nests deeper than 64 levels" in p["reason"]] == \
+        [i for i, line in enumerate(lines, 1) if "some_artifact" in line], problems
+    (graph,) = orjson.loads((out / "compile_directory.json").read_bytes())["dynamo_graphs"]["graphs"]
+    assert "GUARD_X" in (out / graph["page"]).read_text()  # the line after them merged
+    from provenance.dynamo.torch_trace import MAX_NESTING, Encoder
+
+    metadata = orjson.loads(deep(254).partition("] ")[2])  # the capture's records: their encoder keeps its bound
+    assert Encoder(lambda path: True).encode(metadata, None, 1)["metadata"] == {"nested_past": MAX_NESTING}
+
+
 def test_a_torch_trace_directory_alone_says_how_to_give_it(tmp_path, capsys):
     assert main(["report", _torch_dir(tmp_path), "-o", str(tmp_path / "out"), "--no-browser"]) == 2
     assert "thunder-trace report THUNDER_DIR TORCH_DIR" in capsys.readouterr().err

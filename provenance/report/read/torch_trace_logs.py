@@ -14,9 +14,10 @@ whose torch_trace records the log already has.
 
 The merged log is a copy of the log with those records after it, written into the report's spool (the
 logs given are never written to). Untrusted input: a line that is not glog's, a record whose JSON does
-not parse, a payload line before any record, a line past MAX_LINE bytes are counted as bad lines;
-a record's payload is held to MAX_PAYLOAD_BYTES (the rest counted), and what is kept is bounded by
-the encoder (MAX_PAYLOAD characters a record, MAX_TOTAL per process).
+not parse or nests deeper than the encoder's MAX_NESTING levels, a payload line before any record, a
+line past MAX_LINE bytes are counted as bad lines; a record's payload is held to MAX_PAYLOAD_BYTES (the
+rest counted), and what is kept is bounded by the encoder (MAX_PAYLOAD characters a record, MAX_TOTAL
+per process).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 import orjson
 
 from provenance.core import usercode
-from provenance.dynamo.torch_trace import MAX_PAYLOAD, Encoder
+from provenance.dynamo.torch_trace import MAX_NESTING, MAX_PAYLOAD, Encoder, nests_past
 
 __all__ = ["MAX_LINE", "Merged", "merge", "torch_logs"]
 
@@ -145,6 +146,9 @@ class _TorchLog:
             metadata = orjson.loads(head["json"])
         except orjson.JSONDecodeError:
             self.bad_line(number, "its JSON does not parse", head["json"])
+            return None
+        if nests_past(metadata, MAX_NESTING):  # more than the record's encoder keeps (or orjson writes)
+            self.bad_line(number, f"its JSON nests deeper than {MAX_NESTING} levels", head["json"])
             return None
         pid = int(head["pid"])
         if self.pid is None:
