@@ -55,8 +55,9 @@ def _report_parser(commands: argparse._SubParsersAction) -> None:
     report.add_argument("-o", "--out", default="thunder_trace_report", metavar="OUT",
                         help="output directory (default: %(default)s)")
     report.add_argument("--overwrite", action="store_true",
-                        help="replace OUT if it holds another report (only a directory this tool made); a "
-                             "report of the same logs is taken up where they changed without it")
+                        help="write over OUT if it holds another report (only a directory this tool made; only "
+                             "the files a report recorded as its own are deleted); a report of the same logs is "
+                             "taken up where they changed without it")
     report.add_argument("--watch", nargs="?", type=float, const=2.0, metavar="SECONDS",
                         help="keep the report current as the logs grow (looked at every SECONDS, default 2): "
                              "its pages reload themselves (from file:// too) and the index says what each rank "

@@ -21,6 +21,19 @@ def traced():
         provenance.disable()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _state_key_home(tmp_path_factory):
+    """The key that authenticates reports' states (provenance/report/incremental.py) made in the test
+    session's own folder, not the user's (subprocesses inherit it)."""
+    saved = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
+    yield
+    if saved is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = saved
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

@@ -33,6 +33,16 @@ def _discard(out: Path | None, made: bool) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _clear(out: Path) -> None:
+    """--overwrite: what a diff writes there, and nothing else (OUT is the user's)."""
+    for name in REPORTS:
+        if (out / name).is_dir() and not (out / name).is_symlink():
+            shutil.rmtree(out / name)
+    for name in ("index.html", MARKER_FILE):
+        if (out / name).is_file() or (out / name).is_symlink():
+            (out / name).unlink()
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         rules = [parse_rule(text) for text in args.fail_on or ()]
@@ -41,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     out, made = None, False
     if args.out is not None:
         made = not Path(args.out).exists()
-        out, reason = prepare_out(Path(args.out), args.overwrite, [Path(args.a), Path(args.b)])
+        out, reason = prepare_out(Path(args.out), args.overwrite, [Path(args.a), Path(args.b)], clear=_clear)
         if reason is not None:
             return _fail(reason)
         (out / MARKER_FILE).write_text("made by thunder-trace diff; --overwrite may delete this directory\n")

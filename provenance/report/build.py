@@ -38,6 +38,7 @@ class Report:
     failed: int
     bytes_read: int
     processes: int  # that read the logs: 1, or -j's (at most Claims.MAX_PROCESSES; 1 where fork is not available)
+    taken_up: int = 0  # logs taken up where an earlier report kept their state (incremental.py)
 
 
 def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None = None,
@@ -60,10 +61,9 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
     if observe is not None and jobs > 1:
         raise ValueError("observe needs jobs=1: worker processes build their compiles' pages")
     headers = headers if headers is not None else [sniff(p) for p in paths]
-    resume = keeper.resume if keeper is not None else None
-    if keeper is not None:
-        keeper.begin()
-        jobs = 1 if resume is not None else jobs
+    resume = keeper.begin() if keeper is not None else {}
+    if resume:  # the logs taken up are read on from their states, in this process
+        jobs = 1
     registered = list(pages.PAGES)
     nav = [(page.file, page.title) for page in registered]
     writer = ReportWriter(out, nav, [page.templates for page in registered if page.templates], observe=observe)
@@ -80,19 +80,18 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
                 writer, logs, perfetto=None, directory=None, sources=SourceCache(out), share=worker))
     try:
         times = [log.header.get("time_ns") for log in logs if log.header and isinstance(log.header.get("time_ns"), int)]
-        spools = keeper.spools() if keeper is not None else (None, None)
+        spools = keeper.spools if keeper is not None and keeper.spools is not None else (None, None)
         perfetto = PerfettoWriter(str(out / PERFETTO_FILE), min(times) if times else None, spools[0])
         directory, sources = DirectoryWriter(out, spools[1]), SourceCache(out)
         if keeper is not None:
-            keeper.attach(perfetto, directory, sources)
+            keeper.attach(perfetto, sources)
         builder = RunBuilder(writer, logs, perfetto=perfetto, directory=directory, sources=sources,
                              progress=progress, share=share, keeper=keeper)
-        if resume is None:  # else they are in the state taken up
-            for path, reason in skipped:
-                builder.problems.add("skipped file", path.name, None, reason)
-            for category, file, line, reason, text, count in problems:
-                builder.problems.add(category, file, line, reason, text, count=count)
-        builder.run((resume.log, resume.snapshot) if resume is not None else None)
+        for path, reason in skipped:
+            builder.preamble.add("skipped file", path.name, None, reason)
+        for category, file, line, reason, text, count in problems:
+            builder.preamble.add(category, file, line, reason, text, count=count)
+        builder.run(resume)
     except BaseException:
         if keeper is not None:
             keeper.abandon()
@@ -101,6 +100,7 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
         if share is not None:
             share.close()
     model = builder.model(_files(registered))
+    found = model.problems
     if model.distributed.desync:  # the compile pages a desync touches get their banner and anchors
         mark_desyncs(model, writer.render, writer.fill, keeper.pristine if keeper is not None else None)
     # each compile's own cache hits, now known
@@ -113,9 +113,11 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
             writer.write(template, file, root="../" * file.count("/"), **context)
     write_live(out, live)
     if keeper is not None:
-        keeper.finish([builder.read_crcs.get(i, (0, 0)) for i in range(len(logs))], filled, builder.problems.total)
-    return Report(out, model, builder.problems, len(builder.summaries), model.totals.failed, builder.bytes_read,
-                  share.processes if share is not None else 1)
+        sizes = [(builder.parts[i].size, builder.parts[i].crc) if i in builder.parts else (0, None)
+                 for i in range(len(logs))]
+        keeper.finish(sizes, filled, found.total)
+    return Report(out, model, found, len(model.compiles), model.totals.failed, builder.bytes_read,
+                  share.processes if share is not None else 1, len(keeper.taken_up) if keeper is not None else 0)
 
 
 def _files(registered: list[type[pages.Page]]) -> dict[str, str]:

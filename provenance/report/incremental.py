@@ -1,62 +1,84 @@
-"""An incremental report: a report's OUT keeps what it needs to take up the logs where they grew.
+"""An incremental report: a report's OUT keeps what it needs to take each log up where it grew.
 
-A report reads each log once, in order; its state is all in memory. So while it reads, it keeps that
-state (`OUT/.thunder-trace-state/`) at one place of each log: the start of its last compile that no
-other compile was open around (`last_start`, found from the end of the file before the pass), which
-is where a log that grows takes up again: the compile that ended last waits there for its first
-call's executor compiles, so it is read again with what came after it. A later report of the same
-logs (the same inputs, this code) then:
+A report reads each log once; what a log adds to the run is its own (analyze/run.py's LogPart), and
+the run's pages are made from the logs' parts at the end. So while it reads a log, a report keeps
+that log's part and its pass (`OUT/.thunder-trace-state/log-<i>.pickle`), with the log's share of the
+Perfetto trace and of compile_directory.json (render/spools.py), at one place: the start of its last
+compile that no other compile was open around (`last_start`, found from the end of the file before
+the pass): the compile that ended last waits there for its first call's executor compiles, so it is
+read again with what came after it. A later report of the same logs (the same inputs, this code) then,
+for each log on its own:
 
-- finds the first log that changed since: grew, was rewritten, truncated or replaced (each log's
-  bytes read are keyed by their CRC-32, checked byte for byte: `_crc`), or a log added or removed;
-- takes up the state kept in that log (or, if what changed lies before it, the one before), deletes
-  what the report wrote after that point, puts back the pages the end of the run rewrote (desync
-  banners: `pristine`), and reads on from there: that log's rest and every log after it;
-- writes the run's pages, the Perfetto trace and compile_directory.json from the whole run again.
+- a log as it was (its bytes read keyed by their CRC-32) or grown past its kept place is taken up
+  there: its part and pass loaded, its spools cut back, and only the rest read;
+- a log rewritten before that place, replaced, added, or moved to another place in the run (a log
+  added or removed before it) is read whole;
 
-The result is the report a fresh build of the same logs writes, byte for byte
-(tests/report/test_incremental.py diffs them); OUT's state directory aside. Whatever makes that
-uncertain builds the whole report instead, and says why: another version of this code, other
-inputs, a report that did not end, a user source file shown that changed, read-ahead records
-(profiles: they belong to earlier compiles) in the part to read again.
+then writes the run's pages, the Perfetto trace and compile_directory.json from every log's part. The
+result is the report a fresh build of the same logs writes, byte for byte (tests/report/test_incremental.py
+diffs them); OUT's state directory aside. Whatever makes that uncertain builds the whole report, and
+says why: another version of this code, other inputs, a user source file shown that changed.
 
-Two reports never write one OUT at once: the second is refused (`OutLock`).
+OUT's state is data, not trust: whoever can write OUT can put any bytes there. So the state is
+authenticated: state.json carries an HMAC-SHA256 (state.mac) under a key kept outside OUT, in the
+user's own state directory (`$XDG_STATE_HOME/thunder-trace/state.key`, 0600), bound to OUT's path,
+and names the SHA-256 of every pickle and spool it takes up. A state that fails any check is not used:
+the report is built whole (or, where the earlier report cannot be told to be this user's, OUT is
+refused without --overwrite) and says why. Paths come from the command line only (a state names
+logs by the name given, checks them, and never supplies a path); files of the state directory are
+opened without following links and only if regular; every read is bounded. Pickles are only loaded
+once authenticated, through an unpickler that allows only the report's own data classes.
+
+OUT is the user's: a report deletes only files a report wrote and recorded in the state as its own
+(`files`), never anything else, with --overwrite too. Two reports never write one OUT at once: the
+second is refused (`OutLock`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import fcntl
 import functools
 import hashlib
+import hmac
+import io
 import os
 import pickle
 import re
+import secrets
 import shutil
+import stat
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
 from provenance.report.read.coerce import hashable
-from provenance.report.render.files import is_temporary, write_whole, written_whole
+from provenance.report.render.files import write_whole, written_whole
+from provenance.report.render.spools import Spools
 
-__all__ = ["STATE_DIR", "Busy", "Keeper", "OutLock", "Plan", "last_start", "plan"]
+__all__ = ["STATE_DIR", "Busy", "Keeper", "OutLock", "Plan", "key_path", "last_start", "plan"]
 
 STATE_DIR = ".thunder-trace-state"
-FORMAT = 1
-_STATE = "state.json"
-_PERFETTO, _DIRECTORY = "perfetto.spool", "directory.spool"
+FORMAT = 2
+_STATE, _MAC = "state.json", "state.mac"
 _PRISTINE = "pristine"  # pages as written before the run's end rewrote them (desyncs)
 _HOLDER = "writer"  # the pid of the report holding the lock
 CHUNK = 1 << 20
-MAX_KEPT_LOGS = 8  # logs of a run whose state is kept (and the last log's)
 MAX_BACK = 256 << 20  # how far from a log's end its last compile start is looked for
+MAX_STATE = 256 << 20  # bytes of state.json read
+STATE_PER_LOG_BYTE = 8  # a log's pickle holds at most this many bytes per byte of the log read (+ MAX_STATE)
 _COMPILE = b'{"type":"compile_'
 _STARTS = b'{"type":"compile_start"'
 _ENDS = (b'{"type":"compile_end"', b'{"type":"compile_error"')
+_PAGE = re.compile(r"compiles/[A-Za-z0-9_.-]+\.html")
+_PICKLE = re.compile(r"log-(\d{1,9})\.pickle")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_LAYOUT = ("compiles", "graphs", "static")  # the report's folders (and files at OUT's top)
 
 
 class Busy(Exception):
@@ -64,8 +86,8 @@ class Busy(Exception):
 
 
 class OutLock:
-    """An exclusive lock on OUT itself (flock on the directory: nothing beside OUT is written, and
-    --overwrite empties OUT instead of replacing it, so the lock stays on the directory written)."""
+    """An exclusive lock on OUT itself (flock on the directory: nothing is created for it, so a
+    refused OUT is left as it was; --overwrite writes over OUT in place, so the lock holds)."""
 
     def __init__(self, out: Path) -> None:
         self.out = out
@@ -74,29 +96,78 @@ class OutLock:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._fd)
-            holder = _read_text(out / STATE_DIR / _HOLDER).strip()
+            holder = _read(out / STATE_DIR / _HOLDER, 100).decode(errors="replace").strip()
             raise Busy(f"another thunder-trace report{f' (pid {holder})' if holder.isdigit() else ''} is writing "
                        f"{out}; nothing was written: run it again when that one has ended, or choose another -o DIR"
                        ) from None
-        state = out / STATE_DIR
-        state.mkdir(exist_ok=True)
-        (state / _HOLDER).write_text(f"{os.getpid()}\n")
 
     def release(self) -> None:
         if self._fd >= 0:
-            try:
-                (self.out / STATE_DIR / _HOLDER).unlink(missing_ok=True)
-            except OSError:
-                pass
             os.close(self._fd)  # closing the descriptor releases the lock
             self._fd = -1
 
 
-def _read_text(path: Path) -> str:
+def _copy(source: Path, target: Path) -> bool:
+    """A regular file copied whole, streamed (a page may be large), not through a link; whether it was."""
     try:
-        return path.read_text()[:100]
-    except (OSError, UnicodeDecodeError):
-        return ""
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with written_whole(target) as copy:
+            shutil.copyfileobj(f, copy)
+    return True
+
+
+def _read(path: Path, limit: int) -> bytes:
+    """A regular file's bytes (b"" if it is not one, cannot be read, or is longer than `limit`): a
+    link is not followed, and a FIFO or device is never read (it could hang or never end)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return b""
+    with open(fd, "rb") as f:
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+                return b""
+            return f.read(limit + 1)[:limit]
+        except OSError:
+            return b""
+
+
+# -- the key that authenticates OUT's state --------------------------------------------------------
+def key_path() -> Path:
+    """Where this user's key for reports' states lives: outside every OUT."""
+    home = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(home) / "thunder-trace" / "state.key"
+
+
+@functools.cache
+def _key(path: Path) -> bytes:
+    """The key (made the first time, 32 random bytes, readable by its owner only). If it can be
+    neither read nor made, one for this process only: its own rebuilds (--watch) are taken up, and a
+    later report finds a state it cannot check (refused without --overwrite; the message says why)."""
+    data = _read(path, 64)
+    if len(data) == 32:
+        return data
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except OSError:  # another report made it meanwhile (then it is read), or it cannot be made
+        data = _read(path, 64)
+        return data if len(data) == 32 else secrets.token_bytes(32)
+    data = secrets.token_bytes(32)
+    with open(fd, "wb") as f:
+        f.write(data)
+    return data
+
+
+def _mac(key: bytes, out: Path, data: bytes) -> str:
+    return hmac.new(key, os.fsencode(os.path.realpath(out)) + b"\0" + data, hashlib.sha256).hexdigest()
 
 
 @functools.cache
@@ -155,6 +226,25 @@ def last_start(path: str | os.PathLike[str], size: int) -> int | None:
     return None
 
 
+def _compile_free_end(path: str | os.PathLike[str]) -> int | None:
+    """The end of a log's last whole line if the log has no compile record at all (looked for a chunk at
+    a time: only in a log shorter than MAX_BACK, where last_start found no compile start)."""
+    marker = _COMPILE[1:]  # '"type":"compile_'
+    last, done, tail = None, 0, b""
+    with open(path, "rb") as f:
+        while block := f.read(CHUNK):
+            if marker in tail + block[:len(marker)] or marker in block:
+                return None
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                last = done + newline + 1
+            done += len(block)
+            if done > MAX_BACK:
+                return None
+            tail = block[-len(marker):]
+    return last
+
+
 def _crc(path: Path, checks: Sequence[int]) -> list[int] | None:
     """The CRC-32 of `path`'s first n bytes for each n of `checks` (increasing), read once into one
     buffer (no new bytes per block; a mapping would count the whole file in the process's memory);
@@ -179,131 +269,166 @@ def _crc(path: Path, checks: Sequence[int]) -> list[int] | None:
     return crcs
 
 
-@dataclass
-class Resume:
-    """Where a report takes up: the state kept in log `log` at its offset."""
+# -- the plan: what to do with OUT ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where a log's state is kept: its first `offset` bytes (CRC-32 `crc`) read; the pickle and the
+    log's spools then (length and SHA-256 each), and its earliest Perfetto time."""
 
-    log: int
     offset: int
-    snapshot: dict[str, Any]
-    entries: list[dict[str, Any]]  # state.json's entries of the logs before `log`, unchanged
+    crc: int
+    digest: str
+    perfetto: tuple[int, str]
+    directory: tuple[int, str]
+    base_ns: int | None
 
-    @property
-    def done(self) -> int:
-        """The bytes of the logs read before (not read again)."""
-        return self.snapshot["done_before"] + self.offset
+    def json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
-    def __post_init__(self) -> None:
-        self.compiles = len(self.snapshot["run"]["summaries"])  # ended before (not read again)
+    @classmethod
+    def of(cls, raw: Any) -> Checkpoint | None:
+        """From state.json (authenticated; still checked, as any data)."""
+        if not isinstance(raw, dict):
+            return None
+        try:
+            found = cls(raw["offset"], raw["crc"], raw["digest"], tuple(raw["perfetto"]), tuple(raw["directory"]),
+                        raw["base_ns"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        ints = (found.offset, found.crc, found.perfetto[0], found.directory[0])
+        if not (all(type(n) is int and n >= 0 for n in ints) and len(found.perfetto) == len(found.directory) == 2
+                and all(isinstance(d, str) and _DIGEST.fullmatch(d) for d in
+                        (found.digest, found.perfetto[1], found.directory[1]))
+                and (found.base_ns is None or type(found.base_ns) is int)):
+            return None
+        return found
 
 
 @dataclass
 class Plan:
     same_inputs: bool = False  # OUT holds a report of these inputs (written over in place without --overwrite)
     up_to_date: bool = False
-    resume: Resume | None = None
+    resume: dict[int, Checkpoint] = field(default_factory=dict)  # the logs taken up, where
     why: str = ""  # why the whole report is built (a report of these inputs that cannot be taken up)
+    whole: dict[int, str] = field(default_factory=dict)  # logs read whole in a report taken up, and why
     problems: int = 0  # up to date: the bad input the report lists
+    owned: list[str] = field(default_factory=list)  # the files the earlier report wrote (its state says)
+    refused: str = ""  # OUT holds a state this user's thunder-trace did not write: why
+    state: dict[str, Any] | None = None  # the earlier report's state (authenticated), when taken up
 
 
-_PAGE = re.compile(r"compiles/[A-Za-z0-9_.-]+\.html")
-_PICKLE = re.compile(r"log-\d{1,9}\.pickle")
-
-
-def _check(snapshot: Any, keep: dict[str, Any]) -> None:
-    """What the report takes from a state it loaded is of the shapes it wrote (OUT may come from anywhere)."""
-    if not (isinstance(snapshot, dict) and isinstance(snapshot.get("run"), dict)
-            and isinstance(snapshot.get("file"), dict)
-            and type(snapshot.get("done_before")) is int and isinstance(snapshot.get("manifest"), list)
-            and all(isinstance(p, str) and ".." not in p.split("/") and not p.startswith("/")
-                    for p in snapshot["manifest"])
-            and type(snapshot.get("directory")) is int and isinstance(snapshot.get("perfetto"), tuple)
-            and type(keep.get("offset")) is int and _PICKLE.fullmatch(str(keep.get("file")))):
-        raise ValueError("a state of another shape")
-
-
-def plan(out: Path, inputs: dict[str, Any], logs: Sequence[tuple[str, Path]],
-         read_ahead_in: Callable[[Path, int], bool], preamble: list[Any]) -> Plan:
-    """What to do with OUT for `logs` ((name, file) each: the name is the log as given; the file is
-    what is read, a merged copy maybe): `read_ahead_in(file, offset)`: the file has read-ahead
-    records past `offset`; `preamble`: what the report lists before the logs' own problems (the
-    files passed over, an export's bad lines)."""
+def _authentic(out: Path) -> tuple[dict[str, Any] | None, str]:
+    """OUT's state, if this user's thunder-trace wrote it for this OUT; else why not ("" if none is there)."""
     state_dir = out / STATE_DIR
+    data = _read(state_dir / _STATE, MAX_STATE)
+    if not data:
+        return None, ""
+    key = _key(key_path())
+    if not hmac.compare_digest(_read(state_dir / _MAC, 100), _mac(key, out, data).encode()):
+        return None, (f"its state cannot be checked: it was not written by this user's thunder-trace for this "
+                      f"directory (the key is {key_path()})")
     try:
-        state = orjson.loads((state_dir / _STATE).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return Plan()
-    if not isinstance(state, dict) or state.get("format") != FORMAT or state.get("inputs") != inputs:
-        return Plan()
+        state = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None, "its state is unreadable"
+    return (state, "") if isinstance(state, dict) else (None, "its state is unreadable")
+
+
+def _owned(state: dict[str, Any]) -> list[str]:
+    files = state.get("files")
+    return [p for p in files if _report_path(p)] if isinstance(files, list) else []
+
+
+def plan(out: Path, inputs: dict[str, Any], logs: Sequence[tuple[str, Path]], contexts: Sequence[str],
+         preamble: list[Any]) -> Plan:
+    """What to do with OUT for `logs` ((name, file) each: the name is the log as given; the file is
+    what is read, a merged copy maybe); `contexts`: what else a log's pages depend on (its labels,
+    whether the run has other logs); `preamble`: what the report lists before the logs' own problems
+    (the files passed over, an export's bad lines)."""
+    state, why_not = _authentic(out)
+    if state is None:
+        try:  # what it claims decides only between building whole (deleting nothing) and refusing
+            claim = orjson.loads(_read(out / STATE_DIR / _STATE, MAX_STATE) or b"null")
+        except orjson.JSONDecodeError:
+            claim = None
+        if why_not and isinstance(claim, dict) and claim.get("inputs") == inputs:
+            return Plan(True, why=why_not)
+        return Plan(refused=why_not)
+    owned = _owned(state)
+    if state.get("format") != FORMAT or state.get("inputs") != inputs:
+        return Plan(owned=owned)
     if state.get("code") != code_version():
-        return Plan(True, why="it was made by another version of thunder-trace")
+        return Plan(True, why="it was made by another version of thunder-trace", owned=owned)
     if not state.get("complete"):
-        return Plan(True, why="the report there did not end")
+        return Plan(True, why="the report there did not end", owned=owned)
     if state.get("preamble") != preamble:
-        return Plan(True, why="the files passed over in the input changed")
+        return Plan(True, why="the files passed over in the input changed", owned=owned)
     old = state.get("logs")
     if not isinstance(old, list) or not all(isinstance(e, dict) for e in old):
-        return Plan(True, why="its state is unreadable")
-    try:
-        return _take_up(state, old, state_dir, logs, read_ahead_in)
-    except (TypeError, ValueError, KeyError, AttributeError, OSError):
-        return Plan(True, why="its state is unreadable")
-
-
-def _take_up(state: dict[str, Any], old: list[dict[str, Any]], state_dir: Path, logs: Sequence[tuple[str, Path]],
-             read_ahead_in: Callable[[Path, int], bool]) -> Plan:
-    changed = None  # the first log that is not as it was read
+        return Plan(True, why="its state is unreadable", owned=owned)
+    sources = state.get("sources")
+    stale = _sources_changed(sources if isinstance(sources, list) else [])
+    if stale:
+        return Plan(True, why=f"{stale} changed", owned=owned)
+    found = Plan(True, owned=owned, state=state)
+    unchanged = len(old) == len(logs)
     for i, (name, path) in enumerate(logs):
         entry = old[i] if i < len(old) else None
-        if entry is None or entry.get("name") != name:
-            changed = i
-            if entry is not None:  # another log is there now (one was added or removed before it): its
-                entry["checkpoint"] = None  # state is not this log's
-            break
-        keep = entry.get("checkpoint") or {}
-        checks = sorted({n for n in (keep.get("offset"), entry.get("size")) if isinstance(n, int)})
+        if entry is None or entry.get("name") != name or entry.get("context") != contexts[i]:
+            found.whole[i] = ("it is new here" if entry is None else "another log was at its place"
+                              if entry.get("name") != name else "its pages change with the run's other logs")
+            unchanged = False
+            continue
+        keep = Checkpoint.of(entry.get("checkpoint"))
+        size, crc = entry.get("size"), entry.get("crc")
+        checks = sorted({n for n in (keep.offset if keep else None, size) if type(n) is int})
         crcs = _crc(path, checks)
-        found = dict(zip(checks, crcs)) if crcs is not None else {}
-        if found.get(entry.get("size")) != entry.get("crc") or path.stat().st_size != entry.get("size"):
-            changed = i
-            if isinstance(keep.get("offset"), int) and found.get(keep["offset"]) != keep.get("crc"):
-                entry["checkpoint"] = None  # changed before its checkpoint, too
-            break
-    else:
-        if len(old) == len(logs):
-            stale = _sources_changed({os.fsdecode(bytes.fromhex(h)): st for h, st in state.get("sources") or ()})
-            problems = state.get("problems")
-            return Plan(True, up_to_date=stale is None, why=f"{stale} changed" if stale else "",
-                        problems=problems if type(problems) is int else 0)
-        changed = len(logs)
-    for i in range(min(changed, len(old) - 1), -1, -1):
-        keep = old[i].get("checkpoint")
-        if not keep:
-            continue
-        path = logs[i][1]
-        if read_ahead_in(path, keep["offset"]):
-            continue  # profile records come after their compile: a page before the offset may change
+        at = dict(zip(checks, crcs)) if crcs is not None else {}
         try:
-            snapshot = load_state(state_dir / keep["file"])
-            _check(snapshot, keep)
-        except Exception:  # a state that does not load is not used
-            continue
-        stale = _sources_changed(snapshot.get("sources") or {})
-        if stale:
-            return Plan(True, why=f"{stale} changed")
-        return Plan(True, resume=Resume(i, keep["offset"], snapshot, old[:i]))
-    return Plan(True, why="no state was kept before the logs changed")
+            now = path.stat().st_size
+        except OSError:
+            now = -1
+        if not (at.get(size) == crc and type(crc) is int and now == size):
+            unchanged = False
+        if keep is not None and at.get(keep.offset) == keep.crc:
+            found.resume[i] = keep
+        else:
+            found.whole[i] = "it changed before its kept state" if keep is not None else "no state was kept in it"
+    if unchanged:
+        problems = state.get("problems")
+        return Plan(True, up_to_date=True, problems=problems if type(problems) is int else 0, owned=owned)
+    if not found.resume:
+        found.whole = {}
+        found.why = "no state was kept before the logs changed"
+    return found
 
 
+def _sources_changed(stamps: list[Any]) -> str | None:
+    """A user source file the pages show from disk that is not as it was then."""
+    for item in stamps:
+        try:
+            path, stamp = os.fsdecode(bytes.fromhex(item[0])), item[1]
+        except (ValueError, TypeError, IndexError, KeyError):
+            return "a user file its state names"
+        try:
+            st = os.stat(path)
+            now: list[int] | None = [st.st_mtime_ns, st.st_size]
+        except (OSError, ValueError):
+            now = None
+        if now != stamp:
+            return f"the user file {path}"
+    return None
+
+
+# -- the state itself ---------------------------------------------------------------------------
 class _StateUnpickler(pickle.Unpickler):
-    """Only the report's own data classes and plain containers: OUT may come from anywhere, and a
-    pickle that names any other callable (a function, a class of the standard library that acts)
-    is refused, not run."""
+    """Only the report's own data classes and plain containers (the state is authenticated first:
+    this is a second wall), so that a pickle naming any other callable is refused, not run."""
 
-    _BUILTINS = {("builtins", n) for n in ("set", "frozenset", "list", "dict", "tuple", "bytes", "bytearray")} | {
+    _BUILTINS = {("builtins", n) for n in ("set", "frozenset", "list", "dict", "tuple", "bytes")} | {
         ("collections", "OrderedDict"), ("collections", "Counter"), ("collections", "deque")}
     _MODULES = ("provenance.report.model", "provenance.report.analyze.", "provenance.report.read.",
-                "provenance.core.record", "provenance.dynamo.")
+                "provenance.core.record", "provenance.dynamo.", "provenance.timing.", "provenance.allocation.")
 
     def find_class(self, module: str, name: str) -> Any:
         found = None
@@ -316,237 +441,255 @@ class _StateUnpickler(pickle.Unpickler):
 
 def _acts(cls: type) -> bool:
     """A class whose construction does more than hold data (opens files, starts processes)."""
-    import dataclasses
-    import enum
-
     return not (dataclasses.is_dataclass(cls) or issubclass(cls, (tuple, enum.Enum))
                 or cls.__name__ in ("ProvTable", "FxGraphs", "CallSites", "TorchTraces", "Activity"))
 
 
-def load_state(path: Path) -> Any:
-    with open(path, "rb") as f:
-        return _StateUnpickler(f).load()
+def _report_path(path: Any) -> bool:
+    """A path a report writes (relative, in its layout, no way out of OUT)."""
+    if not isinstance(path, str) or not path or path.startswith("/") or "\0" in path:
+        return False
+    parts = path.split("/")
+    return ".." not in parts and "." not in parts and "" not in parts and (len(parts) == 1 or parts[0] in _LAYOUT)
 
 
 def _report_files(out: Path) -> Iterator[str]:
-    """The files of the report in `out`, relative to it: every one but its state's."""
-    for root, dirs, files in os.walk(out):
-        rel = os.path.relpath(root, out)
-        if rel == STATE_DIR:
-            dirs[:] = []
-            continue
-        for name in files:
-            yield name if rel == "." else os.path.join(rel, name)
+    """The files in `out` where a report writes (its top level and its folders), relative to it."""
+    try:
+        top = list(os.scandir(out))
+    except OSError:
+        return
+    for entry in top:
+        if entry.is_file(follow_symlinks=False) or entry.is_symlink():
+            yield entry.name
+        elif entry.name in _LAYOUT and entry.is_dir(follow_symlinks=False):
+            for root, dirs, files in os.walk(entry.path):
+                rel = os.path.relpath(root, out)
+                yield from (os.path.join(rel, name) for name in files)
+                yield from (os.path.join(rel, name) for name in dirs if os.path.islink(os.path.join(root, name)))
 
 
 def _identity(st: os.stat_result) -> tuple[int, ...]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-def _sources_changed(stamps: dict[str, Any]) -> str | None:
-    """A user source file the pages show from disk that is not as it was then."""
-    for path, stamp in stamps.items():
-        try:
-            st = os.stat(path)
-            now = [st.st_mtime_ns, st.st_size]
-        except (OSError, ValueError):
-            now = None
-        if now != stamp:
-            return f"the user file {path}"
-    return None
+def _identities(out: Path) -> dict[str, tuple[int, ...]]:
+    found = {}
+    root = os.fspath(out)
+    for path in _report_files(out):
+        try:  # a str path: a Path would intern each of its names for the life of the process
+            found[path] = _identity(os.lstat(os.path.join(root, path)))
+        except OSError:
+            pass
+    return found
+
+
+def _page_key(path: str) -> str | None:
+    """The compile a file of compiles/ belongs to (its pages and its records)."""
+    folder, _, name = path.rpartition("/")
+    if folder != "compiles":
+        return None
+    return name.removesuffix(".html").removesuffix("-source").removesuffix(".provs.js")
 
 
 @dataclass
 class Keeper:
-    """The state a report keeps in OUT while it builds (and, resuming, what it takes up)."""
+    """The state a report keeps in OUT while it builds (and, taking up, what it takes up)."""
 
     out: Path
     inputs: dict[str, Any]
     names: list[str]  # each log's name, as `plan` was given them
+    contexts: list[str]
     preamble: list[Any]
     plan: Plan
-    checkpoints: dict[int, int | None] = field(default_factory=dict)  # log -> where its state is kept
-    _kept: dict[int, dict[str, Any]] = field(default_factory=dict)
-    _spools: dict[str, IO[bytes]] = field(default_factory=dict)
     perfetto: Any = None  # the writers whose spools are kept: attach()
-    directory: Any = None
     sources: Any = None
     pristine_pages: set[str] = field(default_factory=set)
     filled: dict[str, int] = field(default_factory=dict)  # pages whose final cache card is on disk: its CRC-32
-    # OUT's files this build writes again or deletes, as they were (_identity): left in place until
-    # the build ends, so a page open in a browser is never missing while the report is rebuilt
-    stale: dict[str, tuple[int, ...]] = field(default_factory=dict)
-
-    @property
-    def resume(self) -> Resume | None:
-        return self.plan.resume
+    taken_up: dict[int, Checkpoint] = field(default_factory=dict)  # the logs taken up (loaded): where
+    notes: dict[int, str] = field(default_factory=dict)  # logs read whole though a state was planned: why
+    _loaded: dict[int, tuple[Any, dict[str, Any]]] = field(default_factory=dict)
+    _kept_files: set[str] = field(default_factory=set)  # the files of the compiles before the states taken up
+    _checkpoints: dict[int, int | None] = field(default_factory=dict)  # log -> where its state is kept (found)
+    _kept: dict[int, Checkpoint] = field(default_factory=dict)  # states kept by this build
+    _before: dict[str, tuple[int, ...]] = field(default_factory=dict)  # OUT's files as the build began
+    _sources: dict[str, Any] = field(default_factory=dict)  # the user files the earlier report checked
+    spools: tuple[Spools, Spools] | None = None  # the Perfetto trace's and compile_directory.json's
 
     @property
     def dir(self) -> Path:
         return self.out / STATE_DIR
 
-    def begin(self) -> None:
-        """Before the report writes: the state marked as not ended; resuming, OUT put back as it
-        was at the resumed point (the rewritten pages restored; what was written after it is stale:
-        written again or, at the end, deleted). Built whole, every file OUT holds is stale."""
-        self.dir.mkdir(exist_ok=True)
-        (self.dir / _HOLDER).write_text(f"{os.getpid()}\n")
-        old = self._read_state()
-        # until it ends, OUT holds a report of these inputs that did not end: the next one is built whole
-        # (and needs no --overwrite), whatever stops this one
-        self._write_state({"format": FORMAT, "code": code_version(), "inputs": self.inputs, "complete": False})
-        if self.resume is None:
-            for child in self.dir.iterdir():
-                if child.name != _HOLDER:
-                    shutil.rmtree(child) if child.is_dir() else child.unlink()
-            self._mark_stale(_report_files(self.out))
-            for name in (_PERFETTO, _DIRECTORY):
-                self._spools[name] = open(self.dir / name, "w+b")
-            return
-        snap = self.resume.snapshot
+    def begin(self) -> dict[int, tuple[Any, dict[str, Any]]]:
+        """Before the report writes: the state marked as not ended (whatever stops this build, the
+        next is built whole, without --overwrite), the states planned loaded and checked, their
+        spools cut back, OUT put back as it was at those states (the rewritten pages restored);
+        what to take up: by log, (its part, its pass)."""
+        old = self.plan.state
+        self._before = _identities(self.out)
+        self.dir.mkdir(exist_ok=True)  # the state first: OUT holds nothing of this build without it
+        self._write_state({"format": FORMAT, "code": code_version(), "inputs": self.inputs, "complete": False,
+                           "files": self.plan.owned})
+        write_whole(self.dir / _HOLDER, f"{os.getpid()}\n".encode())
+        perfetto, directory = Spools("perfetto", self.out, self.dir), Spools("directory", self.out, self.dir)
+        self.spools = perfetto, directory
+        for i, keep in sorted(self.plan.resume.items()):
+            loaded = self._load(i, keep)
+            if isinstance(loaded, str):
+                self.notes[i] = loaded
+                continue
+            if not (perfetto.take_up(i, *keep.perfetto) and directory.take_up(i, *keep.directory)):
+                self.notes[i] = "its kept spools are not as they were kept"
+                perfetto.restart(i)
+                directory.restart(i)
+                continue
+            part = loaded[0]
+            self._loaded[i], self.taken_up[i] = loaded, keep
+            self._kept_files.update(f"compiles/{key}" for key in part.keys)  # matched by _page_key
+            self._kept_files.update(f"static/src/{asset}.js" for asset in part.assets)
+        self._restore_pages(old)
+        if self._loaded and isinstance((old or {}).get("sources"), list):  # the files the pages kept show
+            self._sources = {os.fsdecode(bytes.fromhex(h)): st for h, st in old["sources"]
+                             if isinstance(h, str) and re.fullmatch(r"(?:[0-9a-f]{2})*", h)}
+        kept = {_STATE, _MAC, _HOLDER} | {f"log-{i}.{kind}" for i in self._loaded
+                                          for kind in ("pickle", perfetto.kind, directory.kind)}
+        for path in list(self.dir.iterdir()):  # the states and spools of logs not taken up
+            if path.name not in kept:
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+        return dict(self._loaded)
+
+    def _load(self, log: int, keep: Checkpoint) -> tuple[Any, dict[str, Any]] | str:
+        """A log's kept part and pass, or why they cannot be used."""
+        from provenance.report.analyze.activity import Activity
+        from provenance.report.analyze.prov_table import ProvTable
+        from provenance.report.analyze.run import LogPart
+        from provenance.report.read.log_file import LogFile
+
+        data = _read(self.dir / f"log-{log}.pickle", MAX_STATE + STATE_PER_LOG_BYTE * keep.offset)
+        if not data or not hmac.compare_digest(hashlib.sha256(data).hexdigest(), keep.digest):
+            return "its kept state is not as it was kept"
+        try:
+            state = _StateUnpickler(io.BytesIO(data)).load()
+            part, kept = state["part"], state["file"]
+            if not (isinstance(part, LogPart) and isinstance(kept.get("log_file"), LogFile)
+                    and isinstance(kept.get("provs"), ProvTable) and isinstance(kept.get("activity"), Activity)
+                    and type(kept.get("read_ahead_seen")) is int and type(kept.get("read_ahead_before")) is int
+                    and isinstance(kept.get("libraries"), dict) and kept["log_file"].bytes == keep.offset):
+                return "its kept state is of another shape"
+        except Exception:
+            return "its kept state does not load"
+        return part, kept
+
+    def _restore_pages(self, old: dict[str, Any] | None) -> None:
+        """The compile pages the earlier run's end rewrote (desync banners) put back as first written,
+        where their compile is taken up; the others' first versions dropped."""
         pristine = self.dir / _PRISTINE
-        keep = set(snap["manifest"])
-        earlier = (old or {}).get("filled")  # the pages written after the state are written again, unfilled
-        self.filled = {page: crc for page, crc in earlier.items() if page in keep and type(crc) is int} if isinstance(
-            earlier, dict) else {}
-        if pristine.is_dir():
+        earlier = (old or {}).get("filled")  # pages written after the states are written again, unfilled
+        self.filled = {page: crc for page, crc in earlier.items() if self._is_kept(page) and type(crc) is int
+                       } if isinstance(earlier, dict) else {}
+        if pristine.is_dir() and not pristine.is_symlink():
             for page in (old or {}).get("pristine") or ():
-                if isinstance(page, str) and _PAGE.fullmatch(page) and page in keep and (pristine / page).is_file():
-                    os.replace(pristine / page, self.out / page)
+                source = pristine / str(page)
+                if isinstance(page, str) and _PAGE.fullmatch(page) and self._is_kept(page) and _copy(
+                        source, self.out / page):
                     self.filled[page] = -1  # its card as it was then: written again, whatever it is now
             shutil.rmtree(pristine)
-        self._mark_stale(path for path in _report_files(self.out) if path not in keep)
-        for name, length in ((_PERFETTO, snap["perfetto"][1]), (_DIRECTORY, snap["directory"])):
-            f = open(self.dir / name, "r+b")
-            f.truncate(length)
-            f.seek(length)
-            self._spools[name] = f
-        for kept in self.dir.glob("log-*.pickle"):  # the states of the logs read again
-            if _PICKLE.fullmatch(kept.name) and int(kept.name[4:-7]) > self.resume.log:
-                kept.unlink()
 
-    def _mark_stale(self, paths: Iterable[str]) -> None:
-        for path in paths:
-            try:
-                self.stale[path] = _identity(os.stat(self.out / path))
-            except OSError:
-                pass
+    def _is_kept(self, path: str) -> bool:
+        key = _page_key(path)
+        return path in self._kept_files or (key is not None and f"compiles/{key}" in self._kept_files)
 
-    def _left(self) -> set[str]:
-        """The stale files this build has not written again (render/files.py: a file written is a new one)."""
-        left = set()
-        for path, was in self.stale.items():
-            try:
-                if _identity(os.stat(self.out / path)) == was:
-                    left.add(path)
-            except OSError:
-                pass
-        return left
-
-    def _read_state(self) -> dict[str, Any] | None:
-        try:
-            state = orjson.loads((self.dir / _STATE).read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            return None
-        return state if isinstance(state, dict) else None
-
-    def spools(self) -> tuple[IO[bytes], IO[bytes]]:
-        """The Perfetto trace's and compile_directory.json's spools, kept in OUT (begin() opened them)."""
-        return self._spools[_PERFETTO], self._spools[_DIRECTORY]
-
-    def attach(self, perfetto: Any, directory: Any, sources: Any) -> None:
-        self.perfetto, self.directory, self.sources = perfetto, directory, sources
-        if self.resume is not None:
-            perfetto.base_ns = self.resume.snapshot["perfetto"][0]
-            sources.stamps.update(self.resume.snapshot.get("sources") or {})
+    def attach(self, perfetto: Any, sources: Any) -> None:
+        self.perfetto, self.sources = perfetto, sources
+        for i, keep in self.taken_up.items():
+            perfetto.take_up(i, keep.base_ns)
+        sources.stamps.update(self._sources)
 
     # -- what the run asks (analyze/ports.py's Keeper) ---------------------------------------------
     def checkpoint_at(self, log: int, path: str) -> int | None:
-        """Where the run keeps its state in this log (found from the log's end, before its pass): in
-        the first MAX_KEPT_LOGS logs and the last only (each state holds the run's so far, so one per
-        log of a run of many would grow as the square of its logs; while a job runs, every log grows
-        and the first one's is what is taken up)."""
-        if MAX_KEPT_LOGS <= log < len(self.names) - 1:
-            return None
-        if log not in self.checkpoints:
+        """Where the run keeps this log's state (found from the log's end, before its pass): its last
+        compile's start, or the end of a log with no compile yet (a rank that has only begun)."""
+        if log not in self._checkpoints:
             try:
-                self.checkpoints[log] = last_start(path, os.path.getsize(path))
+                self._checkpoints[log] = last_start(path, os.path.getsize(path)) or _compile_free_end(path)
             except OSError:
-                self.checkpoints[log] = None
-        return self.checkpoints[log]
+                self._checkpoints[log] = None
+        return self._checkpoints[log]
 
-    def keep(self, log: int, state: dict[str, Any], offset: int, crc: int, summary_keys: Iterable[str]) -> None:
-        """The run's state before the line at `offset` of log `log` (whose first `offset` bytes have
-        CRC-32 `crc`): pickled, with what OUT holds then and the spools' lengths."""
-        state["perfetto"] = (self.perfetto.base_ns, self.perfetto.spooled())
-        state["directory"] = self.directory.spooled()
-        state["sources"] = dict(self.sources.stamps)
-        state["manifest"] = self._manifest(set(summary_keys))
-        file = f"log-{log}.pickle"
-        with written_whole(self.dir / file) as f:
-            pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
-        self._kept[log] = {"offset": offset, "crc": crc, "file": file}
+    def keep(self, log: int, state: dict[str, Any], offset: int, crc: int) -> None:
+        """The log's part and pass before the line at `offset` (whose first `offset` bytes have CRC-32
+        `crc`): pickled, with where its spools are."""
+        assert self.spools is not None
+        data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        write_whole(self.dir / f"log-{log}.pickle", data)
+        self._kept[log] = Checkpoint(offset, crc, hashlib.sha256(data).hexdigest(), self.spools[0].mark(log),
+                                     self.spools[1].mark(log), self.perfetto.base_of(log))
 
-    def _manifest(self, keys: set[str]) -> list[str]:
-        """The files OUT holds now: a compile's only if it began before (worker processes may be
-        ahead, writing later compiles' pages: those are written again when taken up)."""
-        found = []
-        left = self._left()
-        for path in _report_files(self.out):
-            folder, _, name = path.rpartition(os.sep)
-            if path in left or is_temporary(name):  # not this build's; another process's, being written
-                continue
-            if folder == "compiles":
-                key = name.removesuffix(".html").removesuffix("-source").removesuffix(".provs.js")
-                if key not in keys:
-                    continue
-            found.append(path)
-        return sorted(found)
+    def fell_back(self, log: int, why: str) -> None:
+        """A log taken up is read whole after all (the run found why): its spools start anew."""
+        assert self.spools is not None
+        part = self._loaded.pop(log)[0]
+        self.taken_up.pop(log, None)
+        self.notes[log] = why
+        self._kept_files.difference_update(f"compiles/{key}" for key in part.keys)
+        self.filled = {page: crc for page, crc in self.filled.items() if self._is_kept(page)}
+        for spools in self.spools:
+            spools.restart(log)
+        self.perfetto.restart(log)
 
     def pristine(self, page: str) -> None:
         """A compile page the run's end rewrites (a desync banner): its first version kept."""
         target = self.dir / _PRISTINE / page
         if page not in self.pristine_pages and not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(self.out / page, target)
+            _copy(self.out / page, target)
         self.pristine_pages.add(page)
 
-    def finish(self, logs: Sequence[tuple[int, int]], filled: dict[str, int], problems: int) -> None:
-        """The report ended: `logs`, (bytes read, their CRC-32) of each log read (the unchanged logs
-        before a resumed one: as kept); `problems`: the bad input it lists."""
-        for f in self._spools.values():
-            f.close()
-        self._delete_left()
-        entries = list(self.resume.entries) if self.resume is not None else []
-        for i in range(len(entries), len(self.names)):
+    def finish(self, logs: Sequence[tuple[int, int | None]], filled: dict[str, int], problems: int) -> None:
+        """The report ended: `logs`, (bytes read, their CRC-32) of each log; `problems`: the bad input
+        it lists. What an earlier report wrote that this one did not write again and does not keep
+        is deleted; only that: anything else in OUT is the user's."""
+        owned = set(self.plan.owned)
+        now = _identities(self.out)
+        written = {p for p, identity in now.items() if self._before.get(p) != identity and _report_path(p)}
+        kept = {p for p in owned & now.keys() if self._is_kept(p)}
+        for path in owned - written - kept:
+            self._delete(path)
+        entries = []
+        for i, name in enumerate(self.names):
             size, crc = logs[i]
-            entries.append({"name": self.names[i], "size": size, "crc": crc, "checkpoint": self._kept.get(i)})
+            # a log taken up that kept no new state: the state taken up still stands (only appended to)
+            keep = self._kept.get(i) or self.taken_up.get(i)
+            entries.append({"name": name, "context": self.contexts[i], "size": size, "crc": crc,
+                            "checkpoint": keep.json() if keep is not None else None})
         state = {"format": FORMAT, "code": code_version(), "inputs": self.inputs, "complete": True,
                  "preamble": self.preamble, "logs": entries, "problems": problems,
                  # paths as bytes (hex): a file name need not be UTF-8
                  "sources": [[os.fsencode(p).hex(), st] for p, st in self.sources.stamps.items()],
-                 "pristine": sorted(self.pristine_pages),
-                 "filled": filled}
+                 "pristine": sorted(self.pristine_pages), "filled": filled,
+                 "files": sorted(written | kept)}
         self._write_state(state)
 
-    def _delete_left(self) -> None:
-        """The stale files not written again: what a fresh build would not have (and the folders
-        that held only those; `compiles/` a report always has)."""
-        folders = set()
-        for path in self._left():
-            (self.out / path).unlink(missing_ok=True)
-            folders.add(os.path.dirname(path))
-        for folder in sorted(folders, key=lambda f: -f.count(os.sep)):
-            while folder and folder != "compiles":
-                try:
-                    os.rmdir(self.out / folder)
-                except OSError:  # not empty
-                    break
-                folder = os.path.dirname(folder)
+    def _delete(self, path: str) -> None:
+        """A file this tool wrote (and the folders it leaves empty: `compiles/` a report always has)."""
+        try:
+            (self.out / path).unlink()
+        except OSError:
+            return
+        folder = os.path.dirname(path)
+        while folder and folder != "compiles":
+            try:
+                os.rmdir(self.out / folder)
+            except OSError:  # not empty
+                break
+            folder = os.path.dirname(folder)
 
     def _write_state(self, state: dict[str, Any]) -> None:
-        write_whole(self.dir / _STATE, orjson.dumps(state))
+        """state.json and its MAC."""
+        data = orjson.dumps(state)
+        write_whole(self.dir / _STATE, data)
+        write_whole(self.dir / _MAC, _mac(_key(key_path()), self.out, data).encode())
 
     def abandon(self) -> None:
-        for f in self._spools.values():
-            f.close()
+        if self.spools is not None:
+            for spools in self.spools:
+                spools.close()

@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from provenance.report.build import Report, build_report
 from provenance.report.console import fail, say
 from provenance.report.incremental import Busy, Keeper, OutLock, Plan, plan
@@ -22,11 +24,13 @@ from provenance.report.numbers import valid_text
 from provenance.report.plural import plural
 from provenance.report.read.exports import otlp_files
 from provenance.report.read.log_file import NotALog, SchemaError, log_files, sniff
+from provenance.report.read.processes import label_logs
 from provenance.report.render.output import prepare_out, write_live
 
 __all__ = ["run"]
 
 PROGRESS_MIN_BYTES = 16 << 20  # smaller inputs take a moment: no bar
+MAX_NAMED = 5  # logs named, each with why it is read whole
 
 
 def _torch_trace_directory(path: Path) -> bool:
@@ -305,36 +309,34 @@ def _report(args: argparse.Namespace, spool: _Spool, live: dict[str, Any] | None
            "torch_trace": os.path.abspath(args.torch_trace) if args.torch_trace is not None else None}
     preamble = [[valid_text(str(f)), valid_text(reason)] for f, reason in skipped] + [
         [valid_text(x) if isinstance(x, str) else x for x in p] for p in spool.problems]
+    contexts = [orjson.dumps([log.prefix, log.label, log.page_label, log.rank, len(files) > 1]).decode()
+                for log in label_logs(files, headers, shown)]  # what a log's pages take from the run
     held: dict[str, Any] = {}
 
     def lock(out: Path) -> None:
         held["lock"] = OutLock(out)
 
     def reuse(out: Path) -> bool:
-        held["plan"] = found = plan(out, key, list(zip(names, files)), _read_ahead_after, preamble)
-        return found.same_inputs  # taken up, up to date, or built whole over it
+        held["plan"] = found = plan(out, key, list(zip(names, files)), contexts, preamble)
+        return found.same_inputs and not args.overwrite  # taken up, up to date, or built whole over it
+
+    def refused() -> str:
+        return held["plan"].refused if "plan" in held else ""
 
     try:
-        # --overwrite: a report built whole, whatever OUT holds (this tool's)
-        out, reason = prepare_out(Path(args.out), args.overwrite, inputs, lock=lock,
-                                  reuse=None if args.overwrite else reuse)
+        out, reason = prepare_out(Path(args.out), args.overwrite, inputs, lock=lock, reuse=reuse, refused=refused)
         if reason is not None:
             return fail(reason)
+        found = held.get("plan") or Plan()
+        if args.overwrite and found.same_inputs or found.refused:  # built whole: only the files it made go
+            found = Plan(owned=found.owned)
         return _build(args, out, files, headers, skipped, spool, shown, Keeper(
-            out, key, names, preamble, held.get("plan") or Plan()), live)
+            out, key, names, contexts, preamble, found), live)
     except Busy as exc:
         return fail(str(exc))
     finally:
         if "lock" in held:
             held["lock"].release()
-
-
-def _read_ahead_after(path: Path, offset: int) -> bool:
-    """Whether a log has read-ahead records (profiles) past `offset`."""
-    from provenance.report.analyze.handlers import READ_AHEAD
-    from provenance.report.read.read_ahead import scan
-
-    return scan(path, READ_AHEAD, lambda data: None, start=offset).records > 0
 
 
 def _build(args: argparse.Namespace, out: Path, files: list[Path], headers: list[dict | None],
@@ -354,7 +356,7 @@ def _build(args: argparse.Namespace, out: Path, files: list[Path], headers: list
         say(f"thunder-trace: the report in {out} is built whole: {found.why}")
     total = sum(f.stat().st_size for f in files)
     jobs = args.jobs if args.jobs is not None else auto_jobs(total)
-    progress = _Progress(total - (found.resume.done if found.resume is not None else 0))
+    progress = _Progress(total - sum(found.resume[i].offset for i in found.resume))
     thresholds = quiet_gc()
     try:
         jobs = max(jobs, 1)
@@ -373,10 +375,13 @@ def _build(args: argparse.Namespace, out: Path, files: list[Path], headers: list
     rebuilt = sum(1 for f in files if f in spool.files)
     spans = f" ({rebuilt} read from OTel spans)" if rebuilt else ""
     taken_up = ""
-    if found.resume is not None:
-        resumed = found.resume
-        taken_up = (f" (taken up at byte {resumed.offset} of {Path(keeper.names[resumed.log]).name}: "
-                    f"{plural(report.compiles - resumed.compiles, 'compile')} read again or new)")
+    if report.taken_up:
+        taken_up = f" ({report.taken_up} of {plural(len(files), 'log')} taken up where they were kept)"
+    whole = sorted({**found.whole, **keeper.notes}.items())
+    for i, why in whole[:MAX_NAMED]:
+        say(f"thunder-trace: {Path(keeper.names[i]).name} is read whole: {why}")
+    if len(whole) > MAX_NAMED:
+        say(f"thunder-trace: and {plural(len(whole) - MAX_NAMED, 'more log')} read whole")
     say(f"thunder-trace: {plural(report.compiles, 'compile')} ({report.failed} failed) from "
         f"{plural(len(files), 'log')}{spans} -> {index}{workers}{taken_up}")
     _report_problems(report, out)

@@ -42,7 +42,20 @@ def _stamp(paths: list[str]) -> list[tuple[str, int, int]]:
     return sorted(found)
 
 
+def _has_logs(path: str) -> bool:
+    """Whether a log (or an OTLP/JSON export) is there to report yet."""
+    if os.path.isfile(path):
+        return True
+    try:
+        return any(entry.is_file() and entry.name.endswith((".jsonl", ".json", ".json.gz", ".gz"))
+                   for entry in os.scandir(path))
+    except OSError:
+        return False
+
+
 def watch(args: argparse.Namespace, once: Callable[[argparse.Namespace, dict[str, Any] | None], int]) -> int:
+    """Rebuild while the logs change; then, however the watch ends (Ctrl-C, SIGTERM, a signal caught
+    mid-rebuild), the batch build: the pages stop polling."""
     interval = max(0.2, float(args.watch))
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -50,21 +63,48 @@ def watch(args: argparse.Namespace, once: Callable[[argparse.Namespace, dict[str
     seen = None
     generation = 0
     code = 0
+    waiting = False
     try:
         while not stop.is_set():
             now = _stamp(paths)
             if now != seen:
-                generation += 1
-                code = once(args, {"live": True, "generation": generation, "interval_ms": int(interval * 1000),
-                                   "silent_s": SILENT_S})
-                args.overwrite = False  # what OUT held is replaced once; then the report is taken up
-                if code == 2 and generation == 1 and not now:
-                    say(f"thunder-trace: watching {args.path} for logs (Ctrl-C ends it)")
                 seen = now
+                if not _has_logs(args.path):  # the job has not written its first log yet (or they are gone)
+                    if not waiting:
+                        say(f"thunder-trace: watching {args.path} for logs (Ctrl-C ends it)")
+                    waiting = True
+                    stop.wait(interval)
+                    continue
+                waiting = False
+                generation += 1
+                try:
+                    code = once(args, {"live": True, "generation": generation,
+                                       "interval_ms": int(interval * 1000), "silent_s": SILENT_S})
+                except (SystemExit, KeyboardInterrupt):  # a signal a rebuild caught for itself (its spool's)
+                    stop.set()
+                args.overwrite = False  # what OUT held is replaced once; then the report is taken up
             stop.wait(interval)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+    if not _has_logs(args.path):
+        if not generation:
+            say(f"thunder-trace: the watch ended before a log was written in {args.path}: no report")
+            return 2
+        _done(args, "the logs are gone: the report is the last rebuild's, and its pages no longer poll")
+        return 1
     say("thunder-trace: the watch ended: the report is written as a batch build writes it")
     final = once(args, None)
+    if final == 2:  # the batch build could not be made (the logs went away meanwhile): the pages stop polling
+        _done(args, "the report is the last rebuild's, and its pages no longer poll")
     return final if final else code if code == 1 else 0
+
+
+def _done(args: argparse.Namespace, what: str) -> None:
+    """live.js says the report is done, in an OUT this tool made."""
+    from provenance.report.render.output import MARKER_FILE, write_live
+
+    out = Path(args.out)
+    if (out / MARKER_FILE).is_file():
+        write_live(out, None)
+    say(f"thunder-trace: {what}")

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -22,7 +25,7 @@ from provenance.report.incremental import STATE_DIR, OutLock, last_start
 
 def report(capsys, *args: object) -> tuple[int, str]:
     code = main(["report", *map(str, args), "--no-browser"])
-    return code, capsys.readouterr().err
+    return code, capsys.readouterr().err if capsys is not None else ""
 
 
 def tree(out: Path) -> dict[str, bytes]:
@@ -32,9 +35,9 @@ def tree(out: Path) -> dict[str, bytes]:
 
 
 def assert_fresh(capsys, logs: Path, out: Path, tmp_path: Path, *flags: object) -> None:
-    """`out` is what a fresh build of `logs` writes, file for file, byte for byte."""
+    """`out` is what a fresh build of `logs` (and `flags`: a TORCH_TRACE directory) writes, byte for byte."""
     fresh = tmp_path / f"fresh{len(list(tmp_path.glob('fresh*')))}"
-    assert report(capsys, logs, "-o", fresh, *flags)[0] == 0
+    assert report(capsys, logs, *flags, "-o", fresh)[0] == 0
     mine, theirs = tree(out), tree(fresh)
     assert sorted(mine) == sorted(theirs)
     assert [name for name in theirs if mine[name] != theirs[name]] == []
@@ -65,7 +68,7 @@ def test_a_growing_real_log_is_taken_up_and_is_a_fresh_build(real_lines, tmp_pat
                                                     else b""))
         code, err = report(capsys, logs, "-o", out)
         assert code == 0, err
-        taken_up += "taken up at byte" in err
+        taken_up += "1 of 1 log taken up" in err
         if share == 0.6 and "up to date" in err:
             assert "taken up" not in err
         assert_fresh(capsys, logs, out, tmp_path)
@@ -124,7 +127,10 @@ def test_ranks_that_grow_and_desync_later_are_a_fresh_build(tmp_path, capsys):
     assert_fresh(capsys, logs, out, tmp_path)
 
 
-def test_profile_records_of_earlier_compiles_are_not_taken_up(tmp_path, capsys):
+def test_a_profiled_log_is_taken_up_and_a_late_profile_reads_its_log_whole(tmp_path, capsys):
+    """The last compile's profile records come after its end: the log is taken up at that compile's start.
+    Profile records of a compile before the kept state (a compile id profiled late) change a page the state
+    holds: that log is read whole, and says so."""
     logs, out = tmp_path / "logs", tmp_path / "out"
     records = report_logs.profiled()
     start = next(i for i, r in enumerate(records) if r["type"] == "profile_ops")
@@ -132,7 +138,15 @@ def test_profile_records_of_earlier_compiles_are_not_taken_up(tmp_path, capsys):
     assert report(capsys, logs, "-o", out)[0] == 0
     report_logs.write(logs / "a.jsonl", records)  # the compile's profile comes after its pages
     code, err = report(capsys, logs, "-o", out)
-    assert code == 0 and "taken up" not in err and "built whole" in err
+    assert code == 0 and "1 of 1 log taken up" in err, err
+    assert_fresh(capsys, logs, out, tmp_path)
+    second = [r for r in report_logs.records(compile_id=2)[1:-1]]
+    late = report_logs.profile(compile_id=1, calls=3)[-2:]  # compile 1's third call, after compile 2 began
+    report_logs.write(logs / "a.jsonl", records[:-1] + second + records[-1:])
+    assert report(capsys, logs, "-o", out)[0] == 0
+    report_logs.write(logs / "a.jsonl", records[:-1] + second + late + records[-1:])
+    code, err = report(capsys, logs, "-o", out)
+    assert code == 0 and "a.jsonl is read whole: profile records of a compile before its kept state" in err, err
     assert_fresh(capsys, logs, out, tmp_path)
 
 
@@ -172,34 +186,109 @@ def test_two_reports_started_at_once_one_wins_nothing_mixed(real_lines, tmp_path
     assert_fresh(capsys, logs, out, tmp_path)
 
 
-def test_out_state_is_untrusted_input(tmp_path, capsys):
-    """A state that names a callable is refused before anything runs; paths in it never reach out of OUT."""
+def _forge(out: Path, state: dict) -> None:
+    """state.json rewritten as the user's own thunder-trace would write it (the key outside OUT): what
+    only this user's own processes can do."""
+    from provenance.report.incremental import _key, _mac, key_path
+
+    data = orjson.dumps(state)
+    (out / STATE_DIR / "state.json").write_bytes(data)
+    (out / STATE_DIR / "state.mac").write_text(_mac(_key(key_path()), out, data))
+
+
+def test_out_state_is_data_not_trust(tmp_path, capsys):
+    """Whatever bytes OUT's state holds, written by anyone, at worst make the report read a log whole (or
+    build whole) and say why: never run code, read a file the command line did not name, allocate without
+    bound, or report less than the logs hold."""
     logs, out = tmp_path / "logs", tmp_path / "out"
-    records = report_logs.records()
+    records = report_logs.records() + report_logs.records(compile_id=2)[1:]
     report_logs.write(logs / "a.jsonl", records[:-3])
     assert report(capsys, logs, "-o", out)[0] == 0
     state = out / STATE_DIR
-    marker = tmp_path / "ran"
+    marker, secret = tmp_path / "ran", tmp_path / "secret.jsonl"
+    report_logs.write(secret, report_logs.records(fn="secret.Thing"))
 
     class Payload:
         def __reduce__(self):
             return (os.system, (f"touch {marker}",))
 
-    for pickled in state.glob("log-*.pickle"):
-        pickled.write_bytes(pickle.dumps({"run": Payload()}))
+    def tamper(what: str) -> None:
+        pickled = state / "log-0.pickle"
+        if what == "a pickle that runs code":
+            pickled.write_bytes(pickle.dumps({"part": Payload()}))
+        elif what == "a pickle of 30 bytes that asks for 625 MB":
+            pickled.write_bytes(pickle.dumps(bytearray(1)).replace(b"\x01", b"\xff\xff\xff\x25"))
+        elif what == "a pickle naming another log":
+            pickled.write_bytes(pickled.read_bytes().replace(os.fsencode(logs / "a.jsonl"), os.fsencode(secret)))
+        elif what == "a state whose offset is past the end":
+            kept = orjson.loads((state / "state.json").read_bytes())
+            kept["logs"][0]["checkpoint"]["offset"] = 10**9
+            (state / "state.json").write_bytes(orjson.dumps(kept))
+        else:  # a state that is another OUT's
+            shutil.copytree(state, tmp_path / "elsewhere" / STATE_DIR)
+
+    for what in ("a pickle that runs code", "a pickle of 30 bytes that asks for 625 MB", "a pickle naming another log",
+                 "a state whose offset is past the end", "a state of another OUT"):
+        tamper(what)
+        report_logs.write(logs / "a.jsonl", records[:-2] if "offset" in what else records)
+        code, err = report(capsys, logs, "-o", out)
+        assert code == 0, (what, err)
+        assert not marker.exists(), what
+        assert "secret" not in (out / "index.html").read_text(), what
+        assert "2 compiles" in err, (what, err)
+        assert_fresh(capsys, logs, out, tmp_path)
+        report_logs.write(logs / "a.jsonl", records[:-3])
+        shutil.rmtree(out)
+        assert report(capsys, logs, "-o", out)[0] == 0
     kept = orjson.loads((state / "state.json").read_bytes())
-    outside = tmp_path / "outside.html"
-    outside.write_text("mine")
-    kept["pristine"] = ["../outside.html", "/etc/passwd"]
-    (state / "state.json").write_bytes(orjson.dumps(kept))
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(out, elsewhere, dirs_exist_ok=True)  # a state copied beside another report: not its own
+    code, err = report(capsys, logs, "-o", elsewhere)
+    assert code == 0 and "built whole: its state cannot be checked" in err, err
+    # a state that unpickles to another shape, MAC'd as this user's code would: the log is read whole
+    (state / "log-0.pickle").write_bytes(data := pickle.dumps({"part": [1], "file": {}}))
+    import hashlib
+
+    _forge(out, {**kept, "logs": [{**kept["logs"][0], "checkpoint": {**kept["logs"][0]["checkpoint"],
+                                                                        "digest": hashlib.sha256(data).hexdigest()}}]})
     report_logs.write(logs / "a.jsonl", records)
     code, err = report(capsys, logs, "-o", out)
-    assert code == 0 and "built whole" in err
-    assert not marker.exists() and outside.read_text() == "mine"
+    assert code == 0 and "built whole: no state was kept before the logs changed" not in err
+    assert "a.jsonl" in err and "2 compiles" in err, err
     assert_fresh(capsys, logs, out, tmp_path)
     (state / "state.json").write_bytes(b"\x00garbage")  # unreadable: OUT is not known to be these logs'
     code, err = report(capsys, logs, "-o", out)
     assert code == 2 and "--overwrite" in err
+
+
+def test_state_files_are_never_followed_and_never_hang(tmp_path):
+    """A FIFO, a symbolic link or a directory where the state's files are: the report neither hangs on
+    them nor reads through them (it runs in a process of its own, with a deadline)."""
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    records = report_logs.records() + report_logs.records(compile_id=2)[1:]
+    report_logs.write(logs / "a.jsonl", records[:-3])
+    command = [sys.executable, "-m", "provenance", "report", str(logs), "-o", str(out), "--no-browser"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    assert subprocess.run(command, env=env, timeout=120, capture_output=True).returncode == 0
+    state = out / STATE_DIR
+    secret = tmp_path / "secret.txt"
+    secret.write_text("secret " * 100)
+    for name, make in [("log-0.pickle", os.mkfifo), ("log-0.perfetto", os.mkfifo), ("state.json", os.mkfifo),
+                       ("state.mac", lambda p: p.symlink_to(secret)), ("log-0.pickle", lambda p: p.symlink_to(secret)),
+                       ("log-0.directory", lambda p: p.mkdir())]:
+        target = state / name
+        saved = target.read_bytes()
+        target.unlink()
+        make(target)
+        report_logs.write(logs / "a.jsonl", records)
+        run = subprocess.run(command, env=env, timeout=120, capture_output=True, text=True)
+        assert run.returncode in (0, 2), (name, run.stderr)
+        assert secret.read_text() == "secret " * 100
+        assert "secret" not in (out / "index.html").read_text()
+        shutil.rmtree(out)
+        report_logs.write(logs / "a.jsonl", records[:-3])
+        assert subprocess.run(command, env=env, timeout=120, capture_output=True).returncode == 0
+        assert saved
 
 
 def test_last_start_is_the_last_compile_no_other_compile_is_open_around(tmp_path):
@@ -218,21 +307,88 @@ def test_last_start_is_the_last_compile_no_other_compile_is_open_around(tmp_path
     assert found == len(lines[0])  # compile 9's start: before it, nothing is open
 
 
-def test_a_run_of_many_logs_keeps_state_in_a_bounded_number_of_them(tmp_path, capsys):
-    from provenance.report.incremental import MAX_KEPT_LOGS
-
+def test_every_log_of_a_run_is_taken_up_on_its_own(tmp_path, capsys):
+    """Every rank's log grows: each is taken up where its own state was kept (none read again from its
+    start), whichever grew; one rewritten before its state is read whole, the others still taken up."""
     logs, out = tmp_path / "logs", tmp_path / "out"
-    count = MAX_KEPT_LOGS + 3
+    count = 12
+    full = {rank: report_logs.records(rank=rank) + report_logs.records(rank=rank, compile_id=2)[1:]
+            for rank in range(count)}
     for rank in range(count):
-        report_logs.write(logs / f"r{rank:02}.jsonl", report_logs.records(rank=rank)[:-1])
+        report_logs.write(logs / f"r{rank:02}.jsonl", full[rank][:-4])
     assert report(capsys, logs, "-o", out)[0] == 0
     kept = sorted(p.name for p in (out / STATE_DIR).glob("log-*.pickle"))
-    assert kept == sorted([f"log-{i}.pickle" for i in range(MAX_KEPT_LOGS)] + [f"log-{count - 1}.pickle"])
-    for rank in (count - 2, count - 1):  # a log without state, then the last: each ends, in turn
-        report_logs.write(logs / f"r{rank:02}.jsonl", report_logs.records(rank=rank))
-        code, err = report(capsys, logs, "-o", out)
-        assert code == 0 and "taken up" in err, err
-        assert_fresh(capsys, logs, out, tmp_path)
+    assert kept == sorted(f"log-{i}.pickle" for i in range(count))
+    for rank in range(count):  # every log grows by a compile
+        report_logs.write(logs / f"r{rank:02}.jsonl", full[rank][:-1])
+    code, err = report(capsys, logs, "-o", out)
+    assert code == 0 and f"{count} of {count} logs taken up" in err, err
+    assert_fresh(capsys, logs, out, tmp_path)
+    for rank in range(count):
+        report_logs.write(logs / f"r{rank:02}.jsonl", full[rank])
+    changed = report_logs.records(rank=3, fn="other.fn") + report_logs.records(rank=3, compile_id=2)[1:]
+    report_logs.write(logs / "r03.jsonl", changed)  # rewritten from its start
+    code, err = report(capsys, logs, "-o", out)
+    assert code == 0 and f"{count - 1} of {count} logs taken up" in err, err
+    assert "r03.jsonl is read whole: it changed before its kept state" in err
+    assert_fresh(capsys, logs, out, tmp_path)
+
+
+def test_out_is_the_users_a_report_deletes_only_what_it_wrote(tmp_path, capsys):
+    """Files of the user's in OUT, at its top and in the report's own folders, stay in every mode (taken
+    up, built whole, --overwrite); what an earlier report wrote that the new one does not is deleted."""
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    report_logs.write(logs / "a.jsonl", report_logs.records() + report_logs.records(compile_id=2)[1:])
+    assert report(capsys, logs, "-o", out)[0] == 0
+    mine = {"notes.txt": b"mine", "compiles/my-page.html": b"<p>mine</p>", "static/mine.css": b"a{}",
+            "graphs/x.html": b"mine", "data/run.csv": b"1,2", "compiles/r0-c9.html": b"not the report's"}
+    for name, data in mine.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(data)
+    steps = [((), lambda: report_logs.write(logs / "a.jsonl", report_logs.records() + report_logs.records(
+                  compile_id=3)[1:])),  # compile 2 gone: its pages deleted
+             (("--overwrite",), lambda: None),
+             ((), lambda: report_logs.write(logs / "b.jsonl", report_logs.records(rank=1))),  # built whole
+             (("--overwrite",), lambda: report_logs.write(logs / "a.jsonl", report_logs.records(fn="other.fn")))]
+    for flags, step in steps:
+        step()
+        code, err = report(capsys, logs, "-o", out, *flags)
+        assert code == 0, err
+        for name, data in mine.items():
+            assert (out / name).read_bytes() == data, (flags, name)
+        fresh = tmp_path / "fresh"
+        shutil.rmtree(fresh, ignore_errors=True)
+        assert report(capsys, logs, "-o", fresh)[0] == 0
+        assert sorted(set(tree(out)) - set(mine)) == sorted(tree(fresh)), flags
+
+
+def test_a_refused_out_is_left_as_it_was(tmp_path, capsys):
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    report_logs.write(logs / "a.jsonl", report_logs.records())
+    out.mkdir()
+    (out / "thesis.tex").write_text("mine")
+    for flags in ((), ("--overwrite",)):
+        code, err = report(capsys, logs, "-o", out, *flags)
+        assert code == 2 and "not empty" in err
+        assert sorted(p.name for p in out.iterdir()) == ["thesis.tex"]
+
+
+def test_a_whole_build_killed_midway_is_built_whole_next_without_overwrite(tmp_path, capsys, monkeypatch):
+    from provenance.report.analyze.run import RunBuilder
+
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    report_logs.write(logs / "a.jsonl", report_logs.records())
+
+    def stopped(self, files):  # stopped after the pass, before the run's pages
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunBuilder, "model", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        report(capsys, logs, "-o", out)
+    monkeypatch.undo()
+    code, err = report(capsys, logs, "-o", out)
+    assert code == 0 and "built whole: the report there did not end" in err, err
+    assert_fresh(capsys, logs, out, tmp_path)
 
 
 def test_a_report_that_did_not_end_is_built_whole_without_overwrite(tmp_path, capsys, monkeypatch):
@@ -291,3 +447,75 @@ def test_a_report_written_again_never_lacks_a_page_nor_shows_half_of_one(tmp_pat
         assert code == 0 and said in err, err
         assert any(str(d).endswith("index.html") for d in seen)
         assert_fresh(capsys, logs, out, tmp_path)
+
+
+def _torch_dir(folder: Path, pid: int) -> Path:
+    """A TORCH_TRACE directory of one process: its frame [0/0]'s output graph."""
+    meta = {"dynamo_output_graph": {"sizes": {}}, "has_payload": "1", "frame_id": 0, "frame_compile_id": 0,
+            "attempt": 0}
+    line = (f"V1207 02:18:29.123456 {pid} torch/_dynamo/output_graph.py:1567] {orjson.dumps(meta).decode()}\n"
+            "\tclass GraphModule(torch.nn.Module):\n\t    def forward(self, L_x_):\n")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "dedicated_log_torch_trace_abc.log").write_text(line)
+    return folder
+
+
+def test_a_report_with_a_torch_trace_directory_is_taken_up(tmp_path, capsys):
+    """`report THUNDER_DIR TORCH_DIR` again into its OUT: the logs read are merged copies made for each
+    report; the one given is what is checked and read, never the earlier report's copy (gone with it)."""
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    records = report_logs.records(fx=True)
+    pid = records[0]["pid"]
+    torch_dir = _torch_dir(tmp_path / "torch_trace", pid)
+    report_logs.write(logs / "a.jsonl", records[:-4])
+    assert report(capsys, logs, torch_dir, "-o", out)[0] == 0
+    for step in (records[:-1], records):
+        report_logs.write(logs / "a.jsonl", step)
+        code, err = report(capsys, logs, torch_dir, "-o", out)
+        assert code == 0 and "error" not in err, err
+        assert_fresh(capsys, logs, out, tmp_path, torch_dir)
+
+
+def test_a_watch_ends_in_a_batch_report_whatever_ends_it(tmp_path):
+    """Started before the job's first log, the watch waits quietly; SIGTERM during a rebuild of a report
+    with a TORCH_TRACE directory (whose spool catches the signal for itself) still ends in the batch build;
+    logs gone at the end: it says so and the pages stop polling."""
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    records = report_logs.records(fx=True)
+    torch_dir = _torch_dir(tmp_path / "torch_trace", records[0]["pid"])
+    done = 'self.thunderTraceLive = {"live":false};\n'
+    for end in ("SIGTERM", "logs gone"):
+        shutil.rmtree(logs, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+        watch = subprocess.Popen([sys.executable, "-m", "provenance", "report", str(logs), str(torch_dir), "-o",
+                                  str(out), "--watch", "0.2", "--no-browser"], env=env, stderr=subprocess.PIPE,
+                                 stdout=subprocess.DEVNULL, text=True)
+        try:
+            time.sleep(2)
+            assert watch.poll() is None
+            report_logs.write(logs / "a.jsonl", records[:-4])
+            deadline = time.monotonic() + 120
+            while not (out / "index.html").exists():
+                assert time.monotonic() < deadline and watch.poll() is None
+                time.sleep(0.2)
+            if end == "SIGTERM":
+                report_logs.write(logs / "a.jsonl", records)
+                time.sleep(0.3)  # the next look, then a rebuild
+                watch.send_signal(signal.SIGTERM)
+            else:
+                shutil.rmtree(logs)
+                time.sleep(1)
+                watch.send_signal(signal.SIGINT)
+            code = watch.wait(timeout=120)
+        finally:
+            watch.kill() if watch.poll() is None else None
+        err = watch.stderr.read()
+        assert err.startswith(f"thunder-trace: watching {logs} for logs (Ctrl-C ends it)\n"), err
+        assert "no THUNDER_TRACE log" not in err, err
+        assert (out / "live.js").read_text() == done, (end, err)
+        if end == "SIGTERM":
+            assert code == 0, err
+            assert_fresh(None, logs, out, tmp_path, torch_dir)
+        else:
+            assert code == 1 and "the logs are gone" in err, err

@@ -89,3 +89,36 @@ def test_the_live_index_says_rank_1_compiles_while_rank_0_waits(tmp_path, browse
     index = (out / "index.html").read_text()
     assert index.count("now-exited") == 2  # both ranks wrote their exit's summaries
     assert not browser.errors, browser.errors
+
+
+def test_a_4_rank_job_watched_to_its_end_is_taken_up_at_every_rebuild(tmp_path):
+    """A real 4-rank torchrun job (gloo) whose logs grow by a recompile on every rank, twice, a few seconds
+    apart, watched to its end: once every rank's log is there, each rebuild takes up all four where they
+    were kept (none is read again from its start), and the watch's final report is the batch build's."""
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k not in ("THUNDER_TRACE", "CI")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    watch = subprocess.Popen([sys.executable, "-m", "provenance", "report", str(logs), "-o", str(out), "--watch", "0.5",
+                              "--no-browser"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    job = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4",
+                          str(SUPPORT / "live_worker.py")],
+                         env={**env, "THUNDER_TRACE": str(logs), "LIVE_HOLD": "0", "LIVE_SHAPES": "4,6,8",
+                              "LIVE_PAUSE": "4"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         timeout=600)
+    assert job.returncode == 0, job.stderr[-3000:]
+    time.sleep(3)  # a last rebuild with the logs' ends
+    watch.send_signal(signal.SIGINT)
+    code = watch.wait(timeout=300)
+    err = watch.stderr.read()
+    assert code == 0, err[-3000:]
+    assert "error" not in err and "built whole" not in err, err
+    rebuilds = [line for line in err.splitlines() if " from 4 logs -> " in line]
+    assert len(rebuilds) >= 3, err
+    assert all("4 of 4 logs taken up where they were kept" in line for line in rebuilds[1:]), err
+    batch = tmp_path / "batch"
+    done = subprocess.run([sys.executable, "-m", "provenance", "report", str(logs), "-o", str(batch), "--no-browser"],
+                          env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert report_files(out) == report_files(batch)
+    assert [f for f in report_files(out) if (out / f).read_bytes() != (batch / f).read_bytes()] == []
+    assert (out / "live.js").read_text() == 'self.thunderTraceLive = {"live":false};\n'

@@ -325,7 +325,7 @@ def test_compiles_sharing_an_id_get_pages_of_their_own(tmp_path, capsys):
 
 def test_naming_compiles_that_share_an_id_takes_as_long_as_naming_distinct_ones(tmp_path):
     """In-process CPU-time ratio (the names of 3000 compiles sharing an id once took 3000^2 / 2 steps)."""
-    from provenance.report.analyze.run import FilePass, RunBuilder
+    from provenance.report.analyze.run import FilePass, LogPart, RunBuilder
     from provenance.report.read.processes import label_logs
     from provenance.report.render.directory import DirectoryWriter
     from provenance.report.render.output import ReportWriter
@@ -342,7 +342,8 @@ def test_naming_compiles_that_share_an_id_takes_as_long_as_naming_distinct_ones(
         logs = label_logs([log_path], [header])
         builder = RunBuilder(writer, logs, perfetto=PerfettoWriter(str(out / "p.json"), None),
                              directory=DirectoryWriter(out), sources=SourceCache())
-        file = FilePass(builder, logs[0], LogFile(str(log_path)), {})
+        part = builder.parts[0] = LogPart()
+        file = FilePass(builder, logs[0], part, LogFile(str(log_path)), {})
         start = time.process_time()
         for k in range(3000):
             builder.begin(file, {"compile": 1 if same else 10**6 + k})

@@ -22,6 +22,7 @@ import real_log
 import report_logs
 
 from provenance.cli import main
+from provenance.report.incremental import STATE_DIR
 from provenance.report.render import html, templating
 
 COMPILED = Path(templating.__file__).with_name(templating.COMPILED)
@@ -107,7 +108,8 @@ def _logs(directory: Path) -> Path:
 
 def _report(logs: Path, out: Path) -> dict[str, bytes]:
     assert main(["report", str(logs), "-o", str(out), "--no-browser", "-j", "1"]) == 0
-    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and STATE_DIR not in p.relative_to(out).parts}  # the state: the build's memory
 
 
 def test_every_template_is_compiled_at_install(compiled):

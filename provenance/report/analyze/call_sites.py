@@ -69,6 +69,20 @@ class CallSites:
                                                      "compiles": []})
         node["compiles"].append(summary)
 
+    def absorb(self, other: CallSites) -> None:
+        """`other`'s compiles after these (a log's trie, after the logs before it's): the trie
+        adding them here in turn makes, frames first seen in `other` after those seen here."""
+        def merge(into: dict[str, Any], node: dict[str, Any]) -> None:
+            into["compiles"].extend(node["compiles"])
+            for key, child in node["children"].items():
+                mine = into["children"].get(key)
+                if mine is None:
+                    into["children"][key] = {**child, "children": {}, "compiles": []}
+                    mine = into["children"][key]
+                merge(mine, child)
+
+        merge(self.root, other.root)
+
     def model(self) -> list[CallSiteNode]:
         """The outermost lines; compiles without a user stack last, under no frame."""
         def walk(node: dict) -> CallSiteNode:

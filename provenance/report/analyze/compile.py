@@ -164,6 +164,7 @@ class CompileBuilder:
         self.passes: list[TraceView] = []  # without their text: the timeline
         self.prov_ids: set[int] = set()
         self.page_roles: list[RoleCount] = []  # set by finish(), for the run's totals
+        self.assets: list[str] = []  # set by finish(): the user files' data files its source view loads
         self.error: ErrorView | None = None
         self.recompile: dict | None = None  # the recompile record (with what the run attached)
         self.phases: dict | None = None
@@ -291,6 +292,7 @@ class CompileBuilder:
         source = self._part("its source view", source_view, summary, final_views, self.provs, self.sources,
                             line_time, line_ops) if final_views else None
         summary.piece_lines = line_ops
+        self.assets = [f.asset for f in source.files if f.asset] if source is not None else []
         if page.time is not None and source is not None:  # the Time section links lines to the source view
             _link_lines(page.time, summary.time, source, self.pages.source)
         if self.memory:

@@ -206,6 +206,29 @@ class FxGraphs:
                     for entry in lines.values():
                         entry[1:4] = [], [], []
 
+    @classmethod
+    def merged(cls, logs: list[FxGraphs]) -> FxGraphs:
+        """The run's: each log's (kept apart while the logs are read: analyze/run.py's LogPart), in
+        order, within the run's bounds."""
+        run = cls()
+        for part in logs:
+            run.dropped_graphs += part.dropped_graphs
+            run.dropped_breaks += part.dropped_breaks
+            for key, graph in part._graphs.items():
+                if len(run._graphs) < MAX_GRAPHS:
+                    run._graphs[key] = graph
+                else:
+                    run.dropped_graphs += 1
+            room = max(0, MAX_BREAKS - len(run._breaks))
+            run._breaks.extend(part._breaks[:room])
+            run.dropped_breaks += max(0, len(part._breaks) - room)
+            run._pieces.update(part._pieces)
+            run._piece_keys.update(part._piece_keys)
+            run._compiled.update(part._compiled)
+            run._lines.update(part._lines)
+            run._torch.absorb(part._torch)
+        return run
+
     # -- the end of the run -------------------------------------------------------------------
     def timed_graphs(self) -> list[GraphView]:
         """The graphs with a whole-compile timing (their phases in time order, from Dynamo's

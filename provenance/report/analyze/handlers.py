@@ -310,9 +310,12 @@ def handler_of(data: dict) -> Handler:
     return HANDLERS[data["type"]]
 
 
-def read_ahead(path: str | os.PathLike[str]) -> tuple[ReadAhead, dict[Any, LoggedProfile]]:
-    """A log file's read-ahead records, each taken by its handler: what the scan found (the
-    records skipped, and why) and the profiles by compile id."""
+def read_ahead(path: str | os.PathLike[str], start: int = 0, first_line: int = 1, split: int | None = None
+               ) -> tuple[ReadAhead, dict[Any, LoggedProfile]]:
+    """A log file's read-ahead records (from offset `start`, line `first_line`), each taken by its
+    handler: what the scan found (the records skipped, and why; `split`: read_ahead.scan's) and the
+    profiles by compile id."""
     collector = ProfileCollector()
-    found = scan(path, READ_AHEAD, lambda data: handler_of(data).read_ahead(collector, data))
+    found = scan(path, READ_AHEAD, lambda data: handler_of(data).read_ahead(collector, data), start, first_line,
+                 split, collector.at)
     return found, collector.profiles

@@ -37,10 +37,11 @@ class CompileResult:
     roles: list[RoleCount] = field(default_factory=list)
     error: ErrorView | None = None
     malformed: list[str] = field(default_factory=list)
+    assets: list[str] = field(default_factory=list)  # the user files' data files its pages load
 
 
 def result_of(builder: CompileBuilder, summary: CompileSummary | None, malformed: list[str]) -> CompileResult:
-    return CompileResult(summary, builder.page_roles, builder.error, malformed)
+    return CompileResult(summary, builder.page_roles, builder.error, malformed, builder.assets)
 
 
 class LocalCompile:

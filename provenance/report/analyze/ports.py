@@ -41,11 +41,13 @@ class PageSink(Protocol):
 
 
 class Keeper(Protocol):
-    """Where an incremental report keeps the run's state (provenance/report/incremental.py)."""
+    """Where an incremental report keeps each log's state (provenance/report/incremental.py)."""
 
     def checkpoint_at(self, log: int, path: str) -> int | None: ...
 
-    def keep(self, log: int, state: dict[str, Any], offset: int, crc: int, summary_keys: Any) -> None: ...
+    def keep(self, log: int, state: dict[str, Any], offset: int, crc: int) -> None: ...
+
+    def fell_back(self, log: int, why: str) -> None: ...
 
 
 class ReportSink(Protocol):
@@ -71,9 +73,9 @@ class PerfettoSink(Protocol):
 
 
 class DirectorySink(Protocol):
-    """compile_directory.json's entries (render/directory.py)."""
+    """compile_directory.json's entries (render/directory.py), by log."""
 
-    def add(self, entry: dict[str, Any]) -> None: ...
+    def add(self, log: int, entry: dict[str, Any]) -> None: ...
 
 
 class ShownFile(Protocol):

@@ -43,6 +43,7 @@ class TorchTraces:
     def __init__(self) -> None:
         self.frames: dict[tuple[int, str], FrameTrace] = {}
         self.chars = 0
+        self._chars: dict[tuple[int, str], int] = {}  # by frame
         self.dropped = 0  # records not kept: past MAX_FRAMES or MAX_CHARS, or with no compile id
 
     def add(self, log: int, data: dict) -> None:
@@ -62,7 +63,19 @@ class TorchTraces:
             self.dropped += 1
             return
         self.chars += size
+        self._chars[key] = self._chars.get(key, 0) + size
         frame.add(artifact)
+
+    def absorb(self, other: TorchTraces) -> None:
+        """`other`'s frames after these (a log's, after the logs before it's), within the run's bounds."""
+        self.dropped += other.dropped
+        for key, frame in other.frames.items():
+            size = other._chars.get(key, 0)
+            if len(self.frames) >= MAX_FRAMES or self.chars + size > MAX_CHARS:
+                self.dropped += 1
+                continue
+            self.frames[key], self._chars[key] = frame, size
+            self.chars += size
 
     def pop(self, log: int, compile_id: str | None) -> FrameTrace | None:
         return self.frames.pop((log, compile_id), None) if compile_id is not None else None

@@ -557,6 +557,11 @@ class Problems:
         if len(self.entries) < MAX_PROBLEMS_LISTED:  # what comes from a log is shortened: 200 entries
             self.entries.append(Problem(category, file[:300], line, reason[:500], text[:200]))
 
+    def extend(self, other: Problems) -> None:
+        """`other`'s problems after these (a log's, after the logs before it): as if added here in turn."""
+        self.counts.update(other.counts)
+        self.entries.extend(other.entries[:max(0, MAX_PROBLEMS_LISTED - len(self.entries))])
+
     @property
     def total(self) -> int:
         return sum(self.counts.values())

@@ -67,6 +67,7 @@ class LoggedProfile:
 
     compile: Any
     traces: dict[str, LoggedTrace] = field(default_factory=dict)
+    first_at: int = 0  # the offset of its first record in the log
 
     @property
     def calls(self) -> int:
@@ -94,6 +95,10 @@ class ProfileCollector:
 
     def __init__(self) -> None:
         self.profiles: dict[Any, LoggedProfile] = {}
+        self._offset = 0  # of the record taken next (read_ahead.scan's `where`)
+
+    def at(self, offset: int) -> None:
+        self._offset = offset
 
     @staticmethod
     def _trace(data: dict) -> tuple[Any, str | None, str | None]:
@@ -117,7 +122,7 @@ class ProfileCollector:
                     and (entry[2] is None or _int(entry[2])) and (entry[3] is None or _int(entry[3]))):
                 return f"profile_ops of compile {compile_id!r}: a malformed op entry {str(entry)[:60]}"
             table.append((entry[0], entry[1], entry[2], entry[3]))
-        profile = self.profiles.setdefault(compile_id, LoggedProfile(compile_id))
+        profile = self.profiles.setdefault(compile_id, LoggedProfile(compile_id, first_at=self._offset))
         if trace in profile.traces:
             return f"a second profile_ops for compile {compile_id!r} ({trace}); the first is kept"
         clock = data.get("clock")

@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
-from typing import BinaryIO
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
 
 import orjson
+
+from provenance.report.read.coerce import hashable
 
 __all__ = ["CHUNK", "MAX_PROBLEMS", "ReadAhead", "scan"]
 
@@ -30,6 +32,8 @@ class ReadAhead:
     problems: list[tuple[int, str]]  # the first MAX_PROBLEMS
     records: int  # records found of the types asked for (good or not)
     more_problems: int = 0  # records skipped beyond those listed
+    split: int | None = None  # records found before the offset asked for (None: not asked)
+    compiles: set[Any] = field(default_factory=set)  # the compiles the records found name (hashable ids)
 
 
 def _patterns(types: Collection[str]) -> tuple[bytes, re.Pattern[bytes]]:
@@ -44,8 +48,8 @@ class _Lines:
     """Line numbers at byte offsets of a file, counted only when asked (a scan that finds no bad
     record counts nothing), each byte once: offsets are asked in increasing order."""
 
-    def __init__(self, f: BinaryIO, offset: int = 0) -> None:
-        self._f, self._offset, self._line = f, offset, 1
+    def __init__(self, f: BinaryIO, offset: int = 0, line: int = 1) -> None:
+        self._f, self._offset, self._line = f, offset, line
 
     def at(self, offset: int) -> int:
         f = self._f
@@ -59,18 +63,22 @@ class _Lines:
 
 
 def scan(path: str | os.PathLike[str], types: Collection[str], take: Callable[[dict], str | None],
-         start: int = 0) -> ReadAhead:
+         start: int = 0, first_line: int = 1, split: int | None = None,
+         where: Callable[[int], None] | None = None) -> ReadAhead:
     """Find the records of `types` in a log file and `take` each. Read in chunks cut at a newline
     (a longer line is held whole, as the reader holds it), so memory does not follow the file.
-    `start`: the offset of a line to start at (the line numbers of problems then count from it)."""
+    `start`: the offset of a line to start at, which is line `first_line`; `split`: an offset before
+    which the records found are counted apart (ReadAhead.split); `where(offset)`: told each record's
+    offset before it is taken."""
     if not types:
-        return ReadAhead([], 0)
+        return ReadAhead([], 0, split=0 if split is not None else None)
     hint, find = _patterns(types)
     problems: list[tuple[int, str]] = []  # line number, reason
-    records = more = 0
+    records = more = before = 0
+    compiles: set[Any] = set()
     base = start  # the file offset of the chunk's first byte
     with open(path, "rb") as f:
-        lines = _Lines(f, start)
+        lines = _Lines(f, start, first_line)
         f.seek(start)
         pending: list[bytes] = []  # the start of a line that runs past the chunks read so far
         while block := f.read(CHUNK):
@@ -95,6 +103,10 @@ def scan(path: str | os.PathLike[str], types: Collection[str], take: Callable[[d
                 if not isinstance(data, dict) or data.get("type") not in types:
                     continue
                 records += 1
+                compiles.add(hashable(data.get("compile")))
+                before += split is not None and base + start < split
+                if where is not None:
+                    where(base + start)
                 reason = take(data)
                 if reason is not None:
                     if len(problems) < MAX_PROBLEMS:
@@ -103,4 +115,4 @@ def scan(path: str | os.PathLike[str], types: Collection[str], take: Callable[[d
                         more += 1
             base += end_of_lines
     # What is pending is a truncated last line: the pass reports it.
-    return ReadAhead(problems, records, more)
+    return ReadAhead(problems, records, more, before if split is not None else None, compiles)

@@ -133,14 +133,17 @@ class ReportWriter:
 
 def prepare_out(out: Path, overwrite: bool, inputs: Sequence[Path] = (),
                 lock: Callable[[Path], None] | None = None,
-                reuse: Callable[[Path], bool] | None = None) -> tuple[Path, str | None]:
+                reuse: Callable[[Path], bool] | None = None,
+                clear: Callable[[Path], None] | None = None,
+                refused: Callable[[], str] | None = None) -> tuple[Path, str | None]:
     """Make `out` ready: the directory to write (a symbolic link's target), or the reason it
-    cannot be. A non-empty directory is emptied only with `overwrite`, and only if this tool
-    made it (it holds MARKER_FILE); never a directory that is, or holds, one of `inputs`.
-    `lock(out)`: called once `out` exists, before anything in it is deleted (it may raise);
-    `reuse(out)`: for a non-empty `out`, whether it holds a report of the same logs, which the build
-    writes over in place without `overwrite` (incremental.py: taken up, or written again; what it
-    no longer has is deleted at its end, so a page open in a browser is never missing meanwhile)."""
+    cannot be. A non-empty directory is written over only with `overwrite`, and only if this tool
+    made it (it holds MARKER_FILE); never a directory that is, or holds, one of `inputs`. Nothing
+    in it is deleted here but what `clear(out)` deletes (the files the tool knows it wrote there:
+    the rest of OUT is the user's). `lock(out)`: called once `out` exists, before anything in it is
+    written or deleted (it may raise; it creates nothing); `reuse(out)`: for a non-empty `out`, whether
+    it holds a report of the same logs, which the build writes over in place without `overwrite`
+    (incremental.py); `refused()`: why it could not be told whether it does (said when refused)."""
     try:
         if out.is_symlink():
             if not out.exists():
@@ -163,15 +166,15 @@ def prepare_out(out: Path, overwrite: bool, inputs: Sequence[Path] = (),
             if reuse is not None and reuse(out):
                 return out, None
             if not overwrite:
-                return out, f"output directory {out} exists and is not empty; pass --overwrite to replace it, or -o DIR"
+                why = refused() if refused is not None else ""
+                return out, (f"output directory {out} exists and is not empty"
+                             f"{f' (it holds a report, but {why})' if why else ''}; pass --overwrite to write the "
+                             "report over it, or -o DIR")
             if not (out / MARKER_FILE).is_file():
-                return out, (f"output directory {out} is not empty and was not made by thunder-trace report; "
-                             "refusing to delete it (choose another -o DIR)")
-            for child in list(out.iterdir()):  # emptied, not replaced: a lock on the directory holds
-                if child.is_dir() and not child.is_symlink():
-                    shutil.rmtree(child)
-                else:
-                    child.unlink()
+                return out, (f"output directory {out} is not empty and was not made by thunder-trace; "
+                             "refusing to write over it (choose another -o DIR)")
+            if clear is not None:
+                clear(out)
     except OSError as exc:
         return out, f"cannot create output directory {out}: {exc.strerror or exc}"
     return out, None

@@ -22,6 +22,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from operator import itemgetter
+from pathlib import Path
 from typing import IO, Any
 
 import orjson
@@ -29,6 +30,7 @@ import orjson
 from provenance.report.model import CompileSummary, ExecutorCompileView, GraphView
 from provenance.report.numbers import clamp, dumps, duration_ns, ns_of_ms, ns_of_seconds
 from provenance.report.render.files import written_whole
+from provenance.report.render.spools import Spools
 
 __all__ = ["PERFETTO_FILE", "PerfettoWriter"]
 
@@ -41,28 +43,46 @@ _KEY = itemgetter(0, 1, 2, 3, 4)  # pid, start, -duration, tid, the spooled line
 
 
 class PerfettoWriter:
-    def __init__(self, path: str, base_ns: int | None, spool: IO[bytes] | None = None) -> None:
-        """`spool`: where events wait for `close()` (an incremental report's, kept in OUT, which it
-        truncates to resume); by default a temporary file."""
+    def __init__(self, path: str, base_ns: int | None, spools: Spools | None = None) -> None:
+        """`spools`: where events wait for `close()`, by log (an incremental report's, kept in OUT, which
+        it cuts back to take a log up: render/spools.py); by default one temporary file."""
         self.path = path
-        self.base_ns = base_ns  # the earliest time seen (headers first): timestamps start at 0
+        self._header_base = base_ns  # the earliest header time: timestamps start at 0
+        self._bases: dict[int, int] = {}  # by spool (log): the earliest event time spooled there
         self._dir = os.path.dirname(os.path.abspath(path))  # the report's: every file it writes is in it
-        self._spool: IO[bytes] = spool if spool is not None else tempfile.SpooledTemporaryFile(
-            max_size=1 << 20, mode="w+b", dir=self._dir)
+        self._spools = spools if spools is not None else Spools("perfetto", Path(self._dir))
 
-    def spooled(self) -> int:
-        """The bytes spooled so far (flushed): where a resumed report truncates the spool."""
-        self._spool.flush()
-        return self._spool.tell()
+    @property
+    def base_ns(self) -> int | None:
+        """The earliest time seen (headers first): timestamps start at 0."""
+        times = [t for t in (self._header_base, *self._bases.values()) if t is not None]
+        return min(times) if times else None
 
-    def _emit(self, event: dict[str, Any], ts_ns: int | None = None, dur_ns: int | None = None) -> None:
-        """`event` at `ts_ns` lasting `dur_ns` (absolute ns, int64s; converted at close)."""
+    def base_of(self, pid: int) -> int | None:
+        """The earliest event time of a log (an incremental report keeps it with the log's state)."""
+        return self._bases.get(pid)
+
+    def take_up(self, pid: int, base_ns: int | None) -> None:
+        """A log taken up: its earliest event time as kept (its spool was cut back by the keeper)."""
+        if base_ns is not None:
+            self._bases[pid] = base_ns
+
+    def restart(self, pid: int) -> None:
+        """A log taken up is read whole after all (its spool was started anew)."""
+        self._bases.pop(pid, None)
+
+    def _emit(self, event: dict[str, Any], ts_ns: int | None = None, dur_ns: int | None = None,
+              spool: int | None = None) -> None:
+        """`event` at `ts_ns` lasting `dur_ns` (absolute ns, int64s; converted at close), spooled with
+        its log's events (`spool`: elsewhere: -1, the run's end)."""
+        key = event["pid"] if spool is None else spool
         if ts_ns is not None:
             ts_ns = clamp(ts_ns)
-            self.base_ns = ts_ns if self.base_ns is None else min(self.base_ns, ts_ns)
+            base = self._bases.get(key)
+            self._bases[key] = ts_ns if base is None else min(base, ts_ns)
         if dur_ns is not None:
             dur_ns = max(0, clamp(dur_ns))
-        self._spool.write(dumps([event, ts_ns, dur_ns]) + b"\n")
+        self._spools.write(key, dumps([event, ts_ns, dur_ns]) + b"\n")
 
     def process(self, pid: int, name: str) -> None:
         self._emit({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
@@ -119,11 +139,11 @@ class PerfettoWriter:
         if g.recompile is not None:
             args["recompile_reason"] = g.recompile.reason
         self._emit({"ph": "X", "name": f"Dynamo graph {g.label}", "cat": "dynamo_graph", "pid": pid, "tid": GRAPHS,
-                    "args": args}, g.timing.start_ns, ns_of_ms(g.timing.window_ms))
+                    "args": args}, g.timing.start_ns, ns_of_ms(g.timing.window_ms), spool=-1)
         for phase in g.phases:
             self._emit({"ph": "X", "name": phase.label, "cat": f"phase.{phase.group}", "pid": pid, "tid": GRAPHS,
                         "args": {"phase": phase.name, "detail": phase.detail, "graph": g.label}},
-                       phase.start_ns, phase.end_ns - phase.start_ns)
+                       phase.start_ns, phase.end_ns - phase.start_ns, spool=-1)
 
     def executor_compile(self, pid: int, compile_id: Any, e: ExecutorCompileView) -> None:
         self._emit({"ph": "X", "name": f"{e.fusion} ({e.executor})", "cat": "executor_compile", "pid": pid,
@@ -139,14 +159,13 @@ class PerfettoWriter:
         a phase precedes what it contains): the same file however compiles were delivered. At
         most RUN_EVENTS events are held at a time: longer runs are sorted in pieces, then merged."""
         base = self.base_ns or 0
-        self._spool.seek(0)
         levels: list[list[IO[bytes]]] = [[]]  # sorted runs; MAX_RUNS of a level merged into one of the next
         batch: list[tuple] = []
         first = True
         try:
             with written_whole(self.path) as f:
                 f.write(b'{"displayTimeUnit": "ms", "traceEvents": [\n')
-                for line in self._spool:  # metadata as it comes; the timed events sorted in runs
+                for line in self._spools.lines():  # metadata as it comes; the timed events sorted in runs
                     event, ts_ns, dur_ns = orjson.loads(line)
                     if ts_ns is None:
                         f.write((b"" if first else b",\n") + dumps(event))
@@ -163,7 +182,7 @@ class PerfettoWriter:
                                 levels.append([])
                             levels[level + 1].append(self._merged_run(runs))
                             levels[level] = []
-                self._spool.close()
+                self._spools.close()
                 runs = [run for runs in levels for run in runs]  # fewer than MAX_RUNS per level
                 batch.sort()
                 merged = heapq.merge(*map(_read_run, runs), iter(batch), key=_KEY) if runs else iter(batch)
