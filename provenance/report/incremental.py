@@ -76,7 +76,7 @@ _COMPILE = b'{"type":"compile_'
 _STARTS = b'{"type":"compile_start"'
 _ENDS = (b'{"type":"compile_end"', b'{"type":"compile_error"')
 _PAGE = re.compile(r"compiles/[A-Za-z0-9_.-]+\.html")
-_PICKLE = re.compile(r"log-(\d{1,9})\.pickle")
+KINDS = ("start", "end")  # a log's two kept places: its last compile's start, and its end
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _LAYOUT = ("compiles", "graphs", "static")  # the report's folders (and files at OUT's top)
 
@@ -226,25 +226,6 @@ def last_start(path: str | os.PathLike[str], size: int) -> int | None:
     return None
 
 
-def _compile_free_end(path: str | os.PathLike[str]) -> int | None:
-    """The end of a log's last whole line if the log has no compile record at all (looked for a chunk at
-    a time: only in a log shorter than MAX_BACK, where last_start found no compile start)."""
-    marker = _COMPILE[1:]  # '"type":"compile_'
-    last, done, tail = None, 0, b""
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            if marker in tail + block[:len(marker)] or marker in block:
-                return None
-            newline = block.rfind(b"\n")
-            if newline >= 0:
-                last = done + newline + 1
-            done += len(block)
-            if done > MAX_BACK:
-                return None
-            tail = block[-len(marker):]
-    return last
-
-
 def _crc(path: Path, checks: Sequence[int]) -> list[int] | None:
     """The CRC-32 of `path`'s first n bytes for each n of `checks` (increasing), read once into one
     buffer (no new bytes per block; a mapping would count the whole file in the process's memory);
@@ -273,14 +254,21 @@ def _crc(path: Path, checks: Sequence[int]) -> list[int] | None:
 @dataclass(frozen=True)
 class Checkpoint:
     """Where a log's state is kept: its first `offset` bytes (CRC-32 `crc`) read; the pickle and the
-    log's spools then (length and SHA-256 each), and its earliest Perfetto time."""
+    log's spools then (length and SHA-256 each), and its earliest Perfetto time. `kind`: at the start of
+    its last compile (that compile is read again when taken up: executor compiles and profile records
+    come after its end) or at the log's end (taken up only where nothing after it belongs to a compile
+    before it)."""
 
+    kind: str
     offset: int
     crc: int
     digest: str
     perfetto: tuple[int, str]
     directory: tuple[int, str]
     base_ns: int | None
+
+    def file(self, log: int) -> str:
+        return f"log-{log}.{self.kind}.pickle"
 
     def json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -291,17 +279,36 @@ class Checkpoint:
         if not isinstance(raw, dict):
             return None
         try:
-            found = cls(raw["offset"], raw["crc"], raw["digest"], tuple(raw["perfetto"]), tuple(raw["directory"]),
-                        raw["base_ns"])
+            found = cls(raw["kind"], raw["offset"], raw["crc"], raw["digest"], tuple(raw["perfetto"]),
+                        tuple(raw["directory"]), raw["base_ns"])
         except (KeyError, TypeError, ValueError):
             return None
         ints = (found.offset, found.crc, found.perfetto[0], found.directory[0])
-        if not (all(type(n) is int and n >= 0 for n in ints) and len(found.perfetto) == len(found.directory) == 2
+        if not (found.kind in KINDS and all(type(n) is int and n >= 0 for n in ints)
+                and len(found.perfetto) == len(found.directory) == 2
                 and all(isinstance(d, str) and _DIGEST.fullmatch(d) for d in
                         (found.digest, found.perfetto[1], found.directory[1]))
                 and (found.base_ns is None or type(found.base_ns) is int)):
             return None
         return found
+
+
+def _ends_clean(path: Path, offset: int) -> bool:
+    """Whether nothing after a log's end checkpoint belongs to a compile that ended before it: no executor
+    compile (of the compile that ended last: its first call) nor profile record before the next compile
+    starts. Only the bytes added are looked at."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        seen = b""
+        while block := f.read(CHUNK):
+            seen = seen[-64:] + block
+            start = seen.find(_STARTS)
+            head = seen if start < 0 else seen[:start]
+            if b'"type":"executor_compile"' in head or b'"type":"profile_' in head:
+                return False
+            if start >= 0:
+                return True
+    return True
 
 
 @dataclass
@@ -315,6 +322,7 @@ class Plan:
     owned: list[str] = field(default_factory=list)  # the files the earlier report wrote (its state says)
     refused: str = ""  # OUT holds a state this user's thunder-trace did not write: why
     state: dict[str, Any] | None = None  # the earlier report's state (authenticated), when taken up
+    kept: dict[int, list[Checkpoint]] = field(default_factory=dict)  # the states it kept, by log
 
 
 def _authentic(out: Path) -> tuple[dict[str, Any] | None, str]:
@@ -379,9 +387,9 @@ def plan(out: Path, inputs: dict[str, Any], logs: Sequence[tuple[str, Path]], co
                               if entry.get("name") != name else "its pages change with the run's other logs")
             unchanged = False
             continue
-        keep = Checkpoint.of(entry.get("checkpoint"))
+        kept = [k for k in map(Checkpoint.of, entry.get("checkpoints") or ()) if k is not None]
         size, crc = entry.get("size"), entry.get("crc")
-        checks = sorted({n for n in (keep.offset if keep else None, size) if type(n) is int})
+        checks = sorted({n for n in ([k.offset for k in kept] + [size]) if type(n) is int})
         crcs = _crc(path, checks)
         at = dict(zip(checks, crcs)) if crcs is not None else {}
         try:
@@ -390,10 +398,13 @@ def plan(out: Path, inputs: dict[str, Any], logs: Sequence[tuple[str, Path]], co
             now = -1
         if not (at.get(size) == crc and type(crc) is int and now == size):
             unchanged = False
-        if keep is not None and at.get(keep.offset) == keep.crc:
-            found.resume[i] = keep
+        usable = [k for k in sorted(kept, key=lambda k: -k.offset) if at.get(k.offset) == k.crc
+                  and (k.kind == "start" or _ends_clean(path, k.offset))]
+        found.kept[i] = kept
+        if usable:
+            found.resume[i] = usable[0]
         else:
-            found.whole[i] = "it changed before its kept state" if keep is not None else "no state was kept in it"
+            found.whole[i] = "it changed before its kept state" if kept else "no state was kept in it"
     if unchanged:
         problems = state.get("problems")
         return Plan(True, up_to_date=True, problems=problems if type(problems) is int else 0, owned=owned)
@@ -511,7 +522,7 @@ class Keeper:
     _loaded: dict[int, tuple[Any, dict[str, Any]]] = field(default_factory=dict)
     _kept_files: set[str] = field(default_factory=set)  # the files of the compiles before the states taken up
     _checkpoints: dict[int, int | None] = field(default_factory=dict)  # log -> where its state is kept (found)
-    _kept: dict[int, Checkpoint] = field(default_factory=dict)  # states kept by this build
+    _kept: dict[tuple[int, str], Checkpoint] = field(default_factory=dict)  # states kept by this build
     _before: dict[str, tuple[int, ...]] = field(default_factory=dict)  # OUT's files as the build began
     _sources: dict[str, Any] = field(default_factory=dict)  # the user files the earlier report checked
     spools: tuple[Spools, Spools] | None = None  # the Perfetto trace's and compile_directory.json's
@@ -552,7 +563,7 @@ class Keeper:
             self._sources = {os.fsdecode(bytes.fromhex(h)): st for h, st in old["sources"]
                              if isinstance(h, str) and re.fullmatch(r"(?:[0-9a-f]{2})*", h)}
         kept = {_STATE, _MAC, _HOLDER} | {f"log-{i}.{kind}" for i in self._loaded
-                                          for kind in ("pickle", perfetto.kind, directory.kind)}
+                                          for kind in ("start.pickle", "end.pickle", perfetto.kind, directory.kind)}
         for path in list(self.dir.iterdir()):  # the states and spools of logs not taken up
             if path.name not in kept:
                 shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
@@ -565,7 +576,7 @@ class Keeper:
         from provenance.report.analyze.run import LogPart
         from provenance.report.read.log_file import LogFile
 
-        data = _read(self.dir / f"log-{log}.pickle", MAX_STATE + STATE_PER_LOG_BYTE * keep.offset)
+        data = _read(self.dir / keep.file(log), MAX_STATE + STATE_PER_LOG_BYTE * keep.offset)
         if not data or not hmac.compare_digest(hashlib.sha256(data).hexdigest(), keep.digest):
             return "its kept state is not as it was kept"
         try:
@@ -607,23 +618,24 @@ class Keeper:
 
     # -- what the run asks (analyze/ports.py's Keeper) ---------------------------------------------
     def checkpoint_at(self, log: int, path: str) -> int | None:
-        """Where the run keeps this log's state (found from the log's end, before its pass): its last
-        compile's start, or the end of a log with no compile yet (a rank that has only begun)."""
+        """Where the run keeps this log's state at its last compile's start (found from the log's end,
+        before its pass); it is kept at the log's end too (RunBuilder._file)."""
         if log not in self._checkpoints:
             try:
-                self._checkpoints[log] = last_start(path, os.path.getsize(path)) or _compile_free_end(path)
+                self._checkpoints[log] = last_start(path, os.path.getsize(path))
             except OSError:
                 self._checkpoints[log] = None
         return self._checkpoints[log]
 
-    def keep(self, log: int, state: dict[str, Any], offset: int, crc: int) -> None:
+    def keep(self, log: int, state: dict[str, Any], offset: int, crc: int, kind: str = "start") -> None:
         """The log's part and pass before the line at `offset` (whose first `offset` bytes have CRC-32
-        `crc`): pickled, with where its spools are."""
+        `crc`), at its last compile's start or its end (`kind`): pickled, with where its spools are."""
         assert self.spools is not None
         data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-        write_whole(self.dir / f"log-{log}.pickle", data)
-        self._kept[log] = Checkpoint(offset, crc, hashlib.sha256(data).hexdigest(), self.spools[0].mark(log),
-                                     self.spools[1].mark(log), self.perfetto.base_of(log))
+        keep = Checkpoint(kind, offset, crc, hashlib.sha256(data).hexdigest(), self.spools[0].mark(log),
+                          self.spools[1].mark(log), self.perfetto.base_of(log))
+        write_whole(self.dir / keep.file(log), data)
+        self._kept[(log, kind)] = keep
 
     def fell_back(self, log: int, why: str) -> None:
         """A log taken up is read whole after all (the run found why): its spools start anew."""
@@ -657,10 +669,8 @@ class Keeper:
         entries = []
         for i, name in enumerate(self.names):
             size, crc = logs[i]
-            # a log taken up that kept no new state: the state taken up still stands (only appended to)
-            keep = self._kept.get(i) or self.taken_up.get(i)
             entries.append({"name": name, "context": self.contexts[i], "size": size, "crc": crc,
-                            "checkpoint": keep.json() if keep is not None else None})
+                            "checkpoints": [keep.json() for keep in self._checkpoints_of(i)]})
         state = {"format": FORMAT, "code": code_version(), "inputs": self.inputs, "complete": True,
                  "preamble": self.preamble, "logs": entries, "problems": problems,
                  # paths as bytes (hex): a file name need not be UTF-8
@@ -668,6 +678,15 @@ class Keeper:
                  "pristine": sorted(self.pristine_pages), "filled": filled,
                  "files": sorted(written | kept)}
         self._write_state(state)
+
+    def _checkpoints_of(self, log: int) -> list[Checkpoint]:
+        """A log's states after this build: those it kept, and those of the earlier report it took up
+        that still stand (before where it was taken up: the bytes before were not changed)."""
+        taken = self.taken_up.get(log)
+        earlier = [k for k in (self.plan.kept.get(log) or ()) if taken is not None and k.offset <= taken.offset]
+        found = {k.kind: k for k in earlier}
+        found.update({kind: k for (i, kind), k in self._kept.items() if i == log})
+        return [found[kind] for kind in KINDS if kind in found]
 
     def _delete(self, path: str) -> None:
         """A file this tool wrote (and the folders it leaves empty: `compiles/` a report always has)."""

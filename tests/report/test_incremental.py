@@ -213,18 +213,19 @@ def test_out_state_is_data_not_trust(tmp_path, capsys):
             return (os.system, (f"touch {marker}",))
 
     def tamper(what: str) -> None:
-        pickled = state / "log-0.pickle"
-        if what == "a pickle that runs code":
-            pickled.write_bytes(pickle.dumps({"part": Payload()}))
-        elif what == "a pickle of 30 bytes that asks for 625 MB":
-            pickled.write_bytes(pickle.dumps(bytearray(1)).replace(b"\x01", b"\xff\xff\xff\x25"))
-        elif what == "a pickle naming another log":
-            pickled.write_bytes(pickled.read_bytes().replace(os.fsencode(logs / "a.jsonl"), os.fsencode(secret)))
-        elif what == "a state whose offset is past the end":
+        for pickled in state.glob("log-0.*.pickle"):  # its start's and its end's
+            if what == "a pickle that runs code":
+                pickled.write_bytes(pickle.dumps({"part": Payload()}))
+            elif what == "a pickle of 30 bytes that asks for 625 MB":
+                pickled.write_bytes(pickle.dumps(bytearray(1)).replace(b"\x01", b"\xff\xff\xff\x25"))
+            elif what == "a pickle naming another log":
+                pickled.write_bytes(pickled.read_bytes().replace(os.fsencode(logs / "a.jsonl"), os.fsencode(secret)))
+        if what == "a state whose offset is past the end":
             kept = orjson.loads((state / "state.json").read_bytes())
-            kept["logs"][0]["checkpoint"]["offset"] = 10**9
+            for checkpoint in kept["logs"][0]["checkpoints"]:
+                checkpoint["offset"] = 10**9
             (state / "state.json").write_bytes(orjson.dumps(kept))
-        else:  # a state that is another OUT's
+        elif what == "a state of another OUT":
             shutil.copytree(state, tmp_path / "elsewhere" / STATE_DIR)
 
     for what in ("a pickle that runs code", "a pickle of 30 bytes that asks for 625 MB", "a pickle naming another log",
@@ -246,11 +247,13 @@ def test_out_state_is_data_not_trust(tmp_path, capsys):
     code, err = report(capsys, logs, "-o", elsewhere)
     assert code == 0 and "built whole: its state cannot be checked" in err, err
     # a state that unpickles to another shape, MAC'd as this user's code would: the log is read whole
-    (state / "log-0.pickle").write_bytes(data := pickle.dumps({"part": [1], "file": {}}))
     import hashlib
 
-    _forge(out, {**kept, "logs": [{**kept["logs"][0], "checkpoint": {**kept["logs"][0]["checkpoint"],
-                                                                        "digest": hashlib.sha256(data).hexdigest()}}]})
+    data = pickle.dumps({"part": [1], "file": {}})
+    for checkpoint in kept["logs"][0]["checkpoints"]:
+        (state / f"log-0.{checkpoint['kind']}.pickle").write_bytes(data)
+        checkpoint["digest"] = hashlib.sha256(data).hexdigest()
+    _forge(out, kept)
     report_logs.write(logs / "a.jsonl", records)
     code, err = report(capsys, logs, "-o", out)
     assert code == 0 and "built whole: no state was kept before the logs changed" not in err
@@ -273,8 +276,9 @@ def test_state_files_are_never_followed_and_never_hang(tmp_path):
     state = out / STATE_DIR
     secret = tmp_path / "secret.txt"
     secret.write_text("secret " * 100)
-    for name, make in [("log-0.pickle", os.mkfifo), ("log-0.perfetto", os.mkfifo), ("state.json", os.mkfifo),
-                       ("state.mac", lambda p: p.symlink_to(secret)), ("log-0.pickle", lambda p: p.symlink_to(secret)),
+    link = lambda p: p.symlink_to(secret)  # noqa: E731
+    for name, make in [("log-0.start.pickle", os.mkfifo), ("log-0.perfetto", os.mkfifo), ("state.json", os.mkfifo),
+                       ("state.mac", link), ("log-0.start.pickle", link),
                        ("log-0.directory", lambda p: p.mkdir())]:
         target = state / name
         saved = target.read_bytes()
@@ -317,8 +321,8 @@ def test_every_log_of_a_run_is_taken_up_on_its_own(tmp_path, capsys):
     for rank in range(count):
         report_logs.write(logs / f"r{rank:02}.jsonl", full[rank][:-4])
     assert report(capsys, logs, "-o", out)[0] == 0
-    kept = sorted(p.name for p in (out / STATE_DIR).glob("log-*.pickle"))
-    assert kept == sorted(f"log-{i}.pickle" for i in range(count))
+    kept = sorted(p.name for p in (out / STATE_DIR).glob("log-*.pickle"))  # each log's own (a compile is
+    assert kept == sorted(f"log-{i}.start.pickle" for i in range(count))  # open at each end: no state there)
     for rank in range(count):  # every log grows by a compile
         report_logs.write(logs / f"r{rank:02}.jsonl", full[rank][:-1])
     code, err = report(capsys, logs, "-o", out)

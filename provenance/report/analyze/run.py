@@ -310,9 +310,9 @@ class RunBuilder:
             self._guarded(log, record.line, f"{record.type} record", HANDLERS[record.type].run, self, file, record)
             if self.progress is not None and not n & 255:
                 self.progress(self.bytes_done + log_file.bytes - start)
-        if log_file.pause is not None and log_file.bytes == at > start:  # kept at the end (no line starts there)
-            self._keep(file, found.split)
         self._guarded(log, None, "compile end", file.release)
+        if keeper is not None and log_file.bytes > start and not log_file.truncated:
+            self._keep(file, found.records, "end")  # the log's end, every compile there ended and finished
         activity = file.activity.now(log.label)
         for compile_ in list(file.open_compiles.values()):  # the log ended mid-compile
             self._guarded(log, None, "incomplete compile", compile_.finish, None)
@@ -333,11 +333,12 @@ class RunBuilder:
                                   log_file.lines, log_file.bytes, log_file.truncated,
                                   log_file.newer_minor, file.libraries, activity)
 
-    def _keep(self, file: FilePass, read_ahead_before: int | None) -> None:
-        """The log's state before this compile start, kept (incremental.py): the compile that ended
-        last is finished first (as this start would: nothing after it can reach it), and the workers'
-        compiles delivered, so that nothing is in flight. Not where a profile read ahead has records
-        before it of a compile not begun yet (a compile id used twice): taken up, it would be lost."""
+    def _keep(self, file: FilePass, read_ahead_before: int | None, kind: str = "start") -> None:
+        """The log's state before this compile start (or at its end: `kind`), kept: the compile that
+        ended last is finished first (as this start would: nothing after it can reach it), and the
+        workers' compiles delivered, so that nothing is in flight. Not where a profile read ahead has
+        records before it of a compile not begun yet (a compile id used twice): taken up, it would be
+        lost."""
         file.release()
         if self.share is not None:
             self.share.drain()
@@ -347,7 +348,7 @@ class RunBuilder:
         log_file = file.log_file
         state = {"part": file.part, "file": {**file.kept(), "read_ahead_before": read_ahead_before}}
         assert self.keeper is not None and log_file.crc is not None
-        self.keeper.keep(file.log.index, state, log_file.bytes, log_file.crc)
+        self.keeper.keep(file.log.index, state, log_file.bytes, log_file.crc, kind)
 
     def _file_problems(self, log: RunLog, log_file: LogFile) -> None:
         """What the reader found wrong in a file: bad lines, malformed records, unknown types."""
