@@ -377,6 +377,20 @@ def test_a_refused_out_is_left_as_it_was(tmp_path, capsys):
         assert sorted(p.name for p in out.iterdir()) == ["thesis.tex"]
 
 
+def test_a_folder_of_out_that_is_a_link_is_refused(tmp_path, capsys):
+    """`OUT/compiles` linking elsewhere would have the pages written outside OUT: refused, nothing written."""
+    logs, out, elsewhere = tmp_path / "logs", tmp_path / "out", tmp_path / "elsewhere"
+    report_logs.write(logs / "a.jsonl", report_logs.records())
+    assert report(capsys, logs, "-o", out)[0] == 0
+    elsewhere.mkdir()
+    shutil.rmtree(out / "compiles")
+    (out / "compiles").symlink_to(elsewhere)
+    for flags in ((), ("--overwrite",)):
+        code, err = report(capsys, logs, "-o", out, *flags)
+        assert code == 2 and "is a symbolic link" in err, err
+        assert list(elsewhere.iterdir()) == []
+
+
 def test_a_whole_build_killed_midway_is_built_whole_next_without_overwrite(tmp_path, capsys, monkeypatch):
     from provenance.report.analyze.run import RunBuilder
 

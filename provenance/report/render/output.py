@@ -162,6 +162,10 @@ def prepare_out(out: Path, overwrite: bool, inputs: Sequence[Path] = (),
         os.makedirs(out, exist_ok=True)
         if lock is not None:
             lock(out)
+        for folder in ("compiles", "graphs", "static"):  # a link there would have pages written outside OUT
+            if (out / folder).is_symlink():
+                return out, (f"{out / folder} is a symbolic link: a report writes only inside its output "
+                             "directory (remove the link, or choose another -o DIR)")
         if existed:
             if reuse is not None and reuse(out):
                 return out, None
