@@ -78,7 +78,7 @@ def read_side(path: str, out: Path | None = None) -> Side:
     builder = RunBuilder(_Pages(observe), label_logs(files, headers), perfetto=_Nothing(), directory=_Nothing(),
                          sources=SourceCache(None))
     for file, reason in skipped:
-        builder.problems.add("skipped file", file.name, None, reason)
+        builder.preamble.add("skipped file", file.name, None, reason)
     builder.run()
     return Side(path, builder.model({}), builder.problems, compiles, files, skipped, None, builder.bytes_read)
 

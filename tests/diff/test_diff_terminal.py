@@ -88,3 +88,21 @@ def test_extreme_logged_times_are_ranked_not_a_crash(tmp_path):
     assert "run time per call (forward + backward)" in [c.title for c in diff.significant] and diff.notes == []
     same = compare(read_side(str(b.parent)), read_side(str(b.parent)))
     assert same.significant == [] and same.notes == []
+
+
+def test_a_side_s_files_passed_over_are_its_problems(tmp_path):
+    """A log directory's symbolic link is passed over (never followed): the side lists it as a problem,
+    with or without a report written (the run's problems are its logs' and what came before them)."""
+    import report_logs
+
+    from provenance.diff.read import read_side
+
+    logs = tmp_path / "logs"
+    report_logs.write(logs / "a.jsonl", report_logs.records())
+    (logs / "b.jsonl").symlink_to(logs / "a.jsonl")
+    for out in (None, tmp_path / "out"):
+        if out is not None:
+            out.mkdir()
+        side = read_side(str(logs), out)
+        assert side.problems.counts["skipped file"] == 1, out
+        assert any(p.category == "skipped file" and p.file == "b.jsonl" for p in side.problems.entries)

@@ -35,6 +35,17 @@ def _seconds(took: str) -> float:
     return float(number) * {"s": 1, "min": 60, "h": 3600}[unit]
 
 
+def _the_batch_build(out, logs, tmp_path, env) -> None:
+    """`out`, the watch's final report, is file for file what a batch build of `logs` writes, and says so."""
+    assert (out / "live.js").read_text() == 'self.thunderTraceLive = {"live":false};\n'
+    batch = tmp_path / "batch"
+    done = subprocess.run([sys.executable, "-m", "provenance", "report", str(logs), "-o", str(batch), "--no-browser"],
+                          env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert report_files(out) == report_files(batch)
+    assert [f for f in report_files(out) if (out / f).read_bytes() != (batch / f).read_bytes()] == []
+
+
 def test_the_live_index_says_rank_1_compiles_while_rank_0_waits(tmp_path, browser):
     logs, out = tmp_path / "logs", tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k not in ("THUNDER_TRACE", "CI")}
@@ -79,13 +90,7 @@ def test_the_live_index_says_rank_1_compiles_while_rank_0_waits(tmp_path, browse
         watch.send_signal(signal.SIGINT)
         code = watch.wait(timeout=120)
     assert code == 0, watch.stderr.read()[-3000:]
-    assert (out / "live.js").read_text() == 'self.thunderTraceLive = {"live":false};\n'
-    batch = tmp_path / "batch"
-    done = subprocess.run([sys.executable, "-m", "provenance", "report", str(logs), "-o", str(batch), "--no-browser"],
-                          env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert report_files(out) == report_files(batch)
-    assert [f for f in report_files(out) if (out / f).read_bytes() != (batch / f).read_bytes()] == []
+    _the_batch_build(out, logs, tmp_path, env)
     index = (out / "index.html").read_text()
     assert index.count("now-exited") == 2  # both ranks wrote their exit's summaries
     assert not browser.errors, browser.errors
@@ -115,10 +120,4 @@ def test_a_4_rank_job_watched_to_its_end_is_taken_up_at_every_rebuild(tmp_path):
     rebuilds = [line for line in err.splitlines() if " from 4 logs -> " in line]
     assert len(rebuilds) >= 3, err
     assert all("4 of 4 logs taken up where they were kept" in line for line in rebuilds[1:]), err
-    batch = tmp_path / "batch"
-    done = subprocess.run([sys.executable, "-m", "provenance", "report", str(logs), "-o", str(batch), "--no-browser"],
-                          env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert report_files(out) == report_files(batch)
-    assert [f for f in report_files(out) if (out / f).read_bytes() != (batch / f).read_bytes()] == []
-    assert (out / "live.js").read_text() == 'self.thunderTraceLive = {"live":false};\n'
+    _the_batch_build(out, logs, tmp_path, env)

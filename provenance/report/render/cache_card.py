@@ -5,6 +5,7 @@ every log is read. No page is read or written whole again (a big model's page st
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -32,9 +33,9 @@ def slot(html: str) -> Markup:
 def fill(out: Path, summaries: Iterable[CompileSummary], render: Callable[..., str],
          on_disk: Mapping[str, int] | None = None) -> dict[str, int]:
     """Write each ended compile's final card (its hits, its function's) into its page's slot; the
-    pages filled, with their card's CRC-32. `on_disk`: pages whose slot holds a final card already
-    (an incremental report's, incremental.py), by its CRC-32: the same card is not written again, and
-    one not final any more gets the first card back."""
+    pages filled, with a hash of their card's figures. `on_disk`: pages whose slot holds a final card
+    already (an incremental report's, incremental.py), by that hash: the same card is neither rendered nor
+    written again, and one not final any more gets the first card back."""
     on_disk = on_disk or {}
     filled = {}
     for summary in summaries:
@@ -42,14 +43,13 @@ def fill(out: Path, summaries: Iterable[CompileSummary], render: Callable[..., s
         final = summary.status == "ok" and bool(summary.fn_compiles)  # else failed, or no calls record for it
         if not final and page not in on_disk:
             continue
-        new = slot(render("cache_card.html", c=summary, final=final)).encode()
-        crc = zlib.crc32(new)
         if final:
-            filled[page] = crc
-            if on_disk.get(page) == crc:
+            filled[page] = key = _shown(summary)
+            if on_disk.get(page) == key:  # the same figures: the same card (not rendered again to tell)
                 continue
-        try:
-            with open(out / page, "r+b") as f:
+        new = slot(render("cache_card.html", c=summary, final=final)).encode()
+        try:  # never through a link (OUT is the user's: a page there may have been replaced by one)
+            with open(os.open(out / page, os.O_RDWR | os.O_NOFOLLOW), "r+b") as f:
                 at = _find(f)
                 if at is not None:
                     f.seek(at)
@@ -57,6 +57,11 @@ def fill(out: Path, summaries: Iterable[CompileSummary], render: Callable[..., s
         except OSError:  # a page that is not there (its compile's pages failed): nothing to fill
             continue
     return filled
+
+
+def _shown(summary: CompileSummary) -> int:
+    """What a final card shows (cache_card.html's figures), hashed: equal for the same card."""
+    return zlib.crc32(repr((summary.compile_hits, summary.fn_compiles, summary.cache_hits, summary.calls)).encode())
 
 
 def _find(f) -> int | None:
