@@ -492,16 +492,19 @@ def test_a_watch_ends_in_a_batch_report_whatever_ends_it(tmp_path):
     for end in ("SIGTERM", "logs gone"):
         shutil.rmtree(logs, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
-        watch = subprocess.Popen([sys.executable, "-m", "provenance", "report", str(logs), str(torch_dir), "-o",
-                                  str(out), "--watch", "0.2", "--no-browser"], env=env, stderr=subprocess.PIPE,
-                                 stdout=subprocess.DEVNULL, text=True)
+        said = tmp_path / f"stderr-{end}"
+        with open(said, "w") as stderr:
+            watch = subprocess.Popen([sys.executable, "-m", "provenance", "report", str(logs), str(torch_dir), "-o",
+                                      str(out), "--watch", "0.2", "--no-browser"], env=env, stderr=stderr,
+                                     stdout=subprocess.DEVNULL)
         try:
-            time.sleep(2)
-            assert watch.poll() is None
-            report_logs.write(logs / "a.jsonl", records[:-4])
             deadline = time.monotonic() + 120
+            while "watching" not in said.read_text():  # started (a loaded machine imports slowly), and waiting
+                assert time.monotonic() < deadline and watch.poll() is None, said.read_text()
+                time.sleep(0.2)
+            report_logs.write(logs / "a.jsonl", records[:-4])
             while not (out / "index.html").exists():
-                assert time.monotonic() < deadline and watch.poll() is None
+                assert time.monotonic() < deadline and watch.poll() is None, said.read_text()
                 time.sleep(0.2)
             if end == "SIGTERM":
                 report_logs.write(logs / "a.jsonl", records)
@@ -514,7 +517,7 @@ def test_a_watch_ends_in_a_batch_report_whatever_ends_it(tmp_path):
             code = watch.wait(timeout=120)
         finally:
             watch.kill() if watch.poll() is None else None
-        err = watch.stderr.read()
+        err = said.read_text()
         assert err.startswith(f"thunder-trace: watching {logs} for logs (Ctrl-C ends it)\n"), err
         assert "no THUNDER_TRACE log" not in err, err
         assert (out / "live.js").read_text() == done, (end, err)
