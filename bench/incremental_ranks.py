@@ -27,15 +27,6 @@ from report_throughput import measure
 sys.path.insert(0, str(harness.ROOT))
 from provenance.report.incremental import STATE_DIR, last_start
 
-PROGRAM = """
-import sys, torch, thunder
-net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 1))
-jm = thunder.jit(net)
-for n in range(1, int(sys.argv[1]) + 1):  # a compile per input shape
-    jm(torch.randn(n, 8)).sum().backward()
-    jm(torch.randn(n, 8)).sum().backward()
-"""
-
 
 def real_log(work: Path, compiles: int, profiled: bool) -> Path:
     logs = work / f"real-{compiles}{'-profiled' if profiled else ''}"
@@ -44,7 +35,7 @@ def real_log(work: Path, compiles: int, profiled: bool) -> Path:
         return found[0]
     env = {k: v for k, v in os.environ.items() if k not in ("THUNDER_TRACE", "THUNDER_TRACE_PROFILE", "CI")}
     env.update(THUNDER_TRACE=str(logs), THUNDER_TRACE_PROFILE="2" if profiled else "0")
-    subprocess.run([sys.executable, "-c", PROGRAM, str(compiles)], env=env, check=True, timeout=1800)
+    harness.run_child("incremental_ranks_child.py", compiles, env=env, check=True, timeout=1800)
     return next(logs.glob("*.jsonl"))
 
 
