@@ -542,7 +542,8 @@ def _cache_entry(orig: type, running: Capture) -> type:
                             passes.fix_up(trace.bound_symbols, name)
                     state.phases.end(ours)
                     memory.captured(state, entry, get_compile_stats())  # never raises
-                    if SESSION.active and state.id:
+                    # (a hook that failed has closed the compile in the log: capture_disabled)
+                    if SESSION.active and state.id and not state.disabled:
                         running.entry_compiles[entry.prologue_fn] = state.id
                         emit.compile_finished(state, entry, get_compile_stats())
             except Exception as exc:

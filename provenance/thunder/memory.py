@@ -65,13 +65,21 @@ def _impl(bsym: Any) -> Callable | None:
     return _MC.memory_calculate_impls.get(bsym.sym.id)
 
 
+class SymbolicSize(Exception):
+    """A tensor whose size is a symbol (`cache="symbolic values"`): its bytes are not known once
+    tracing has ended, so neither is the compile's memory timeline."""
+
+
 def _nbytes(proxy: Any) -> int:
     """numel × dtype size. `proxy.numel` goes through Thunder's language context on every read
     (~100 µs, and a class made per read); the proxy's own `_numel` (an int for a static shape) is
     what it returns. Read as an attribute: `proxy.__dict__` would materialize a dict per proxy."""
     numel = getattr(proxy, "_numel", None)
     if type(numel) is not int:
-        numel = int(proxy.numel)
+        try:
+            numel = int(proxy.numel)
+        except NotImplementedError as exc:  # Thunder: a symbol "outside of a tracing context"
+            raise SymbolicSize(f"{getattr(proxy, 'name', '?')} has a symbolic size") from exc
     return numel * int(proxy.dtype.bytes)
 
 
@@ -344,6 +352,8 @@ def captured(state: Any, entry: Any, compile_stats: Any) -> None:
         state.remat = []
         if found is not None:
             state.memory = register(found, compile_stats)
+    except SymbolicSize:  # no timeline for this compile: its sizes are symbols (the rest is captured)
+        state.remat = []
     except Exception as exc:
         fail("memory", exc)
     finally:

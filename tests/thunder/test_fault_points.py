@@ -99,3 +99,49 @@ def test_every_fault_point_is_injected_by_a_test():
     injected |= set(hooks.CORE_HOOKS) | {hooks.RECOMPILE_HOOK}
     assert {"memory", "dynamo_recompile", "profile_log"} <= checked
     assert checked <= injected, checked - injected
+
+
+def test_a_compile_with_symbolic_values_is_logged_whole_without_a_warning(tmp_path):
+    """cache="symbolic values" (Thunder's own test_cache_symbolic_values_basic): a size that is a symbol
+    cannot be read once tracing has ended, so the compile has no memory timeline; the rest is captured,
+    with no warning, and the log is whole."""
+    def foo(a, scalar):
+        return (a * scalar).sum(scalar)
+
+    a = torch.randn(2, 2, 2)
+    provenance.enable(tmp_path / "logs")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            jfoo = thunder.jit(foo, cache="symbolic values")
+            outs = [jfoo(a, b) for b in (1, 2)]
+    finally:
+        provenance.disable()
+    assert _ours(caught) == []
+    for out, b in zip(outs, (1, 2)):
+        torch.testing.assert_close(out, foo(a, b))
+    types = [r["type"] for r in _strict(tmp_path / "logs", tmp_path)]
+    assert types.count("compile_start") == types.count("compile_end") == 1 and "capture_disabled" not in types
+    assert "trace" in types and "memory" not in types
+
+
+def test_a_fault_in_the_memory_hook_closes_its_compile_once(tmp_path, monkeypatch):
+    """The memory hook runs last at a compile's end: its fault writes capture_disabled, and nothing more
+    of that compile follows it in the log (no compile_end: the compile is closed once)."""
+    model, x = models.Net(n=8, depth=1), torch.randn(4, 8)
+    expected = model(x)
+    provenance.enable(tmp_path / "logs")
+    try:
+        monkeypatch.setattr(capture.ACTIVE, "fault_injection", "memory")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = thunder.jit(model)(x)
+    finally:
+        provenance.disable()
+    (message,) = _ours(caught)
+    assert "hook 'memory'" in message
+    torch.testing.assert_close(out, expected)
+    types = [r["type"] for r in _strict(tmp_path / "logs", tmp_path)]
+    closed = types.index("capture_disabled")
+    assert types.count("compile_start") == 1 and "compile_end" not in types
+    assert not any(t in ("trace", "memory", "phases") for t in types[closed + 1:]), types
