@@ -48,7 +48,6 @@ import pickle
 import re
 import secrets
 import shutil
-import stat
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -58,7 +57,7 @@ from typing import Any
 import orjson
 
 from provenance.report.read.coerce import hashable
-from provenance.report.render.files import write_whole, written_whole
+from provenance.report.render.files import open_regular, write_whole, written_whole
 from provenance.report.render.spools import Spools
 
 __all__ = ["STATE_DIR", "Busy", "Keeper", "OutLock", "Plan", "key_path", "last_start", "plan"]
@@ -110,12 +109,10 @@ class OutLock:
 def _copy(source: Path, target: Path) -> bool:
     """A regular file copied whole, streamed (a page may be large), not through a link; whether it was."""
     try:
-        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        f = open_regular(source)
     except OSError:
         return False
-    with open(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
+    with f:
         target.parent.mkdir(parents=True, exist_ok=True)
         with written_whole(target) as copy:
             shutil.copyfileobj(f, copy)
@@ -123,20 +120,14 @@ def _copy(source: Path, target: Path) -> bool:
 
 
 def _read(path: Path, limit: int) -> bytes:
-    """A regular file's bytes (b"" if it is not one, cannot be read, or is longer than `limit`): a
-    link is not followed, and a FIFO or device is never read (it could hang or never end)."""
+    """A regular file's bytes (b"" if it is not one, cannot be read, or is longer than `limit`)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return b""
-    with open(fd, "rb") as f:
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+        with open_regular(path) as f:
+            if os.fstat(f.fileno()).st_size > limit:
                 return b""
             return f.read(limit + 1)[:limit]
-        except OSError:
-            return b""
+    except OSError:
+        return b""
 
 
 # -- the key that authenticates OUT's state --------------------------------------------------------

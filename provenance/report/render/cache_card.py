@@ -5,7 +5,6 @@ every log is read. No page is read or written whole again (a big model's page st
 
 from __future__ import annotations
 
-import os
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 from markupsafe import Markup
 
 from provenance.report.model import CompileSummary
+from provenance.report.render.files import open_regular
 
 __all__ = ["MARK", "SLOT_BYTES", "fill", "slot"]
 
@@ -49,7 +49,7 @@ def fill(out: Path, summaries: Iterable[CompileSummary], render: Callable[..., s
                 continue
         new = slot(render("cache_card.html", c=summary, final=final)).encode()
         try:  # never through a link (OUT is the user's: a page there may have been replaced by one)
-            with open(os.open(out / page, os.O_RDWR | os.O_NOFOLLOW), "r+b") as f:
+            with open_regular(out / page, write=True) as f:
                 at = _find(f)
                 if at is not None:
                     f.seek(at)

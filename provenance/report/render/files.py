@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-__all__ = ["is_temporary", "write_whole", "written_whole"]
+__all__ = ["is_temporary", "open_regular", "write_whole", "written_whole"]
 
 _TEMPORARY = re.compile(r"\..+\.[0-9]+\.tmp")
 
@@ -30,6 +31,21 @@ def written_whole(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def open_regular(path: str | os.PathLike[str], write: bool = False) -> IO[bytes]:
+    """A regular file of OUT opened for reading (or reading and writing), never through a symbolic
+    link and never a FIFO or a device (it could hang, or never end): OSError if it is not one. OUT is
+    the user's directory, and anyone may have put anything there."""
+    fd = os.open(path, (os.O_RDWR if write else os.O_RDONLY) | os.O_NOFOLLOW | os.O_NONBLOCK)
+    f = open(fd, "r+b" if write else "rb")
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+    except BaseException:
+        f.close()
+        raise
+    return f
 
 
 def write_whole(path: str | os.PathLike[str], data: bytes) -> None:

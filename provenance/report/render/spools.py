@@ -11,13 +11,13 @@ the number of logs.
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 import tempfile
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+
+from provenance.report.render.files import open_regular
 
 __all__ = ["MAX_OPEN", "Spools"]
 
@@ -78,10 +78,7 @@ class Spools:
         self._keys.add(key)
         found = hashlib.sha256()
         try:
-            fd = os.open(self._path(key), os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
-            with open(fd, "r+b") as f:
-                if not _regular(f):  # a FIFO or a device there would hang or never end
-                    raise OSError("not a regular file")
+            with open_regular(self._path(key), write=True) as f:
                 left = length
                 while left > 0 and (block := f.read(min(_CHUNK, left))):
                     found.update(block)
@@ -122,8 +119,4 @@ class Spools:
         self._open.clear()
         if self._single is not None:
             self._single.close()
-
-
-def _regular(f: IO[bytes]) -> bool:
-    return stat.S_ISREG(os.fstat(f.fileno()).st_mode)
 
