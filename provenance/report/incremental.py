@@ -339,11 +339,12 @@ def _owned(state: dict[str, Any]) -> list[str]:
 
 
 def plan(out: Path, inputs: dict[str, Any], logs: Sequence[tuple[str, Path]], contexts: Sequence[str],
-         preamble: list[Any]) -> Plan:
+         preamble: list[Any], take_up: bool = True) -> Plan:
     """What to do with OUT for `logs` ((name, file) each: the name is the log as given; the file is
     what is read, a merged copy maybe); `contexts`: what else a log's pages depend on (its labels,
     whether the run has other logs); `preamble`: what the report lists before the logs' own problems
-    (the files passed over, an export's bad lines)."""
+    (the files passed over, an export's bad lines); not `take_up` (--overwrite): only whether OUT
+    holds a report of these inputs, and the files it wrote (the logs are not read)."""
     state, why_not = _authentic(out)
     if state is None:
         try:  # what it claims decides only between building whole (deleting nothing) and refusing
@@ -356,6 +357,8 @@ def plan(out: Path, inputs: dict[str, Any], logs: Sequence[tuple[str, Path]], co
     owned = _owned(state)
     if state.get("format") != FORMAT or state.get("inputs") != inputs:
         return Plan(owned=owned)
+    if not take_up:
+        return Plan(True, owned=owned)
     if state.get("code") != code_version():
         return Plan(True, why="it was made by another version of thunder-trace", owned=owned)
     if not state.get("complete"):
@@ -365,8 +368,7 @@ def plan(out: Path, inputs: dict[str, Any], logs: Sequence[tuple[str, Path]], co
     old = state.get("logs")
     if not isinstance(old, list) or not all(isinstance(e, dict) for e in old):
         return Plan(True, why="its state is unreadable", owned=owned)
-    sources = state.get("sources")
-    stale = _sources_changed(sources if isinstance(sources, list) else [])
+    stale = _sources_changed(_stamps(state.get("sources") or []))
     if stale:
         return Plan(True, why=f"{stale} changed", owned=owned)
     found = Plan(True, owned=owned, state=state)
@@ -405,13 +407,20 @@ def plan(out: Path, inputs: dict[str, Any], logs: Sequence[tuple[str, Path]], co
     return found
 
 
-def _sources_changed(stamps: list[Any]) -> str | None:
+def _stamps(raw: Any) -> dict[str, Any] | None:
+    """The user source files a state names ([hex of the path's bytes, [mtime, size] or None] each: a file
+    name need not be UTF-8), by path; None if it is not of that shape."""
+    try:
+        return {os.fsdecode(bytes.fromhex(item[0])): item[1] for item in raw}
+    except (ValueError, TypeError, IndexError, KeyError):
+        return None
+
+
+def _sources_changed(stamps: dict[str, Any] | None) -> str | None:
     """A user source file the pages show from disk that is not as it was then."""
-    for item in stamps:
-        try:
-            path, stamp = os.fsdecode(bytes.fromhex(item[0])), item[1]
-        except (ValueError, TypeError, IndexError, KeyError):
-            return "a user file its state names"
+    if stamps is None:
+        return "a user file its state names"
+    for path, stamp in stamps.items():
         try:
             st = os.stat(path)
             now: list[int] | None = [st.st_mtime_ns, st.st_size]
@@ -550,9 +559,8 @@ class Keeper:
             self._kept_files.update(f"compiles/{key}" for key in part.keys)  # matched by _page_key
             self._kept_files.update(f"static/src/{asset}.js" for asset in part.assets)
         self._restore_pages(old)
-        if self._loaded and isinstance((old or {}).get("sources"), list):  # the files the pages kept show
-            self._sources = {os.fsdecode(bytes.fromhex(h)): st for h, st in old["sources"]
-                             if isinstance(h, str) and re.fullmatch(r"(?:[0-9a-f]{2})*", h)}
+        if self._loaded:  # the files the pages kept show (plan checked them)
+            self._sources = _stamps((old or {}).get("sources") or []) or {}
         kept = {_STATE, _MAC, _HOLDER} | {f"log-{i}.{kind}" for i in self._loaded
                                           for kind in ("start.pickle", "end.pickle", perfetto.kind, directory.kind)}
         for path in list(self.dir.iterdir()):  # the states and spools of logs not taken up

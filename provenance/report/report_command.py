@@ -317,7 +317,7 @@ def _report(args: argparse.Namespace, spool: _Spool, live: dict[str, Any] | None
         held["lock"] = OutLock(out)
 
     def reuse(out: Path) -> bool:
-        held["plan"] = found = plan(out, key, list(zip(names, files)), contexts, preamble)
+        held["plan"] = found = plan(out, key, list(zip(names, files)), contexts, preamble, not args.overwrite)
         return found.same_inputs and not args.overwrite  # taken up, up to date, or built whole over it
 
     def refused() -> str:

@@ -43,14 +43,15 @@ def _stamp(paths: list[str]) -> list[tuple[str, int, int]]:
 
 
 def _has_logs(path: str) -> bool:
-    """Whether a log (or an OTLP/JSON export) is there to report yet."""
-    if os.path.isfile(path):
-        return True
+    """Whether a log (or an OTLP/JSON export) is there to report yet: what the report would read."""
+    from provenance.report.read.exports import otlp_files
+    from provenance.report.read.log_file import log_files
+
     try:
-        return any(entry.is_file() and entry.name.endswith((".jsonl", ".json", ".json.gz", ".gz"))
-                   for entry in os.scandir(path))
+        files = log_files(path)[0]
     except OSError:
         return False
+    return bool(files) or bool(otlp_files(path, files))
 
 
 def watch(args: argparse.Namespace, once: Callable[[argparse.Namespace, dict[str, Any] | None], int]) -> int:
