@@ -276,7 +276,8 @@ class RunBuilder:
             part, kept = resumed
             log_file = kept["log_file"]
             found, profiles = read_ahead(log.path, start=log_file.bytes, first_line=log_file.lines + 1, split=at)
-            if part.begun.isdisjoint(found.compiles) and not found.more_problems:
+            # (malformed read-ahead records past those listed are counted, not placed: not split at the state)
+            if part.begun.isdisjoint(found.compiles) and not (found.more_problems or part.read_ahead_more):
                 part.read_ahead_problems = sorted(
                     [p for p in part.read_ahead_problems if p[0] <= log_file.lines] + found.problems)
                 part.read_ahead_more = max(0, len(part.read_ahead_problems) - MAX_READ_AHEAD_LISTED)
@@ -286,7 +287,9 @@ class RunBuilder:
                 self.parts[log.index] = part
                 return FilePass.resumed(self, log, part, kept, profiles), found, True
             # profile records of a compile before the state (its page changes): the log is read whole
-            self.keeper.fell_back(log.index, "profile records of a compile before its kept state were added")
+            self.keeper.fell_back(log.index, "profile records of a compile before its kept state were added"
+                                  if not part.begun.isdisjoint(found.compiles) else
+                                  "more malformed profile records than are listed")
         part = self.parts[log.index] = LogPart()
         found, profiles = read_ahead(log.path, split=at)
         part.read_ahead_problems, part.read_ahead_more = found.problems, found.more_problems
