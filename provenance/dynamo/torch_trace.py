@@ -80,7 +80,40 @@ def user_name(source: str) -> str:
     name = _GLOBAL.sub(lambda m: m["name"], _LOCAL.sub(lambda m: m["name"], source))
     name = _MEMBER.sub(lambda m: "." + m["name"], _KWARG.sub(lambda m: m["name"], name))
     name = _IMPORT.sub(lambda m: m["name"].replace("_dot_", "."), name)
-    return _BUILTIN.sub(lambda m: "builtins." + m["name"], name)
+    name = _BUILTIN.sub(lambda m: "builtins." + m["name"], name)
+    while (plain := _GETATTRIBUTE.sub(lambda m: f"{m['of']}.{m['name']}", name)) != name:  # inside out
+        name = plain
+    return name
+
+
+# Dynamo reads an attribute past a custom __getattr__ as `object.__getattribute__(L['self'].config, 'x')`
+_GETATTRIBUTE = re.compile(r"object\.__getattribute__\((?P<of>[^()]*?), '(?P<name>\w+)'\)")
+
+
+_INPUT = re.compile(r"\b[LG]\['")  # Dynamo's sources of the frame's locals and globals
+
+
+def is_input(source: str) -> bool:
+    """Whether a symbol's source is the traced frame's (a user input: `L['input_ids'].size()[1]`), not a
+    name torch's compile of a graph gave it (`sym_2`, `args[0].stride()[0]`)."""
+    return _INPUT.search(source) is not None
+
+
+def subject_of(guard: str) -> str:
+    """What a guard (in the user's words) checks: its leftmost operand, whole (`f(a, b) == 3` -> `f(a, b)`)."""
+    depth, quote = 0, ""
+    for i, char in enumerate(guard):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char.isspace() and depth <= 0:
+            return guard[:i]
+    return guard
 
 
 def root_name(subject: str) -> str:
@@ -316,8 +349,12 @@ def _shape(artifact: Artifact) -> ShapeEvent | None:
     user = stack_of(data.get("user_stack"))
     if artifact.name in ("create_symbol", "create_unbacked_symbol"):
         source = data.get("source")
-        subject = dim_name(source) if isinstance(source, str) else None
         text = f"{data.get('symbol')} = {data.get('val')}, range {data.get('vr')}"
+        if isinstance(source, str) and not is_input(source):  # inductor's or AOTAutograd's, on a piece it compiles
+            return ShapeEvent("symbol", _str(data.get("symbol")), None,
+                              f"internal to torch's compile, not an input of yours (its source: {source[:200]}): "
+                              f"{text}"[:700], user)
+        subject = dim_name(source) if isinstance(source, str) else None
         return ShapeEvent("symbol", _str(data.get("symbol")), subject, text[:500], user)
     if artifact.name == "symbolic_shape_specialization":
         sources = data.get("sources") if isinstance(data.get("sources"), list) else []

@@ -13,8 +13,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import torch
+
 from provenance.core.record import Frame
-from provenance.dynamo.torch_trace import user_name
+from provenance.dynamo.torch_trace import subject_of, user_name
 from provenance.log.events import DynamoGuardFailure, DynamoRecompile, frame_json
 from provenance.thunder.frames import frame_at
 
@@ -27,8 +29,46 @@ _TENSOR = re.compile(r"tensor '(?P<name>.+?)' (?P<what>[\w ]+?) mismatch(?: at i
 _SIZE = re.compile(r"^(?P<name>.+?)\.size\(\)\[(?P<index>\d+)\]")
 
 
+_GLOBAL = "GLOBAL_STATE changed:"
+# torch's global-state guard names what changed (torch/csrc/dynamo/guards.cpp, GlobalStateGuard::reason), not
+# the values; a switch was the other way round when the entry was compiled: its value now tells both.
+_SWITCHES: dict[str, tuple[str, Any]] = {
+    "grad_mode": ("grad mode", torch.is_grad_enabled),
+    "autocast": ("autocast", torch.is_autocast_enabled),
+    "torch_function": ("torch function", torch._C._is_torch_function_enabled),
+    "deterministic_algorithms": ("deterministic algorithms", torch.are_deterministic_algorithms_enabled),
+    "allow_tf32": ("TF32 matmul", lambda: torch.backends.cuda.matmul.allow_tf32),
+}
+_VALUES: dict[str, tuple[str, Any]] = {  # not switches: the value now only
+    "num_threads": ("threads", torch.get_num_threads),
+    "default_dtype": ("default dtype", torch.get_default_dtype),
+}
+
+
+def _global_state(text: str) -> list[list[str]]:
+    """[what, then, now] for each state torch's guard names, read now (at the recompile: the caller's state)."""
+    changes = []
+    for name in text.removeprefix(_GLOBAL).split():
+        if name in _SWITCHES:
+            label, read = _SWITCHES[name]
+            now = bool(read())
+            changes.append([label, "off" if now else "on", "on" if now else "off"])
+        elif name in _VALUES:
+            label, read = _VALUES[name]
+            changes.append([label, "?", str(read()).removeprefix("torch.")])
+        else:
+            changes.append([name.replace("_", " "), "?", "?"])
+    return changes
+
+
 def _failure(entry: str | None, text: str) -> DynamoGuardFailure:
     text = text.strip()[:MAX_TEXT]
+    if text.startswith(_GLOBAL):
+        changes = _global_state(text)
+        shown = ", ".join(f"{what}: {old} \u2192 {new}" if old != "?" else f"{what} (now {new})" if new != "?"
+                          else what for what, old, new in changes)
+        return {"entry": entry, "subject": None, "changes": changes,
+                "reason": shown or "global state changed", "guard": text}
     tensor = _TENSOR.search(text)
     if tensor is not None:
         subject = user_name(tensor["name"])
@@ -40,7 +80,7 @@ def _failure(entry: str | None, text: str) -> DynamoGuardFailure:
     else:
         guard = user_name(text)
         size = _SIZE.match(guard)
-        subject = size["name"] if size else (guard.split()[0] if guard else None)
+        subject = size["name"] if size else (subject_of(guard) if guard else None)
         changes = []
         reason = f"{subject}: guard {guard} failed" if subject and subject != guard else f"guard {guard} failed"
     return {"entry": entry, "subject": subject, "changes": changes, "reason": reason, "guard": text}

@@ -97,6 +97,24 @@ def test_a_dynamic_dim_of_a_graph_with_thunder_pieces_is_said_to_be_fixed_there(
     assert found["0/1"]["dynamic"] == ["x dim 0"] and found["0/0"]["caches"] == [["fx_graph_cache", "miss"]]
 
 
+def test_a_symbol_torchs_compile_made_is_not_shown_as_an_input(tmp_path, capsys):
+    """A symbol inductor or AOTAutograd made compiling a piece (`sym_2`, `args[0].stride()[0]`) is internal:
+    no user input named, not among the dims Dynamo made dynamic."""
+    records = _records()
+    symbol = next(r for r in records if r.get("name") == "create_symbol")
+    internal = [dict(symbol, compile_id="0/0", metadata=dict(symbol["metadata"], symbol=name, source=source))
+                for name, source in (("s49", "sym_2"), ("s7", "args[0].stride()[0]"))]
+    records[records.index(symbol):records.index(symbol)] = internal
+    page, _ = _page(tmp_path, capsys, records, "0/0")
+    shapes = page.split('id="shapes"')[1].split("</table>")[0]
+    assert "internal to torch&#39;s compile, not an input of yours (its source: sym_2)" in shapes
+    assert "(its source: args[0].stride()[0])" in shapes
+    assert "made dynamic</td><td></td>" in shapes and "Dynamo made" not in page
+    graphs = orjson.loads((tmp_path / "out" / "compile_directory.json").read_bytes())["dynamo_graphs"]["graphs"]
+    torch_part = next(g for g in graphs if g["compile_id"] == "0/0")["torch"]
+    assert (torch_part["dynamic"], torch_part["internal_symbols"]) == ([], ["s49", "s7"])
+
+
 def test_hostile_torch_records_are_read_or_left_out(tmp_path, capsys):
     records = _records()
     records[-1:-1] = [_torch(name, **junk) for name in ("dynamo_cpp_guards_str", "create_symbol", "compilation_metrics")
