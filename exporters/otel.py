@@ -287,6 +287,35 @@ class OtelExporter:
             self._spans += 1
             self._graph_seconds.record((end - start) / 1e9, {**self._common, "thunder.phase": name})
 
+    def _on_frame_compile(self, event: Event) -> None:
+        """A frame compile that made no graph (failed, skipped, empty): a span of its own with its
+        failed backend calls and its breaks (a graph's frame compile is its graph's span)."""
+        compile_id = event["compile_id"]
+        breaks = self._breaks.pop(compile_id, [])
+        if event["outcome"] == "graph":
+            return
+        attributes = {**self._common, "thunder.dynamo.compile_id": compile_id,
+                      "thunder.dynamo.outcome": event["outcome"], "thunder.dynamo.breaks": event["breaks"],
+                      "thunder.dynamo.backend_failures": len(event["failures"]) + event["more_failures"],
+                      **_code_attributes([event["function"]] if event["function"] else [])}
+        error = event["error"] or (event["failures"][-1]["error"] if event["failures"] else None)
+        stack = event["error_frames"] or (event["failures"][-1]["frames"] if event["failures"] else [])
+        if stack:  # the line the error came from, else the function
+            attributes.update(_code_attributes(list(reversed(stack))))
+        span = self._tracer.start_span(f"thunder.dynamo_frame [{compile_id}]", start_time=event["start_ns"],
+                                       attributes=attributes)
+        self._graph_phases(span, 0, compile_id, event["phases"])
+        for found in breaks:
+            span.add_event("thunder.graph_break", {"thunder.graph_break.reason": found["reason"].strip()[:2000],
+                                                   **_code_attributes(list(reversed(found["frames"])))},
+                           timestamp=found["time_ns"])
+        if error:
+            span.add_event("exception", {"exception.message": error}, timestamp=event["end_ns"])
+        if event["outcome"] == "failed" or event["failures"]:
+            span.set_status(Status(StatusCode.ERROR, (error or event["outcome"])[:200]))
+        span.end(end_time=event["end_ns"])
+        self._spans += 1
+
     def _on_graph_phases(self, event: Event) -> None:
         parent = self._graphs.get(event["graph"])
         if parent is not None:

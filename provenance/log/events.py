@@ -40,7 +40,7 @@ __all__ = [
     "frames_json",
 ]
 
-SCHEMA_VERSION = "1.10"  # major.minor: readers refuse another major and read a newer minor
+SCHEMA_VERSION = "1.11"  # major.minor: readers refuse another major and read a newer minor
 # How deep provenance records (derived_from, members) and spans (parent) nest, at most: the writer
 # writes a deeper one with its references dropped (a chain restarts), the reader drops deeper ones'.
 MAX_NESTING = 64
@@ -245,6 +245,41 @@ class GraphBreakEvent(TypedDict):
     time_ns: int
     reason: str
     frames: list[FrameJSON]  # the user's stack at the break, innermost first
+
+
+class BackendFailureJSON(TypedDict):
+    """A call of ThunderFX's backend that raised in a frame compile (schema 1.11)."""
+
+    start_ns: int  # the attempt's start: the frame's, or the previous failure's end (Dynamo traced it again)
+    backend_ns: int  # the backend call
+    end_ns: int  # the error
+    error: str  # "DataDependentOutputException: aten._local_scalar_dense.default"
+    frames: list[FrameJSON]  # the error's traceback, innermost first (through the errors it was raised from)
+
+
+class FrameCompileEvent(TypedDict):
+    """A Dynamo frame compile of a ThunderFX backend, when it ended, whatever it made (schema 1.11)."""
+
+    type: Literal["frame_compile"]
+    compile_id: str  # Dynamo's compile id ("0/0"), as dynamo_graph.compile_id
+    start_ns: int  # Dynamo's compile-start callback
+    end_ns: int  # its compile-end callback
+    outcome: str  # graph | failed | skipped | break | empty (FRAME_OUTCOMES)
+    graph: int | None  # the dynamo_graph it made
+    function: FrameJSON | None  # the function Dynamo compiled (its def line)
+    phases: list[PhaseJSON]  # each failed backend call: backend_failed, with the attempt's phases inside
+    failures: list[BackendFailureJSON]  # the backend calls that raised, the first MAX_FAILURES
+    more_failures: int
+    breaks: int  # graph breaks Dynamo logged in the frame compile (graph_break records)
+    error: str | None  # the error that ended it (failed, skipped)
+    error_frames: list[FrameJSON]  # its traceback, innermost first
+
+
+# What a frame compile made: a graph; nothing, with an error Dynamo raised (a backend's, or its own: it
+# reaches the user unless torch's suppress_errors); nothing, Dynamo giving up on the frame (its Unsupported:
+# a graph break it cannot resume from, inside a context manager or a try block; the frame runs as Python);
+# nothing, a graph break before any op; nothing to compile.
+FRAME_OUTCOMES = ("graph", "failed", "skipped", "break", "empty")
 
 
 class TorchTrace(TypedDict):
@@ -558,6 +593,7 @@ TYPES: dict[str, EventType] = {t.name: t for t in (
     _type("dynamo_graph", DynamoGraphEvent),
     _type("graph_break", GraphBreakEvent),
     _type("graph_phases", GraphPhases),
+    _type("frame_compile", FrameCompileEvent),
     _type("library", Library),
     _type("memory", Memory, provs=("ops[].2", "blocks[].2", "saved[].2", "remat[].2")),
     _type("torch_trace", TorchTrace),
@@ -570,7 +606,7 @@ EVENTS: dict[str, Any] = {name: functools.reduce(operator.or_, t.forms) for name
 # Any event, for type checkers: the forms of every type.
 Event = (Header | Prov | SpanStart | SpanEnd | CompileStart | Trace | TraceRepeat | CompileEnd | CompileError
          | CaptureDisabled | Calls | ProfileOps | ProfileCall | Recompile | Phases | ExecutorCompile | DynamoGraphEvent
-         | GraphBreakEvent | GraphPhases | Library | Memory | TorchTrace | Wait)
+         | GraphBreakEvent | GraphPhases | FrameCompileEvent | Library | Memory | TorchTrace | Wait)
 
 
 def frame_json(frame: Frame) -> FrameJSON:

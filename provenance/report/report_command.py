@@ -382,7 +382,9 @@ def _build(args: argparse.Namespace, out: Path, files: list[Path], headers: list
         say(f"thunder-trace: {Path(keeper.names[i]).name} is read whole: {why}")
     if len(whole) > MAX_NAMED:
         say(f"thunder-trace: and {plural(len(whole) - MAX_NAMED, 'more log')} read whole")
-    say(f"thunder-trace: {plural(report.compiles, 'compile')} ({report.failed} failed) from "
+    frames = report.model.totals.failed_frames
+    failed = f"{report.failed} failed" + (f"; {plural(frames, 'Dynamo frame compile')} failed" if frames else "")
+    say(f"thunder-trace: {plural(report.compiles, 'compile')} ({failed}) from "
         f"{plural(len(files), 'log')}{spans} -> {index}{workers}{taken_up}")
     _report_problems(report, out)
     if not args.no_browser and not (live or {}).get("generation", 1) > 1:  # --watch: once

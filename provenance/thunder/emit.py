@@ -24,6 +24,8 @@ from provenance.log.events import (
     DynamoGraphEvent,
     DynamoRecompile,
     ExecutorCompile,
+    FrameCompileEvent,
+    FrameJSON,
     FusedJSON,
     GraphBreakEvent,
     GraphPhases,
@@ -129,6 +131,20 @@ def piece_compiled(state: CompileState, end: int) -> None:
     offset = state.phases.wall_offset
     graph_phases(graph.number, graph.compile_id,
                  [("thunder_compile", state.phases.window_start + offset, end + offset, 0, state.piece.name)])
+
+
+def frame_compile(compile_id: str, start_ns: int, end_ns: int, outcome: str, graph: int | None,
+                  function: FrameJSON | None, phases: list[list[PhaseJSON]], failures: list[dict], more_failures: int,
+                  breaks: int, error: str | None, error_frames: list[FrameJSON]) -> None:
+    """A Dynamo frame compile of a ThunderFX backend ended (fx_compile.py), whatever it made."""
+    event: FrameCompileEvent = {
+        "type": "frame_compile", "compile_id": compile_id, "start_ns": start_ns, "end_ns": end_ns,
+        "outcome": outcome, "graph": graph, "function": function,
+        "phases": [p for attempt in phases for p in attempt],
+        "failures": failures, "more_failures": more_failures, "breaks": breaks,  # type: ignore[typeddict-item]
+        "error": error, "error_frames": error_frames,
+    }
+    SESSION.emit(event)
 
 
 def graph_break(found: GraphBreak) -> None:

@@ -17,7 +17,16 @@ is a named phase of the graph (wall-clock ns):
 - a Thunder piece's compile (`thunder_compile`, emit.piece_compiled).
 
 What the backend call knows goes out with the graph (`dynamo_graph.phases`); what comes later as
-`graph_phases` records. Dynamo's recompile reasons: torch's
+`graph_phases` records.
+
+Every frame compile of a ThunderFX backend is written when it ends (`frame_compile`), whether it made a
+graph or not: a backend call that raised (Thunder's splitter or a fallback's inductor compile failing;
+Dynamo then restarts the frame with a graph break, or fails it) is a `backend_failed` phase of the frame,
+with the error, its traceback and the user's line; a frame Dynamo gave up on (a graph break it cannot
+resume from) is `skipped`. Which backend compiles a frame is read off convert_frame's `_compile` on the
+stack at Dynamo's start callback; Thunder's own torch.compile executor's frames (inductor's) are not ours.
+
+Dynamo's recompile reasons: torch's
 `get_and_maybe_log_recompilation_reasons` (what `TORCH_LOGS=recompiles` and tlparse's
 `recompile_reasons` show) is wrapped where convert_frame calls it; its reasons, in the user's
 terms (dynamo_reasons.py), wait for the frame's graph (`dynamo_graph.recompile`).
@@ -29,18 +38,22 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
 import time
+import traceback
 from collections import OrderedDict
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from provenance.log.events import FrameJSON, PhaseJSON, frame_json
 from provenance.log.session import SESSION
 from provenance.thunder import capture, dynamo_reasons, emit, torch_trace
 from provenance.thunder.capture import Capture
 from provenance.thunder.compat import api
+from provenance.thunder.frames import frame_at
 from provenance.thunder.stack import python_stack
 from provenance.thunder.state import check_fault, fail
 
@@ -48,6 +61,9 @@ T = api()  # this Thunder's objects (compat.py)
 
 MAX_PENDING = 64  # frame compiles in progress or waiting for their graph, per thread
 MAX_GRAPHS = 256  # Dynamo compile ids whose later phases are still attributed to their graph
+MAX_FAILURES = 8  # failed backend calls kept per frame compile (the rest counted)
+MAX_ERROR = 4000  # characters of an error's message
+MAX_TRACEBACK = 24  # frames of an error's traceback, the innermost
 
 # .frames: OrderedDict[compile id, FrameCompile]; .recompiles: OrderedDict[compile id, DynamoRecompile]
 _local = threading.local()
@@ -64,6 +80,29 @@ class FrameCompile:
     graph: int | None = None
     recompile: dict | None = None  # dynamo_reasons.recompile(...)
     lazy_start: int | None = None  # inductor's lazy backward compile in progress
+    thunderfx: bool = False  # its backend is a ThunderCompiler: written at its end (frame_compile)
+    function: tuple[str, int, str] | None = None  # the code Dynamo compiles: file, def line, name
+    failures: list[BackendFailure] = field(default_factory=list)  # backend calls that raised, at most MAX_FAILURES
+    more_failures: int = 0
+    attempt_ns: int = 0  # where Dynamo's current attempt at the frame began (its start, or the last failure)
+    breaks: int = 0  # graph breaks Dynamo logged in it
+
+
+@dataclass(frozen=True, slots=True)
+class BackendFailure:
+    """A call of ThunderFX's backend that raised: the attempt's phases (its Dynamo tracing, the split and
+    inductor compiles up to the error, at depth 1 under `backend_failed`), the error, and its traceback."""
+
+    start_ns: int  # the attempt's start (Dynamo tracing)
+    backend_ns: int  # the backend call
+    end_ns: int  # the error
+    error: str  # "Type: message", at most MAX_ERROR characters
+    frames: tuple[FrameJSON, ...]  # the error's traceback, innermost first (the user's line in it)
+    phases: tuple[PhaseJSON, ...]
+
+    def as_phases(self) -> list[PhaseJSON]:
+        return [("backend_failed", self.start_ns, self.end_ns, 0, self.error.partition("\n")[0][:300]),
+                *self.phases]
 
 
 @dataclass(slots=True)
@@ -112,6 +151,34 @@ def _recompiles() -> OrderedDict[str, dict]:
     return found
 
 
+_WRAPPERS = ("_backend", "_torchdynamo_orig_backend", "_inner_convert", "compiler_fn")
+
+
+def backend_of(obj: Any, depth: int = 8) -> Any:
+    """The ThunderCompiler behind `obj`: itself, what thunderfx() returned, the module
+    torch.compile returned, or Dynamo's wrappers of a backend (WrapBackendDebug, ConvertFrame)."""
+    if isinstance(obj, T.OptimizedModule):
+        obj = getattr(obj.dynamo_ctx, "callback", None)
+    for _ in range(depth):
+        if obj is None or isinstance(obj, T.ThunderCompiler):
+            return obj
+        obj = next((v for a in _WRAPPERS if (v := getattr(obj, a, None)) is not None), None)
+    return None
+
+
+def _compiling() -> tuple[Any, Any]:
+    """The code Dynamo is compiling and its backend: convert_frame's `_compile(code, ..., compiler_fn, ...)`
+    on the stack (every torch from 2.9 to 2.12 compiles a frame there)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "_compile" and code.co_filename.endswith("convert_frame.py"):
+            found = frame.f_locals
+            return found.get("code"), found.get("compiler_fn")
+        frame = frame.f_back
+    return None, None
+
+
 # -- Dynamo's callbacks (never raise into torch) ------------------------------------------------
 def _started(args: Any) -> None:
     try:
@@ -121,7 +188,15 @@ def _started(args: Any) -> None:
             if capture.ACTIVE is not None:
                 torch_trace.attach(capture.ACTIVE)  # put back if torch's set_logs removed it
             key = str(args.compile_id)
-            frames[key] = FrameCompile(time.time_ns(), recompile=_recompiles().pop(key, None))
+            now = time.time_ns()
+            found = frames[key] = FrameCompile(now, recompile=_recompiles().pop(key, None), attempt_ns=now)
+            code, backend = _compiling()
+            if backend_of(backend) is not None:
+                found.thunderfx = True
+                if code is not None:
+                    found.function = (code.co_filename, code.co_firstlineno, code.co_name)
+                if capture.ACTIVE is not None and capture.ACTIVE.torch_trace is not None:
+                    capture.ACTIVE.torch_trace.keep(key)  # torch's artifacts of a ThunderFX frame, whatever it makes
             while len(frames) > MAX_PENDING:
                 frames.popitem(last=False)
         elif trigger == "LAZY_BACKWARD":
@@ -141,15 +216,76 @@ def _ended(args: Any) -> None:
         if trigger == "DYNAMO" and running is not None and running.torch_trace is not None:
             running.torch_trace.frame_ended(key)  # torch's artifacts of a frame that made no ThunderFX graph
         found = _frames().pop(key, None)
-        if found is None or found.graph is None or not SESSION.active:
+        if found is None or not SESSION.active:
             return
         now = time.time_ns()
+        if trigger == "DYNAMO" and found.thunderfx:
+            _frame_ended(key, found, now, sys.exc_info()[1])  # in torch's `finally`: the error, if one ends it
+        if found.graph is None:
+            return
         if trigger == "DYNAMO" and found.backend_end is not None:
             emit.graph_phases(found.graph, str(args.compile_id), [("dynamo_finish", found.backend_end, now, 0, None)])
         elif trigger == "LAZY_BACKWARD":
             emit.graph_phases(found.graph, str(args.compile_id), [("inductor_backward", found.start_ns, now, 0, None)])
     except Exception:
         pass
+
+
+def _frame_ended(key: str, found: FrameCompile, now: int, error: BaseException | None) -> None:
+    try:
+        check_fault("dynamo_frame")
+        if error is not None:  # Dynamo's Unsupported: it gives up on the frame, which runs as Python
+            outcome = "skipped" if type(error).__name__ == "Unsupported" else "failed"
+        elif found.graph is not None:
+            outcome = "graph"
+        else:  # no graph: a graph break before any op (or one in a loop, where Dynamo gives up), or no op at all
+            outcome = "break" if found.breaks else "empty"
+        function = frame_at(*found.function) if found.function is not None else None
+        emit.frame_compile(key, found.start_ns, now, outcome, found.graph,
+                           frame_json(function) if function is not None else None,
+                           [f.as_phases() for f in found.failures], [_failure_json(f) for f in found.failures],
+                           found.more_failures, found.breaks,
+                           _error_text(error) if error is not None else None,
+                           _user_stack(error) + _traceback(error) if error is not None else [])
+    except Exception as exc:
+        fail("dynamo_frame", exc)
+
+
+def _failure_json(failure: BackendFailure) -> dict:
+    return {"start_ns": failure.start_ns, "backend_ns": failure.backend_ns, "end_ns": failure.end_ns,
+            "error": failure.error, "frames": list(failure.frames)}
+
+
+def _error_text(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}".strip()
+    return text if len(text) <= MAX_ERROR else text[:MAX_ERROR] + " …"
+
+
+def _user_stack(error: BaseException) -> list[FrameJSON]:
+    """Where in the user's code Dynamo stopped, innermost first: the stack torch attaches to its errors
+    (`real_stack`, what its message's "from user code" shows); empty if it attached none."""
+    stack = getattr(error, "real_stack", None)
+    try:
+        entries = list(stack) if stack is not None else []
+    except TypeError:
+        return []
+    return [frame_json(frame_at(e.filename, e.lineno or 0, e.name)) for e in reversed(entries[-MAX_TRACEBACK:])]
+
+
+def _traceback(error: BaseException) -> list[FrameJSON]:
+    """The error's traceback, innermost first, through the exceptions it was raised from or during (Dynamo
+    wraps the backend's): the innermost MAX_TRACEBACK frames, and the user's frames beyond them (the line to
+    show is the innermost user frame, often under many of torch's)."""
+    entries: list[Any] = []
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen and len(entries) < 1000:
+        seen.add(id(current))
+        entries.extend(reversed(traceback.extract_tb(current.__traceback__)))
+        current = current.__cause__ or current.__context__
+    frames = [frame_at(e.filename, e.lineno or 0, e.name) for e in entries]
+    kept = frames[:MAX_TRACEBACK] + [f for f in frames[MAX_TRACEBACK:] if f.user][:MAX_TRACEBACK // 2]
+    return [frame_json(f) for f in kept]
 
 
 # -- what thunderfx.py asks ---------------------------------------------------------------------
@@ -171,6 +307,29 @@ def graph_made(compile_id: str | None, graph: int, backend_end: int) -> None:
         running = capture.ACTIVE
         if running is not None and running.torch_trace is not None:
             running.torch_trace.keep(compile_id)  # its torch artifacts, held until now, are written
+
+
+def backend_failed(compile_id: str | None, error: BaseException, backend_ns: int, timer: SplitTimer) -> None:
+    """ThunderFX's backend raised in the frame compile `compile_id` (called from its except clause)."""
+    found = frame_compile(compile_id)
+    if found is None:
+        return
+    now = time.time_ns()
+    inner = [(name, start, end, depth + 1, detail) for name, start, end, depth, detail in timer.close(now)]
+    if len(found.failures) < MAX_FAILURES:
+        found.failures.append(BackendFailure(
+            found.attempt_ns, backend_ns, now, _error_text(error), tuple(_traceback(error)),
+            (("dynamo_trace", found.attempt_ns, backend_ns, 1, None), *inner)))
+    else:
+        found.more_failures += 1
+    found.attempt_ns = now  # Dynamo restarts the frame (a graph break at the failing call) or gives up
+
+
+def graph_break(compile_id: str | None) -> None:
+    """Dynamo logged a graph break in the frame compile `compile_id`."""
+    found = frame_compile(compile_id)
+    if found is not None:
+        found.breaks += 1
 
 
 def name_inductor_phases(timer: SplitTimer, pieces: dict[Any, str]) -> None:

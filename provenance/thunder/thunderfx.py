@@ -40,6 +40,7 @@ from provenance.log.session import SESSION
 from provenance.thunder import capture, emit, fx_compile, fx_source, state
 from provenance.thunder.compat import api, graph_break_stack, present_one
 from provenance.thunder.frames import frame_at
+from provenance.thunder.fx_compile import backend_of
 from provenance.thunder.patching import Patcher
 from provenance.thunder.state import CompileState, check_fault, fail
 
@@ -98,21 +99,6 @@ def attach(state: CompileState, compile_data: Any) -> None:
             piece.compiles.append(state.id)
 
 
-_WRAPPERS = ("_backend", "_torchdynamo_orig_backend", "_inner_convert", "compiler_fn")
-
-
-def backend_of(obj: Any, depth: int = 8) -> ThunderCompiler | None:
-    """The ThunderCompiler behind `obj`: itself, what thunderfx() returned, the module
-    torch.compile returned, or Dynamo's wrappers of a backend (WrapBackendDebug, ConvertFrame)."""
-    if isinstance(obj, T.OptimizedModule):
-        obj = getattr(obj.dynamo_ctx, "callback", None)
-    for _ in range(depth):
-        if obj is None or isinstance(obj, ThunderCompiler):
-            return obj
-        obj = next((v for a in _WRAPPERS if (v := getattr(obj, a, None)) is not None), None)
-    return None
-
-
 # -- hooks ----------------------------------------------------------------------------------
 def _compiler_call(orig: Callable) -> Callable:
     def __call__(self: ThunderCompiler, gm: GraphModule, sample_args: Any) -> Any:
@@ -129,6 +115,12 @@ def _compiler_call(orig: Callable) -> Callable:
         token = fx_compile.current_split.set(timer)
         try:
             result = orig(self, gm, sample_args)
+        except BaseException as error:  # Dynamo restarts the frame with a graph break, or fails it
+            try:
+                fx_compile.backend_failed(compile_id, error, start_ns, timer)
+            except Exception as exc:
+                fail("thunderfx", exc)
+            raise
         finally:
             fx_compile.current_split.reset(token)
         try:
@@ -300,8 +292,10 @@ def _record(backend: ThunderCompiler, info: Any, compile_id: str | None, context
     fx_compile.name_inductor_phases(timer, fallback_graphs)
     frame = fx_compile.frame_compile(compile_id)
     dynamo_start = frame.start_ns if frame is not None and frame.start_ns <= start_ns else None
-    if dynamo_start is not None:  # Dynamo's tracing of the frame, up to the backend call
-        phases.insert(0, ["dynamo_trace", dynamo_start, start_ns, 0, None])
+    if frame is not None and dynamo_start is not None:  # Dynamo's tracing of the frame, up to the backend call
+        # (after the attempts whose backend call raised: Dynamo traced the frame again from their end)
+        failed = [list(p) for f in frame.failures for p in f.as_phases()]
+        phases[:0] = [*failed, ["dynamo_trace", frame.attempt_ns, start_ns, 0, None]]
     fx_compile.graph_made(compile_id, graph.number, graph.time_ns)
     if SESSION.active:
         emit.dynamo_graph(graph, start_ns, dynamo_start, phases, frame.recompile if frame is not None else None)
@@ -328,6 +322,7 @@ def _record_break(reason: str, user_stack: Any) -> None:
     frames = tuple(frame_at(s.filename, s.lineno or 0, fx_source.function_name(s.name))
                    for s in reversed(list(user_stack)))
     compile_id = T.CompileContext.current_compile_id()
+    fx_compile.graph_break(str(compile_id) if compile_id else None)
     graph_break = GraphBreak(reason=reason, frames=frames, compile_id=str(compile_id) if compile_id else None,
                              time_ns=time.time_ns())
     with _lock:

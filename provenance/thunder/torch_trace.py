@@ -12,11 +12,12 @@ Each record becomes an event by the record's encoder (provenance.dynamo.torch_tr
 bounds, the interned file names resolved, the frames marked as the user's by
 provenance.thunder.frames' rule, torch's intern table read for names interned before we listened).
 
-Only a ThunderFX graph's artifacts are written: a frame compile's are held (at most MAX_HELD frame
-compiles, MAX_HELD_CHARS each) until its backend call turns out to be ThunderFX's (`keep`, from
-fx_compile.graph_made; later ones of that compile id, a lazy backward's, are written at once) or the
-frame compile ends (`frame_ended`: Thunder's torch.compile executor's fusions, a plain torch.compile's
-frames; counted, not written).
+Only the artifacts of ThunderFX's frame compiles are written, whatever the frame made (a graph, or a
+failure: its `dynamo_error`, its `compilation_metrics`). Which backend compiles a frame is known at
+Dynamo's start callback (fx_compile.py: `keep`); what comes before it, and the frames of any other
+backend, are held (at most MAX_HELD frame compiles, MAX_HELD_CHARS each) until then or until the frame
+compile ends (`frame_ended`: Thunder's torch.compile executor's fusions, a plain torch.compile's frames;
+counted, not written). A graph made later for a kept compile id (a lazy backward's) is written at once.
 
 The handler is put back at each Dynamo frame compile if something removed it (torch's own `set_logs`
 keeps handlers it did not make; other code may not), and removed when capture stops. An internal

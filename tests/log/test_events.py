@@ -134,11 +134,12 @@ def test_what_the_writers_emit_is_what_events_declares():
     assert error["message"] == str(raised.value)
     seen = {e["type"] for e in collect.events}
     # executor_compile needs the torch.compile executor (an inductor build): tests/thunder/test_phases.py;
-    # ThunderFX's records: tests/thunder/test_thunderfx.py; library (model code in site-packages):
-    # tests/report/test_report_hf.py; torch_trace (torch's compiler ran): tests/thunder/test_torch_trace.py;
+    # ThunderFX's records: tests/thunder/test_thunderfx.py, tests/thunder/test_frame_compiles.py; library (model
+    # code in site-packages): tests/report/test_report_hf.py; torch_trace (torch's compiler ran):
+    # tests/thunder/test_torch_trace.py;
     # wait (wait counters, a wait blocked a second): tests/timing/test_wait_watch.py, tests/thunder/test_distributed.py
-    assert seen == events.KNOWN_TYPES - {"executor_compile", "dynamo_graph", "graph_break", "graph_phases", "library",
-                                         "torch_trace", "wait"}
+    assert seen == events.KNOWN_TYPES - {"executor_compile", "dynamo_graph", "graph_break", "graph_phases",
+                                         "frame_compile", "library", "torch_trace", "wait"}
     assert any("same_as" in e for e in collect.events)  # both forms of "trace"
     profiled = [(e["type"], e["trace"]) for e in collect.events if e["type"].startswith("profile_")]
     assert profiled == [("profile_ops", "forward"), ("profile_call", "forward"), ("profile_ops", "forward"),

@@ -16,15 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 from provenance.core.record import user_frame
 from provenance.dynamo.graphs import untimed
-from provenance.log.events import MAX_PHASES
+from provenance.log.events import FRAME_OUTCOMES, MAX_PHASES
 from provenance.report.analyze.compile import frames_of
 from provenance.report.analyze.phases import fusion_phase, phase_view, phases_of
 from provenance.report.analyze.torch_trace import TorchTraces
 from provenance.report.analyze.torch_trace import view as torch_view
 from provenance.report.model import (
+    BackendFailureView,
     CompileSummary,
     DynamoRecompileView,
     ExecutorCompileView,
+    FrameCompileView,
     FxRun,
     GraphBreakView,
     GraphView,
@@ -44,6 +46,8 @@ __all__ = ["FxGraphs"]
 
 MAX_GRAPHS = 2000  # graphs kept per run; more are counted
 MAX_BREAKS = 2000
+MAX_FRAMES = 4000  # frame compiles kept per run
+MAX_FAILURES = 8  # failed backend calls kept per frame compile
 MAX_PIECES = 256  # per graph
 MAX_REASON = 4000  # characters of a reason or message kept
 MAX_QUOTED = 16 << 20  # characters of op code kept for the graphs' source views; then counts only
@@ -93,6 +97,8 @@ class FxGraphs:
     def __init__(self) -> None:
         self._graphs: dict[tuple[int, Any], GraphView] = {}  # (log, graph number) -> graph
         self._breaks: list[GraphBreakView] = []
+        self._frames: list[FrameCompileView] = []
+        self.dropped_frames = 0
         self._pieces: dict[str, tuple[int, int, str]] = {}  # compile page key -> (log, graph, piece)
         self._piece_keys: dict[tuple[int, Any], str] = {}  # (log, compile id) -> the latest piece compile's key
         self._compiled: dict[str, CompileSummary] = {}  # compile page key -> a piece compile's summary
@@ -162,6 +168,34 @@ class FxGraphs:
                                            summary=reason.strip().partition("\n")[0][:300] or "?", reason=reason,
                                            frame=user_frame(stack), stack=stack))
 
+    def frame_compile(self, log: RunLog, data: dict) -> None:
+        compile_id, start, end = _opt(data.get("compile_id")), as_int(data.get("start_ns")), as_int(data.get("end_ns"))
+        if compile_id is None or start is None or end is None or end < start:
+            return  # read/validate.py counted the malformed record
+        if len(self._frames) >= MAX_FRAMES:
+            self.dropped_frames += 1
+            return
+        failures = []
+        raw = data.get("failures") if isinstance(data.get("failures"), list) else []
+        for failure in raw[:MAX_FAILURES]:
+            if not isinstance(failure, dict):
+                continue
+            stack = frames_of(failure.get("frames"))[:64]
+            begun, ended = as_int(failure.get("start_ns")), as_int(failure.get("end_ns"))
+            failures.append(BackendFailureView(
+                _text(failure.get("error")) or "(no error in the log)", user_frame(stack), stack,
+                (ended - begun) / 1e9 if begun is not None and ended is not None and ended >= begun else 0.0))
+        stack = frames_of(data.get("error_frames"))[:64]
+        function = frames_of([data.get("function")])
+        outcome = _text(data.get("outcome"), 40)
+        self._frames.append(FrameCompileView(
+            rank_label=log.page_label, log=log.index, compile_id=compile_id,
+            outcome=outcome if outcome in FRAME_OUTCOMES else "?", function=function[0] if function else None,
+            start_ns=start, end_ns=end, graph_number=as_int(data.get("graph")), failures=failures,
+            more_failures=max(0, len(raw) - MAX_FAILURES) + max(0, as_int(data.get("more_failures")) or 0),
+            breaks=max(0, as_int(data.get("breaks")) or 0), error=_opt(data.get("error")),
+            error_frame=user_frame(stack), error_stack=stack))
+
     def torch_trace(self, log: RunLog, data: dict) -> None:
         self._torch.add(log.index, data)
 
@@ -214,6 +248,10 @@ class FxGraphs:
         for part in logs:
             run.dropped_graphs += part.dropped_graphs
             run.dropped_breaks += part.dropped_breaks
+            run.dropped_frames += part.dropped_frames
+            room = max(0, MAX_FRAMES - len(run._frames))
+            run._frames.extend(part._frames[:room])
+            run.dropped_frames += max(0, len(part._frames) - room)
             for key, graph in part._graphs.items():
                 if len(run._graphs) < MAX_GRAPHS:
                     run._graphs[key] = graph
@@ -244,17 +282,25 @@ class FxGraphs:
         return timed
 
     def finish(self, sources: SourceLines) -> FxRun | None:
-        if not self._graphs and not self._breaks:
+        if not self._graphs and not self._breaks and not self._frames:
             return None
         graphs = sorted(self._graphs.values(), key=lambda g: (g.log, g.start_ns or 0, g.number or 0, g.key))
         by_id: dict[tuple[int, str | None], GraphView] = {}
         for graph in graphs:
             by_id.setdefault((graph.log, graph.compile_id), graph)
+        self._skipped_breaks()
         for found in self._breaks:
             graph = by_id.get((found.log, found.compile_id)) if found.compile_id is not None else None
             if graph is not None:
                 found.graph = graph
                 graph.breaks.append(found)
+        outcomes = {(f.log, f.compile_id): f.outcome for f in self._frames}
+        for found in self._breaks:
+            if found.graph is None:
+                found.outcome = outcomes.get((found.log, found.compile_id)) if found.compile_id is not None else None
+        for frame in self._frames:
+            if frame.graph_number is not None:
+                frame.graph = self._graphs.get((frame.log, frame.graph_number))
         for key, (log, number, name) in self._pieces.items():
             summary, graph = self._compiled.get(key), self._graphs.get((log, number))
             piece = next((p for p in graph.pieces if p.name == name), None) if graph is not None else None
@@ -268,7 +314,18 @@ class FxGraphs:
             self._source(graph, sources)
         self._lines.clear()
         self._compiled.clear()
-        return FxRun(graphs, self._breaks, self.dropped_graphs, self.dropped_breaks)
+        frames = sorted(self._frames, key=lambda f: (f.log, f.start_ns))
+        return FxRun(graphs, self._breaks, self.dropped_graphs, self.dropped_breaks, frames, self.dropped_frames)
+
+    def _skipped_breaks(self) -> None:
+        """A frame Dynamo gave up on at a graph break it raised (Unsupported: no restart, so torch logged no
+        break record) is a break too, at the line its error names."""
+        for frame in self._frames:
+            if frame.outcome == "skipped" and frame.error and not frame.breaks and len(self._breaks) < MAX_BREAKS:
+                stack = frame.error_stack
+                self._breaks.append(GraphBreakView(rank_label=frame.rank_label, log=frame.log,
+                                                   compile_id=frame.compile_id, summary=frame.summary,
+                                                   reason=frame.error, frame=frame.error_frame, stack=stack))
 
     def _torch_views(self, graphs: list[GraphView]) -> None:
         """Each graph's view of torch's trace of its frame compile, the guards later calls failed marked."""
@@ -285,6 +342,9 @@ class FxGraphs:
                     graph.torch.fixed = sorted({f"{s.subject} ({s.symbol})" if s.symbol else s.subject
                                                 for s in graph.torch.shapes if s.kind == "symbol" and s.subject})
                     graph.torch.recompiled = sum(1 for c in thunder if c.recompile_reason)
+        for compiled in self._frames:  # a frame compile that made no graph: its own view (its error, metrics)
+            if compiled.graph is None and (found := self._torch.pop(compiled.log, compiled.compile_id)) is not None:
+                compiled.torch = torch_view(found, [])
         self.torch_unmatched = len(self._torch.frames)  # frame compiles of no ThunderFX graph (torch.compile's)
         self.torch_dropped = self._torch.dropped
         self._torch.frames.clear()

@@ -224,6 +224,15 @@ class GraphBreakHandler(Handler):
         run.fx.graph_break(file.log, record.data)
 
 
+class FrameCompileHandler(Handler):
+    """A Dynamo frame compile of a ThunderFX backend: what it made, what failed, its time."""
+
+    type, route = "frame_compile", Route.RUN
+
+    def run(self, run: RunSink, file: FileSink, record: LogRecord) -> None:
+        run.fx.frame_compile(file.log, record.data)
+
+
 class TorchTraceHandler(Handler):
     """An artifact of torch's structured trace: kept for its Dynamo graph's page."""
 
@@ -285,8 +294,8 @@ def default_handlers() -> list[Handler]:
     return [HeaderHandler(), ProvHandler(), SpanHandler(), SpanEndHandler(), CompileStartHandler(), TraceHandler(),
             PhasesHandler(), RecompileHandler(), CompileEndHandler(), CompileErrorHandler(), CaptureDisabledHandler(),
             ExecutorCompileHandler(), CallsHandler(), DynamoGraphHandler(), GraphPhasesHandler(), GraphBreakHandler(),
-            TorchTraceHandler(), LibraryHandler(), WaitHandler(), ProfileOpsHandler(), ProfileCallHandler(),
-            MemoryHandler()]
+            FrameCompileHandler(), TorchTraceHandler(), LibraryHandler(), WaitHandler(), ProfileOpsHandler(),
+            ProfileCallHandler(), MemoryHandler()]
 
 
 def registry(handlers: list[Handler]) -> dict[str, Handler]:

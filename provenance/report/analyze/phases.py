@@ -21,9 +21,9 @@ GROUPS = {
     "executor_compile": "executors",
     # a Dynamo graph's whole compile (ThunderFX)
     "dynamo_trace": "dynamo", "dynamo_finish": "dynamo", "split": "split", "inductor_compile": "inductor",
-    "inductor_backward": "inductor", "thunder_compile": "thunder",
+    "inductor_backward": "inductor", "thunder_compile": "thunder", "backend_failed": "failed",
 }
-GROUP_ORDER = ("dynamo", "split", "inductor", "thunder", "cache", "tracing", "transform", "pass", "autograd",
+GROUP_ORDER = ("failed", "dynamo", "split", "inductor", "thunder", "cache", "tracing", "transform", "pass", "autograd",
                "executors", "codegen", "provenance", "other")
 
 

@@ -534,7 +534,8 @@ class RunBuilder:
 
     def _totals(self, summaries: list[CompileSummary], calls: list[_Calls], fx: FxRun | None = None) -> Totals:
         """The run's figures. Under ThunderFX a graph's compile is more than its Thunder pieces'
-        compiles: Dynamo, the split and the fallbacks' compiles count too (and Dynamo's recompiles)."""
+        compiles: Dynamo, the split and the fallbacks' compiles count too (and Dynamo's recompiles), and so
+        do the frame compiles that made no graph (failed, skipped); a failed frame compile is a failure."""
         status = Counter(s.status for s in summaries)
         keys = ("ops", "with_provenance", "compute", "compute_with_user_source", "fusions")
         # a run without compiles has zero of each; sums saturate (provenance/report/numbers.py)
@@ -546,7 +547,8 @@ class RunBuilder:
                       incomplete=status["incomplete"], disabled=status["disabled"],
                       recompiles=sum(1 for s in summaries if s.recompiled) + (fx.recompiles if fx else 0),
                       seconds=sum(s.seconds or 0.0 for s in summaries)
-                      + (sum(g.seconds_outside_thunder for g in fx.graphs) if fx else 0.0),
+                      + (sum(g.seconds_outside_thunder for g in fx.graphs) + fx.seconds_without_graph if fx else 0.0),
+                      failed_frames=len(fx.failed_frames) if fx else 0,
                       cache_hits=total(c.hits for c in calls), calls=total(c.calls for c in calls),
                       **asdict(coverage(final)), bytes=self.bytes_read, logs=len(self.logs))
 
@@ -565,6 +567,9 @@ class _FxOfLog:
 
     def graph_break(self, log: RunLog, data: dict) -> None:
         self._parts[log.index].fx.graph_break(log, data)
+
+    def frame_compile(self, log: RunLog, data: dict) -> None:
+        self._parts[log.index].fx.frame_compile(log, data)
 
     def torch_trace(self, log: RunLog, data: dict) -> None:
         self._parts[log.index].fx.torch_trace(log, data)

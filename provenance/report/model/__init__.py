@@ -43,6 +43,8 @@ __all__ = [
     "Fused",
     "Fusion",
     "FusionLine",
+    "BackendFailureView",
+    "FrameCompileView",
     "FxRun",
     "GraphBreakView",
     "GraphView",

@@ -638,6 +638,7 @@ class Totals:
     failed: int
     incomplete: int
     disabled: int  # compiles whose capture an internal error stopped
+    failed_frames: int  # Dynamo frame compiles of ThunderFX that failed (a backend call raised, or Dynamo)
     recompiles: int
     seconds: float
     cache_hits: int

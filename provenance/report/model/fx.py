@@ -8,8 +8,9 @@ from typing import Any
 
 from provenance.report.model.core import CompileSummary, Phase, PhaseView, SourceFileView, StackFrame
 
-__all__ = ["CodeView", "DynamoRecompileView", "FxRun", "GraphBreakView", "GraphView", "GuardFailureView",
-           "GuardGroupView", "GuardView", "PieceView", "ShapeView", "SplitView", "TorchTraceView"]
+__all__ = ["BackendFailureView", "CodeView", "DynamoRecompileView", "FrameCompileView", "FxRun", "GraphBreakView",
+           "GraphView", "GuardFailureView", "GuardGroupView", "GuardView", "PieceView", "ShapeView", "SplitView",
+           "TorchTraceView"]
 
 # Phases of a graph's compile that are its Thunder pieces' own compiles (counted with the compiles)
 THUNDER_PHASES = frozenset({"thunder_compile"})
@@ -57,7 +58,70 @@ class GraphBreakView:
     reason: str
     frame: StackFrame | None  # the user's line
     stack: list[StackFrame]
-    graph: GraphView | None = None  # the graph it ended (none: Dynamo skipped the frame)
+    graph: GraphView | None = None  # the graph it ended (none: the frame compile made none)
+    outcome: str | None = None  # with no graph: its frame compile's (FrameCompileView.outcome), if logged
+
+
+@dataclass(slots=True, repr=False, eq=False)
+class BackendFailureView:
+    """A call of ThunderFX's backend that raised in a frame compile (Dynamo restarted the frame, or failed it)."""
+
+    error: str  # "Type: message"
+    frame: StackFrame | None  # the innermost user frame of its traceback: the line that failed
+    stack: list[StackFrame]  # its traceback, innermost first
+    seconds: float  # the attempt: Dynamo's tracing, the split and compiles up to the error
+
+    @property
+    def summary(self) -> str:
+        return self.error.strip().partition("\n")[0][:300]
+
+
+@dataclass(slots=True, repr=False, eq=False)
+class FrameCompileView:
+    """A Dynamo frame compile of a ThunderFX backend (`frame_compile`): what it made, and what failed."""
+
+    rank_label: str
+    log: int
+    compile_id: str
+    outcome: str  # graph | failed | skipped | empty (provenance.log.events.FRAME_OUTCOMES)
+    function: StackFrame | None  # the function Dynamo compiled
+    start_ns: int
+    end_ns: int
+    graph_number: int | None
+    failures: list[BackendFailureView]
+    more_failures: int
+    breaks: int
+    error: str | None  # what ended it (failed, skipped)
+    error_frame: StackFrame | None  # the innermost user frame of that error's traceback
+    error_stack: list[StackFrame]
+    graph: GraphView | None = None  # linked by FxGraphs.finish
+    torch: TorchTraceView | None = None  # torch's trace of a frame compile that made no graph
+
+    @property
+    def seconds(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e9
+
+    @property
+    def failed(self) -> bool:
+        """A failure: the error reached Dynamo's caller, or a backend call raised (Dynamo restarted)."""
+        return self.outcome == "failed" or bool(self.failures) or bool(self.more_failures)
+
+    @property
+    def label(self) -> str:
+        return f"[{self.compile_id}]"
+
+    @property
+    def summary(self) -> str:
+        """What failed first, one line: the error that ended it, else the first failed backend call."""
+        if self.error:
+            return self.error.strip().partition("\n")[0][:300]
+        return self.failures[0].summary if self.failures else ""
+
+    @property
+    def line(self) -> StackFrame | None:
+        """The user's line to show: where the error came from, else the function compiled."""
+        found = self.error_frame or next((f.frame for f in self.failures if f.frame is not None), None)
+        return found or self.function
 
 
 @dataclass(slots=True, repr=False, eq=False)
@@ -137,7 +201,9 @@ class TorchTraceView:
     def directory(self) -> dict[str, Any]:
         """A graph's `torch` in compile_directory.json: the counts its page shows."""
         return {"guards": self.guard_count, "dynamo_guards": self.torch_guard_count, "failed_guards": self.failed,
-                "dynamic": [s.subject for s in self.shapes if s.kind == "symbol"], "fixed_by_thunder": self.fixed,
+                "dynamic": [s.subject for s in self.shapes if s.kind == "symbol" and s.subject],  # inputs'
+                "internal_symbols": [s.symbol for s in self.shapes if s.kind == "symbol" and not s.subject],
+                "fixed_by_thunder": self.fixed,
                 "codes": [c.title for c in self.codes], "caches": [[c, o] for c, o, _ in self.caches],
                 "others": self.others}
 
@@ -220,6 +286,17 @@ class FxRun:
     breaks: list[GraphBreakView]
     dropped_graphs: int = 0
     dropped_breaks: int = 0
+    frames: list[FrameCompileView] = field(default_factory=list)  # every frame compile of a ThunderFX backend
+    dropped_frames: int = 0
+
+    @property
+    def failed_frames(self) -> list[FrameCompileView]:
+        return [f for f in self.frames if f.failed]
+
+    @property
+    def seconds_without_graph(self) -> float:
+        """The frame compiles that made no graph (failed, skipped, empty): compile time no graph shows."""
+        return sum(f.seconds for f in self.frames if f.graph is None)
 
     @property
     def pieces(self) -> int:
@@ -259,5 +336,12 @@ class FxRun:
             "breaks": [{"rank_label": b.rank_label, "compile_id": b.compile_id,
                         "graph": b.graph.key if b.graph is not None else None, "reason": b.summary,
                         "line": where(b.frame), "stack": [where(f) for f in b.stack]} for b in self.breaks],
-            "not_listed": {"graphs": self.dropped_graphs, "breaks": self.dropped_breaks},
+            # every frame compile of ThunderFX, whatever it made, and what failed in it
+            "frames": [{"rank_label": f.rank_label, "log": f.log, "compile_id": f.compile_id, "outcome": f.outcome,
+                        "function": where(f.function), "seconds": f.seconds, "failed": f.failed,
+                        "graph": f.graph.key if f.graph is not None else None, "breaks": f.breaks,
+                        "error": f.error, "line": where(f.line),
+                        "failures": [{"error": b.error, "line": where(b.frame), "seconds": b.seconds}
+                                     for b in f.failures], "more_failures": f.more_failures} for f in self.frames],
+            "not_listed": {"graphs": self.dropped_graphs, "breaks": self.dropped_breaks, "frames": self.dropped_frames},
         }
