@@ -346,6 +346,7 @@ class CompileEnd(TypedDict):
     log_seconds: float | None  # None: not known (a log rebuilt from spans of a version before 1.8)
     cache: CacheCounts | None
     final: FinalCounts
+    memory_unknown: NotRequired[str]  # why it has no memory records: its sizes are symbols (schema 1.11)
 
 
 class CompileError(TypedDict):

@@ -235,6 +235,8 @@ def compile_finished(state: CompileState, entry: Any, compile_stats: Any) -> Non
                   "compute_at_module_file": sum(c.compute_at_module_file for c in covs),
                   "fusions": sum(1 for t in final for b in t.bound_symbols if b.sym.is_fusion)},
     }
+    if state.memory_unknown is not None:
+        event["memory_unknown"] = state.memory_unknown
     SESSION.emit(event)
     piece_compiled(state, now)
 

@@ -352,8 +352,9 @@ def captured(state: Any, entry: Any, compile_stats: Any) -> None:
         state.remat = []
         if found is not None:
             state.memory = register(found, compile_stats)
-    except SymbolicSize:  # no timeline for this compile: its sizes are symbols (the rest is captured)
+    except SymbolicSize as exc:  # no timeline for this compile: its sizes are symbols (the rest is captured)
         state.remat = []
+        state.memory_unknown = f"its sizes are symbols ({exc})"
     except Exception as exc:
         fail("memory", exc)
     finally:

@@ -69,6 +69,7 @@ class CompileState:
     remat: list = field(default_factory=list)  # memory.py: what rematerialization changed in the saved tensors
     memory: CompileMemory | None = None  # memory.py: the compile's static memory, once its traces are final
     memory_ns: int = 0  # time spent on the memory timeline
+    memory_unknown: str | None = None  # why it has none (memory.py: its sizes are symbols)
 
     def fusion_record(self, subsymbols: tuple | list) -> Provenance | None:
         hint = self.fusion_hints.get(tuple(map(id, subsymbols)))

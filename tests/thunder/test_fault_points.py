@@ -120,9 +120,16 @@ def test_a_compile_with_symbolic_values_is_logged_whole_without_a_warning(tmp_pa
     assert _ours(caught) == []
     for out, b in zip(outs, (1, 2)):
         torch.testing.assert_close(out, foo(a, b))
-    types = [r["type"] for r in _strict(tmp_path / "logs", tmp_path)]
+    records = _strict(tmp_path / "logs", tmp_path)
+    types = [r["type"] for r in records]
     assert types.count("compile_start") == types.count("compile_end") == 1 and "capture_disabled" not in types
     assert "trace" in types and "memory" not in types
+    (end,) = [r for r in records if r["type"] == "compile_end"]
+    unknown = end["memory_unknown"]
+    assert unknown.startswith("its sizes are symbols (") and "has a symbolic size" in unknown
+    page = tmp_path / "report" / "compiles" / "log0-c1.html"  # the page says so rather than leave it out
+    memory = page.read_text().split('id="memory"')[1].split("</section>")[0]
+    assert "Unknown: its sizes are symbols (" in memory and "symbolic values" in memory
 
 
 def test_a_fault_in_the_memory_hook_closes_its_compile_once(tmp_path, monkeypatch):

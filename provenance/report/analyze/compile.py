@@ -278,6 +278,8 @@ class CompileBuilder:
                            f"{self.key} could not be rebuilt")
         page = self._page(summary, provs, compile_error, as_float(end.get("log_seconds")))
         page.recompile = recompile
+        unknown = end.get("memory_unknown")
+        page.memory_unknown = unknown[:300] if isinstance(unknown, str) else None
         page.phases = self._part("its phases", phase_view, window, phases, summary.executor_compiles)
         self.page_roles, self.error = page.roles, compile_error
         line_time = None

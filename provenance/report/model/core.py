@@ -479,6 +479,7 @@ class CompilePage:
     phases: PhaseView | None = None
     time: CompileTime | None = None  # the Time section, for a profiled compile
     memory: CompileMemoryView | None = None  # the Memory section
+    memory_unknown: str | None = None  # why the compile has no Memory section (compile_end.memory_unknown)
     static_memory: CompileMemory | None = None  # what it was made from (the diff rolls it up)
 
 
