@@ -31,6 +31,7 @@ class GraphBreak:
     frames: tuple[Frame, ...]  # the user's stack at the break, innermost first
     compile_id: str | None  # Dynamo's compile id of the frame being captured ("0/0"; tlparse: [0/0])
     time_ns: int = 0
+    call_stack: tuple[Frame, ...] = ()  # the user's frames that called the compiled one (the script's), outermost first
 
     @property
     def summary(self) -> str:

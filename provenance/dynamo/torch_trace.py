@@ -52,6 +52,20 @@ LEFT_OUT = frozenset({"chromium_event", "describe_storage", "describe_tensor", "
 MAX_ARTIFACTS = 4096  # per frame compile; more are counted
 MAX_GUARDS = 20_000  # guards listed per frame compile
 GRAPHS = ("aot_forward_graph", "aot_backward_graph", "aot_joint_graph", "aot_inference_graph")
+# The other artifacts a page renders as text (title, whether it is a program to copy and run), in this
+# order; the rest are counted by name (the pre-grad graph before the passes, the joint graph's passes: near
+# copies of what is shown). Kernel provenance is written by inductor only with its provenance tracking on.
+TEXTS: dict[str, tuple[str, bool]] = {
+    "fx_graph_runnable": ("fx_graph_runnable: a program that reproduces this compile", True),
+    "after_pre_grad_graph": ("pre-grad graph (after inductor's pre-grad passes)", False),
+    "inductor_post_grad_graph": ("post-grad graph (what inductor lowered)", False),
+    "aot_forward_graph_fw_metadata": ("forward metadata (AOTAutograd's view of the inputs, outputs, mutations)", False),
+    "inductor_provenance_tracking_node_mappings": ("kernel provenance: the FX nodes of each kernel", False),
+    "inductor_provenance_tracking_kernel_stack_traces": ("kernel provenance: the stack traces of each kernel", False),
+    "make_fx_fail_partial": ("the graph AOTAutograd traced before it failed", False),
+    "dynamo_error": ("Dynamo's error, with its traceback", False),
+    "dynamo_graph_break_reason": ("a graph break, with Dynamo's own traceback", False),
+}
 SHAPES = ("create_symbol", "symbolic_shape_specialization", "guard_added_fast", "guard_added", "create_unbacked_symbol",
           "propagate_real_tensors")
 # torch's cache artifacts: `<cache>_<outcome>` (fx_graph_cache_hit, aotautograd_cache_bypass, ...)
@@ -379,6 +393,7 @@ class FrameTrace:
     guards: Artifact | None = None
     graphs: list[Artifact] = field(default_factory=list)  # AOT graphs, in the order torch wrote them
     inductor: list[Artifact] = field(default_factory=list)  # inductor_output_code
+    texts: list[Artifact] = field(default_factory=list)  # TEXTS, in the order torch wrote them
     shapes: list[ShapeEvent] = field(default_factory=list)
     caches: list[tuple[str, str, str | None]] = field(default_factory=list)  # (cache, outcome, torch's JSON why)
     metrics: dict | None = None
@@ -387,7 +402,7 @@ class FrameTrace:
     _attempts: dict[str, int] = field(default_factory=dict)  # the attempt of the output graph and guards kept
 
     def add(self, artifact: Artifact) -> None:
-        count = (len(self.graphs) + len(self.inductor) + len(self.shapes) + len(self.caches)
+        count = (len(self.graphs) + len(self.inductor) + len(self.texts) + len(self.shapes) + len(self.caches)
                  + sum(self.others.values()))
         if count >= MAX_ARTIFACTS:
             self.dropped += 1
@@ -405,6 +420,8 @@ class FrameTrace:
             self.graphs.append(artifact)
         elif name == "inductor_output_code":
             self.inductor.append(artifact)
+        elif name in TEXTS and (artifact.payload or artifact.payload_chars):
+            self.texts.append(artifact)
         elif name in SHAPES:
             event = _shape(artifact)
             if event is not None:

@@ -245,6 +245,7 @@ class GraphBreakEvent(TypedDict):
     time_ns: int
     reason: str
     frames: list[FrameJSON]  # the user's stack at the break, innermost first
+    call_stack: NotRequired[list[FrameJSON]]  # the user's frames that called the compiled one, outermost first (1.11)
 
 
 class BackendFailureJSON(TypedDict):

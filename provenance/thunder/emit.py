@@ -149,7 +149,8 @@ def frame_compile(compile_id: str, start_ns: int, end_ns: int, outcome: str, gra
 
 def graph_break(found: GraphBreak) -> None:
     event: GraphBreakEvent = {"type": "graph_break", "compile_id": found.compile_id, "time_ns": found.time_ns,
-                              "reason": found.reason, "frames": frames_json(found.frames)}
+                              "reason": found.reason, "frames": frames_json(found.frames),
+                              "call_stack": frames_json(found.call_stack)}
     SESSION.emit(event)
 
 

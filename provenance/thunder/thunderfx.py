@@ -42,6 +42,7 @@ from provenance.thunder.compat import api, graph_break_stack, present_one
 from provenance.thunder.frames import frame_at
 from provenance.thunder.fx_compile import backend_of
 from provenance.thunder.patching import Patcher
+from provenance.thunder.stack import python_stack
 from provenance.thunder.state import CompileState, check_fault, fail
 
 T = api()  # this Thunder's objects (compat.py)
@@ -324,7 +325,7 @@ def _record_break(reason: str, user_stack: Any) -> None:
     compile_id = T.CompileContext.current_compile_id()
     fx_compile.graph_break(str(compile_id) if compile_id else None)
     graph_break = GraphBreak(reason=reason, frames=frames, compile_id=str(compile_id) if compile_id else None,
-                             time_ns=time.time_ns())
+                             time_ns=time.time_ns(), call_stack=tuple(python_stack()))
     with _lock:
         _breaks.append(graph_break)
         _breaks_by_backend.setdefault(backend, deque(maxlen=MAX_BREAKS)).append(graph_break)

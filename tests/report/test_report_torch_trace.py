@@ -115,6 +115,51 @@ def test_a_symbol_torchs_compile_made_is_not_shown_as_an_input(tmp_path, capsys)
     assert (torch_part["dynamic"], torch_part["internal_symbols"]) == ([], ["s49", "s7"])
 
 
+def _with_runnable(records: list[dict]) -> list[dict]:
+    graph = next(r for r in records if r["type"] == "dynamo_graph" and r["compile_id"] == "0/0")
+    start = graph["start_ns"]
+    graph["phases"] = [["split", start, start + 10, 0, None],
+                       ["inductor_compile", start + 10, start + 100, 0, "inductor_1"]]
+    at = records.index(graph) + 1
+    records[at:at] = [_torch("fx_graph_runnable", payload="import torch\nrepro()", time_ns=start + 50),
+                      _torch("fx_graph_runnable", payload="import torch\nrepro()", time_ns=start + 60),
+                      _torch("inductor_post_grad_graph", payload="def forward(): lowered", time_ns=start + 70),
+                      _torch("aot_forward_graph_fw_metadata", payload="ViewAndMutationMeta(...)", time_ns=start + 500)]
+    return records
+
+
+def test_the_artifacts_a_user_opens_are_rendered_once_with_their_piece(tmp_path, capsys):
+    """fx_graph_runnable (the repro, with a copy button), the post-grad graph and the forward metadata,
+    labelled with the fallback piece whose inductor compile wrote them (by time), each shown once."""
+    page, _ = _page(tmp_path, capsys, _with_runnable(_records()), "0/0")
+    torch_part = page.split('id="torch"')[1]
+    runnable = torch_part.split("fx_graph_runnable: a program that reproduces this compile")
+    assert len(runnable) == 2 and "piece <code>inductor_1</code>" in runnable[1].split("</summary>")[0]
+    assert "(written 2 times, the same)" in runnable[1].split("</summary>")[0]
+    assert '<button type="button" class="copy" data-copy' in runnable[1] and "repro()" in runnable[1]
+    post_grad = torch_part.split("post-grad graph (what inductor lowered)")[1].split("</summary>")[0]
+    assert "piece <code>inductor_1</code>" in post_grad
+    metadata = torch_part.split("forward metadata")[1].split("</summary>")[0]
+    assert "piece" not in metadata  # written outside every piece's compile: no piece claimed
+    assert "fx_graph_runnable &times;" not in torch_part  # rendered, not only counted
+
+
+def test_the_repros_copy_button_copies_it_whole(tmp_path, capsys, browser):
+    _page(tmp_path, capsys, _with_runnable(_records()), "0/0")
+    graphs = orjson.loads((tmp_path / "out" / "compile_directory.json").read_bytes())["dynamo_graphs"]["graphs"]
+    page = browser.open(tmp_path / "out" / next(g["page"] for g in graphs if g["compile_id"] == "0/0"))
+    # the clipboard, recorded (a file:// page gets no clipboard permission)
+    page.evaluate("""() => { window.copied = [];
+      const writeText = t => { copied.push(t); return Promise.resolve(); };
+      Object.defineProperty(navigator, 'clipboard', {value: {writeText}}); }""")
+    runnable = page.locator("details.torch-code", has_text="fx_graph_runnable")
+    runnable.locator("summary").click()
+    runnable.locator("button[data-copy]").click()
+    page.wait_for_function("() => window.copied.length === 1")
+    assert page.evaluate("() => window.copied") == ["import torch\nrepro()"]
+    assert runnable.locator("button[data-copy]").inner_text() == "copied" and browser.errors == []
+
+
 def test_hostile_torch_records_are_read_or_left_out(tmp_path, capsys):
     records = _records()
     records[-1:-1] = [_torch(name, **junk) for name in ("dynamo_cpp_guards_str", "create_symbol", "compilation_metrics")

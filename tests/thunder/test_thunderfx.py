@@ -203,6 +203,8 @@ def test_the_log_names_graphs_pieces_splits_and_breaks(breaky):
     assert [(b["compile_id"], b["frames"][0][1]) for b in breaks] == [
         (graphs[0].compile_id, L("fx print")), (graphs[1].compile_id, L("fx block break")),
         (graphs[2].compile_id, L("fx block break"))]
+    # where the script called the compiled model (the test's `compiled(x)`), outermost first
+    assert list(breaks[0]["call_stack"][-1][:3]) == [__file__, _run.__code__.co_firstlineno + 4, "_run"]
     # a break comes before the graph it ended; a piece's compile after its graph
     order = [(e["type"], e.get("compile_id") or (e.get("piece") or {}).get("compile_id")) for e in emitted]
     first_id = graphs[0].compile_id

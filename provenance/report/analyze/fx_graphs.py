@@ -166,7 +166,8 @@ class FxGraphs:
         self._breaks.append(GraphBreakView(rank_label=log.page_label, log=log.index,
                                            compile_id=_opt(data.get("compile_id")),
                                            summary=reason.strip().partition("\n")[0][:300] or "?", reason=reason,
-                                           frame=user_frame(stack), stack=stack))
+                                           frame=user_frame(stack), stack=stack,
+                                           call_stack=frames_of(data.get("call_stack"))[:64]))
 
     def frame_compile(self, log: RunLog, data: dict) -> None:
         compile_id, start, end = _opt(data.get("compile_id")), as_int(data.get("start_ns")), as_int(data.get("end_ns"))
@@ -336,7 +337,9 @@ class FxGraphs:
         for graph in graphs:
             frame = self._torch.pop(graph.log, graph.compile_id)
             if frame is not None:
-                graph.torch = torch_view(frame, failed.get((graph.log, graph.compile_id), []))
+                pieces = [(p.start_ns, p.end_ns, p.detail) for p in graph.phases
+                          if p.name == "inductor_compile" and p.detail]
+                graph.torch = torch_view(frame, failed.get((graph.log, graph.compile_id), []), pieces)
                 thunder = [c for p in graph.pieces if p.thunder for c in p.compiles]
                 if thunder:  # Thunder compiles a piece for the sizes it is given: a dynamic dim is fixed there
                     graph.torch.fixed = sorted({f"{s.subject} ({s.symbol})" if s.symbol else s.subject

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from provenance.dynamo.torch_trace import Artifact, FrameTrace, decode, root_name, user_frame, user_name
+from provenance.dynamo.torch_trace import TEXTS, Artifact, FrameTrace, decode, root_name, user_frame, user_name
 from provenance.report.model import (
     CodeView,
     GuardFailureView,
@@ -81,10 +81,23 @@ class TorchTraces:
         return self.frames.pop((log, compile_id), None) if compile_id is not None else None
 
 
-def _code(title: str, artifact: Artifact | None) -> CodeView | None:
+def _code(title: str, artifact: Artifact | None, pieces: list[tuple[int, int, str]] = (),
+          copy: bool = False) -> CodeView | None:
     if artifact is None or artifact.payload is None and artifact.payload_chars is None:
         return None
-    return CodeView(title, artifact.payload or "", artifact.payload_chars)
+    when = artifact.time_ns
+    piece = next((name for start, end, name in pieces if when is not None and start <= when <= end), None)
+    return CodeView(title, artifact.payload or "", artifact.payload_chars, piece, copy)
+
+
+def _once(codes: list[CodeView]) -> list[CodeView]:
+    """Each (title, piece, text) once, its repeats counted (torch writes some twice: a cache hit's, a retry's)."""
+    kept: dict[tuple[str, str | None, str], CodeView] = {}
+    for code in codes:
+        found = kept.setdefault((code.title, code.piece, code.text), code)
+        if found is not code:
+            found.repeats += 1
+    return list(kept.values())
 
 
 def _frame(trace_frame: Any) -> StackFrame | None:
@@ -105,9 +118,11 @@ def _failed(kind: str, subject: str | None, code: str, failures: list[GuardFailu
     return False
 
 
-def view(frame: FrameTrace, failures: list[GuardFailureView]) -> TorchTraceView:
+def view(frame: FrameTrace, failures: list[GuardFailureView],
+         pieces: list[tuple[int, int, str]] = ()) -> TorchTraceView:
     """A graph's view of its frame compile's torch_trace records; `failures`: the guards of this
-    graph's entry that later calls failed (their recompiles' failures naming its compile id)."""
+    graph's entry that later calls failed (their recompiles' failures naming its compile id); `pieces`:
+    (start, end, piece) of each fallback piece's inductor compile, to label what it wrote."""
     groups: dict[str, GuardGroupView] = {}
     guards = frame.guard_list()
     for guard in guards:
@@ -122,7 +137,11 @@ def view(frame: FrameTrace, failures: list[GuardFailureView]) -> TorchTraceView:
     shown = [(label, _metric(metrics[key])) for key, label in METRICS
              if key in metrics and metrics[key] not in (None, [], "")]
     torch_count = metrics.get("guard_count")
-    codes = [c for c in (_code(_TITLES.get(a.name, a.name), a) for a in [*frame.graphs, *frame.inductor]) if c]
+    order = {name: i for i, name in enumerate(TEXTS)}
+    texts = sorted(frame.texts, key=lambda a: order[a.name])  # stable: torch's order within a kind
+    made = [_code(_TITLES.get(a.name, a.name), a, pieces) for a in [*frame.graphs, *frame.inductor]]
+    made += [_code(TEXTS[a.name][0], a, pieces, TEXTS[a.name][1]) for a in texts]
+    codes = _once([c for c in made if c])
     shapes = [ShapeView(s.kind, s.subject, s.text, _frame(user_frame(s.user_stack)), s.symbol)
               for s in frame.shapes]
     caches = [(cache, outcome, (why or "")[:2000]) for cache, outcome, why in frame.caches]

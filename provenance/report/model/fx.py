@@ -59,6 +59,7 @@ class GraphBreakView:
     frame: StackFrame | None  # the user's line
     stack: list[StackFrame]
     graph: GraphView | None = None  # the graph it ended (none: the frame compile made none)
+    call_stack: list[StackFrame] = field(default_factory=list)  # the script's frames that called it, outermost first
     outcome: str | None = None  # with no graph: its frame compile's (FrameCompileView.outcome), if logged
 
 
@@ -165,6 +166,9 @@ class CodeView:
     title: str
     text: str
     cut: int | None = None  # its whole length where the log kept less
+    piece: str | None = None  # the fallback piece whose compile wrote it (by its inductor_compile phase)
+    copy: bool = False  # a program to run: the page gives it a copy button
+    repeats: int = 0  # more artifacts with the same title, piece and text (shown once)
 
 
 @dataclass(slots=True, repr=False, eq=False)

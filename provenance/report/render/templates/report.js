@@ -648,6 +648,15 @@
     return { refresh: function () { if (box.value.trim()) search(true); } };
   })();
 
+  // A program torch wrote to reproduce a compile (fx_graph_runnable): its button copies it whole.
+  document.addEventListener("click", function (ev) {
+    var button = ev.target.closest && ev.target.closest("button[data-copy]");
+    var pre = button && button.parentNode.querySelector("pre");
+    if (!pre || !navigator.clipboard) return;
+    navigator.clipboard.writeText(pre.textContent).then(function () { button.textContent = "copied"; },
+      function () { button.textContent = "copy failed (select the text)"; });
+  });
+
   if (document.body.classList.contains("page-compile")) {
     var last = {};
     each("details.trace:not(.repeat)", function (d) { last[d.dataset.list] = d; });
