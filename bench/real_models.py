@@ -13,6 +13,9 @@ total compile time against the compiling steps' measured time (steps 1 and 3 les
 
     python bench/real_models.py [--models litgpt,hf-llama,hf-gpt2] [--entries thunderfx,thunder.jit] [--keep DIR]
 
+Also: hf-t5, hf-vit, hf-whisper, hf-mixtral (issue 58's models; Mixtral's first step is minutes of failing
+frame compiles, which the report counts).
+
 Hugging Face models run under ThunderFX only: Thunder 0.2.6's thunder.jit fails on them itself
 (see bench/README.md).
 """
@@ -31,7 +34,7 @@ from pathlib import Path
 import harness
 
 ROOT = harness.ROOT
-HF_ONLY_FX = {"hf-llama", "hf-gpt2"}
+HF_ONLY_FX = {"hf-llama", "hf-gpt2", "hf-t5", "hf-vit", "hf-whisper", "hf-mixtral"}
 
 def _shown(report: Path) -> dict:
     """What the report shows: the index's total compile time (every compile, and each Dynamo

@@ -1,8 +1,9 @@
-"""real_models.py's traced program: a real model (litgpt Llama, transformers Llama or GPT-2, tiny
-configs, random weights) under thunder.jit or thunderfx, three steps, logged by the environment's
-THUNDER_TRACE; prints its step times and how many compute ops are attributed to the model's file.
+"""real_models.py's traced program: a real model (litgpt Llama, transformers Llama, GPT-2, T5, ViT,
+Whisper or Mixtral, tiny configs, random weights) under thunder.jit or thunderfx, three steps, logged by the
+environment's THUNDER_TRACE; prints its step times and how many compute ops are attributed to the model's file.
 
-    python bench/children/real_models_child.py litgpt|hf-llama|hf-gpt2 thunder.jit|thunderfx
+    python bench/children/real_models_child.py litgpt|hf-llama|hf-gpt2|hf-t5|hf-vit|hf-whisper|hf-mixtral \
+        thunder.jit|thunderfx
 """
 
 import json
@@ -23,7 +24,9 @@ warnings.filterwarnings("ignore")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"))
 import real_models  # noqa: E402  (the tests' support folder on the path first)
 
-builders = {"litgpt": real_models.litgpt_llama, "hf-llama": real_models.hf_llama, "hf-gpt2": real_models.hf_gpt2}
+builders = {"litgpt": real_models.litgpt_llama, "hf-llama": real_models.hf_llama, "hf-gpt2": real_models.hf_gpt2,
+            "hf-t5": real_models.hf_t5, "hf-vit": real_models.hf_vit, "hf-whisper": real_models.hf_whisper,
+            "hf-mixtral": real_models.hf_mixtral}
 build = builders[sys.argv[1]]
 entry = sys.argv[2]
 torch.manual_seed(0)
@@ -48,5 +51,5 @@ for fn in fns:
                 total += 1
                 user += (f := line_frame(r)) is not None and f.file == model_file
                 module += (f := module_line_frame(r)) is not None and f.file == model_file
-print(json.dumps({"steps": steps, "compute": total, "user": user / total, "module_line": module / total,
+print(json.dumps({"steps": steps, "compute": total, "user": user / max(total, 1), "module_line": module / max(total, 1),
                    "model_file": model_file}))
