@@ -1,5 +1,5 @@
 """real_models.py's traced program: a real model (litgpt Llama, transformers Llama, GPT-2, T5, ViT,
-Whisper or Mixtral, tiny configs, random weights) under thunder.jit or thunderfx, three steps, logged by the
+Whisper or Mixtral, tiny configs, random weights) under thunder.jit or thunderfx, four steps, logged by the
 environment's THUNDER_TRACE; prints its step times and how many compute ops are attributed to the model's file.
 
     python bench/children/real_models_child.py litgpt|hf-llama|hf-gpt2|hf-t5|hf-vit|hf-whisper|hf-mixtral \
@@ -34,7 +34,7 @@ model, step, model_file = build()
 steps = []
 start = time.perf_counter()
 compiled = thunder.dynamo.thunderfx(model) if entry == "thunderfx" else thunder.jit(model)
-for seq in (16, 16, 8):
+for seq in (16, 16, 8, 8):  # the last: warm (nothing left to compile)
     t = start if not steps else time.perf_counter()  # the first step includes entry(model)
     step(compiled, real_models.ids(seq)).backward()
     steps.append(time.perf_counter() - t)

@@ -27,6 +27,7 @@ _ENTRY = re.compile(r"^(?P<entry>\d+/\d+): (?P<text>.*)$", re.S)
 _TENSOR = re.compile(r"tensor '(?P<name>.+?)' (?P<what>[\w ]+?) mismatch(?: at index (?P<index>\d+))?\. "
                      r"expected (?P<old>.+?), actual (?P<new>.+?)$", re.S)
 _SIZE = re.compile(r"^(?P<name>.+?)\.size\(\)\[(?P<index>\d+)\]")
+_WHERE = re.compile(r"(?P<file>\S+):(?P<line>\d+) in \S+\s*$")
 
 
 _GLOBAL = "GLOBAL_STATE changed:"
@@ -78,11 +79,16 @@ def _failure(entry: str | None, text: str) -> DynamoGuardFailure:
         changes = [[what, tensor["old"].strip(), tensor["new"].strip()]]
         reason = f"{subject}: {what} {changes[0][1]} \u2192 {changes[0][2]}"
     else:
-        guard = user_name(text)
+        # torch appends the guard's source line and where it is: `X is None  # if X is None:  # f.py:92 in g`
+        code, *comments = text.split("  # ")
+        guard = user_name(code.strip())
         size = _SIZE.match(guard)
         subject = size["name"] if size else (subject_of(guard) if guard else None)
         changes = []
         reason = f"{subject}: guard {guard} failed" if subject and subject != guard else f"guard {guard} failed"
+        where = _WHERE.search(comments[-1]) if comments else None
+        if where is not None:
+            reason += f" (at {where['file'].rsplit('/', 1)[-1]}:{where['line']})"
     return {"entry": entry, "subject": subject, "changes": changes, "reason": reason, "guard": text}
 
 

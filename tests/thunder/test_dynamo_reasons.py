@@ -27,3 +27,12 @@ def test_grad_mode_changed_reads_before_and_after():
     (found,) = dynamo_reasons.failures(["0/0: GLOBAL_STATE changed: grad_mode num_threads "])
     assert found["reason"] == f"grad mode: off \u2192 on, threads (now {torch.get_num_threads()})"
     assert found["guard"] == "GLOBAL_STATE changed: grad_mode num_threads"
+
+
+def test_a_python_guard_says_where_torch_made_it_without_its_comments():
+    torch_says = ("0/0: self.config.problem_type is None  # if config.problem_type is None:  "
+                  "# transformers/loss/loss_utils.py:92 in ForSequenceClassificationLoss")
+    (found,) = dynamo_reasons.failures([torch_says])
+    assert found["reason"] == ("self.config.problem_type: guard self.config.problem_type is None failed "
+                               "(at loss_utils.py:92)")
+    assert found["guard"] == torch_says.removeprefix("0/0: ")

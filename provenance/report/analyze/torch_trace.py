@@ -25,11 +25,18 @@ __all__ = ["TorchTraces", "view"]
 MAX_FRAMES = 4096
 MAX_CHARS = 256 << 20
 GLOBAL = "(global state)"  # the group of guards on no input
-# torch's compilation metrics a graph page shows, in this order, with their labels
+# torch's compilation metrics a graph page shows, in this order, with their labels. torch's times cover less
+# than the page's bar of the same name: each label says what torch counted (its dynamo_timed regions).
 METRICS = (("guard_count", "guards (Dynamo's)"), ("shape_env_guard_count", "guards on symbols"),
            ("graph_op_count", "graph ops"), ("graph_node_count", "graph nodes"), ("graph_input_count", "graph inputs"),
-           ("entire_frame_compile_time_s", "frame compile (s)"), ("backend_compile_time_s", "backend compile (s)"),
-           ("inductor_compile_time_s", "inductor compile (s)"), ("cache_size", "cache entries before"),
+           ("entire_frame_compile_time_s", "frame compile (s), torch's: Dynamo's frame compile, the backend call in "
+                                           "it; not the Thunder pieces' compiles at their first call"),
+           ("backend_compile_time_s", "backend compile (s), torch's: ThunderFX's backend call (the split, the "
+                                      "fallbacks' compiles)"),
+           ("inductor_compile_time_s", "inductor compile (s), torch's: inductor's lowering and code generation "
+                                       "only (the bar's inductor_compile adds AOTAutograd's tracing and the rest "
+                                       "of torch._inductor.compile)"),
+           ("cache_size", "cache entries before"),
            ("restart_reasons", "restarts"), ("fail_type", "failure"), ("fail_reason", "failure reason"),
            ("non_compliant_ops", "non-compliant ops"))
 _TITLES = {"aot_forward_graph": "AOT forward graph", "aot_backward_graph": "AOT backward graph",
