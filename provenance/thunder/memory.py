@@ -321,9 +321,13 @@ def _rematerialize(orig: Callable) -> Callable:
         try:
             check_fault("memory")
             state = current_compile()
-            if state.id and not state.disabled:
+            if state.id and not state.disabled and state.memory_unknown is None:
                 began = time.perf_counter_ns()
-                state.remat.extend(remat_changes(trace, result))
+                try:
+                    state.remat.extend(remat_changes(trace, result))
+                except SymbolicSize as exc:  # as in captured(): this compile has no memory timeline
+                    state.remat = []
+                    state.memory_unknown = f"its sizes are symbols ({exc})"
                 state.memory_ns += time.perf_counter_ns() - began
         except Exception as exc:
             fail("memory", exc)
@@ -343,7 +347,7 @@ def captured(state: Any, entry: Any, compile_stats: Any) -> None:
     """At the end of a compile (its traces final): its memory timeline, kept for
     `provenance.memory()` (the process keeps the last MAX_COMPILES) and, with a log, written at
     the compile's end (emit.py). An internal error stops capture for this compile, as in every hook."""
-    if not state.id or state.disabled:
+    if not state.id or state.disabled or state.memory_unknown is not None:
         return
     began = time.perf_counter_ns()
     try:
@@ -354,7 +358,7 @@ def captured(state: Any, entry: Any, compile_stats: Any) -> None:
             state.memory = register(found, compile_stats)
     except SymbolicSize as exc:  # no timeline for this compile: its sizes are symbols (the rest is captured)
         state.remat = []
-        state.memory_unknown = f"its sizes are symbols ({exc})"
+        state.memory_unknown = state.memory_unknown or f"its sizes are symbols ({exc})"
     except Exception as exc:
         fail("memory", exc)
     finally:

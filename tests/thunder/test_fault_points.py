@@ -132,6 +132,28 @@ def test_a_compile_with_symbolic_values_is_logged_whole_without_a_warning(tmp_pa
     assert "Unknown: its sizes are symbols (" in memory and "symbolic values" in memory
 
 
+def test_a_compile_with_symbolic_values_and_a_backward_is_logged_whole_without_a_warning(tmp_path):
+    """Thunder's test_cache_symbolic_values_grad_matmul: with a backward, rematerialization runs after
+    tracing too (its hook reads the saved tensors' sizes): no warning there either."""
+    def foo(a, w):
+        return torch.nn.functional.linear(a, w)
+
+    a, w = torch.randn(2, 8, 6, requires_grad=True), torch.randn(4, 6, requires_grad=True)
+    provenance.enable(tmp_path / "logs")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = thunder.jit(foo, cache="symbolic values")(a, w)
+            out.sum().backward()
+    finally:
+        provenance.disable()
+    assert _ours(caught) == []
+    torch.testing.assert_close(out, foo(a, w))
+    records = _strict(tmp_path / "logs", tmp_path)
+    (end,) = [r for r in records if r["type"] == "compile_end"]
+    assert "has a symbolic size" in end["memory_unknown"] and "capture_disabled" not in {r["type"] for r in records}
+
+
 def test_a_fault_in_the_memory_hook_closes_its_compile_once(tmp_path, monkeypatch):
     """The memory hook runs last at a compile's end: its fault writes capture_disabled, and nothing more
     of that compile follows it in the log (no compile_end: the compile is closed once)."""

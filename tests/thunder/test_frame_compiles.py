@@ -120,3 +120,22 @@ def test_otel_gives_a_frame_that_made_no_graph_a_span_of_its_own(run):
     assert sorted(s.attributes["code.line.number"] for s in skipped) == [
         fx_failing.line_of("break in a context manager"), fx_failing.line_of("break in a try block")]
     assert all(s.status.status_code is not StatusCode.ERROR for s in skipped)  # Dynamo ran them as Python
+
+
+def test_a_fault_writing_a_frame_compile_warns_and_the_program_runs_on(tmp_path, monkeypatch):
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with provenance.tracing(tmp_path / "logs"):
+            from provenance.thunder import capture
+
+            monkeypatch.setattr(capture.ACTIVE, "fault_injection", "dynamo_frame")
+            thunder_failures.run(fx_failing.main)
+    ours = [str(w.message) for w in caught if "thunder-provenance" in str(w.message)]
+    assert ours and all("internal error in hook 'dynamo_frame'" in m for m in ours)
+    (log,) = (tmp_path / "logs").glob("*.jsonl")
+    records = [orjson.loads(line) for line in log.read_bytes().splitlines()]
+    types = {r["type"] for r in records}
+    assert "frame_compile" not in types and "dynamo_graph" in types
+    assert report_main(["report", str(tmp_path / "logs"), "-o", str(tmp_path / "report"), "--no-browser",
+                        "--strict"]) == 0
