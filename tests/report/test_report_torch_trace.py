@@ -160,6 +160,24 @@ def test_the_repros_copy_button_copies_it_whole(tmp_path, capsys, browser):
     assert runnable.locator("button[data-copy]").inner_text() == "copied" and browser.errors == []
 
 
+def test_a_recompile_on_grad_mode_also_names_the_size_that_changed(tmp_path, capsys):
+    """An eval under no_grad at another length: torch's reason stops at the first failed guard (grad mode),
+    the new length shows in the two graphs' tensor guards."""
+    records = _records()
+    recompiled = next(r for r in records if r["type"] == "dynamo_graph" and r["compile_id"] == "0/1")
+    recompiled["recompile"] = dict(recompiled["recompile"], reason="grad mode: on \u2192 off", failures=[
+        {"entry": "0/0", "subject": None, "changes": [["grad mode", "on", "off"]], "reason": "grad mode: on \u2192 off",
+         "guard": "GLOBAL_STATE changed: grad_mode"}])
+    records.insert(records.index(recompiled) + 1, _torch("dynamo_cpp_guards_str", "0/1",
+                                                         payload=TREE.replace("size=[2, 3]", "size=[4, 3]")))
+    page, _ = _page(tmp_path, capsys, records, "0/1")
+    why = page.split('id="why"')[1].split("</section>")[0]
+    assert '<p class="reason">grad mode: on \u2192 off</p>' in why
+    assert "Changed too" in why and "<code>x: size [2, 3] \u2192 [4, 3]</code>" in why
+    graphs = orjson.loads((tmp_path / "out" / "compile_directory.json").read_bytes())["dynamo_graphs"]["graphs"]
+    assert next(g for g in graphs if g["compile_id"] == "0/1")["recompile_also"] == ["x: size [2, 3] \u2192 [4, 3]"]
+
+
 def test_hostile_torch_records_are_read_or_left_out(tmp_path, capsys):
     records = _records()
     records[-1:-1] = [_torch(name, **junk) for name in ("dynamo_cpp_guards_str", "create_symbol", "compilation_metrics")

@@ -12,6 +12,7 @@ what is kept is bounded (MAX_GRAPHS, MAX_BREAKS: the rest are counted).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from provenance.core.record import user_frame
@@ -34,6 +35,7 @@ from provenance.report.model import (
     PieceView,
     SourceFileView,
     SplitView,
+    TorchTraceView,
 )
 from provenance.report.numbers import as_int
 from provenance.report.read.coerce import hashable
@@ -345,12 +347,28 @@ class FxGraphs:
                     graph.torch.fixed = sorted({f"{s.subject} ({s.symbol})" if s.symbol else s.subject
                                                 for s in graph.torch.shapes if s.kind == "symbol" and s.subject})
                     graph.torch.recompiled = sum(1 for c in thunder if c.recompile_reason)
+        self._also_changed(graphs)
         for compiled in self._frames:  # a frame compile that made no graph: its own view (its error, metrics)
             if compiled.graph is None and (found := self._torch.pop(compiled.log, compiled.compile_id)) is not None:
                 compiled.torch = torch_view(found, [])
         self.torch_unmatched = len(self._torch.frames)  # frame compiles of no ThunderFX graph (torch.compile's)
         self.torch_dropped = self._torch.dropped
         self._torch.frames.clear()
+
+    @staticmethod
+    def _also_changed(graphs: list[GraphView]) -> None:
+        """What else changed since the cached graph a recompile failed first: torch's guards stop at the first
+        failure (grad mode, at an eval), so an input's new size shows only in the two graphs' tensor guards."""
+        by_id = {(g.log, g.compile_id): g for g in graphs}
+        for graph in graphs:
+            why = graph.recompile
+            old = by_id.get((graph.log, why.failures[0].entry)) if why is not None and why.failures else None
+            if why is None or old is None or old.torch is None or graph.torch is None:
+                continue
+            named = {f.subject for f in why.failures if f.changes}
+            before, after = _sizes(old.torch), _sizes(graph.torch)
+            why.also = [f"{subject}: size {before[subject]} \u2192 {after[subject]}" for subject in before
+                        if subject in after and before[subject] != after[subject] and subject not in named][:16]
 
     def _source(self, graph: GraphView, sources: SourceLines) -> None:
         """The graph's source view: every user line its pieces, split reasons and breaks name."""
@@ -410,6 +428,20 @@ class FxGraphs:
                               for (path, line), found in marks.items()}}
         graph.files = [SourceFileView(index, f.path, f.path.rsplit("/", 1)[-1], f.from_disk, f.ranges, f.asset,
                                       f.data) for index, f in enumerate(files)]
+
+
+_SIZE = re.compile(r"\bsize=(\[[^\]]*\])")
+
+
+def _sizes(view: TorchTraceView) -> dict[str, str]:
+    """Each input's size in the graph's tensor guards (`size=[2, None]`: dim 1 dynamic), by its name."""
+    found: dict[str, str] = {}
+    for group in view.groups:
+        for guard in group.guards:
+            size = _SIZE.search(guard.code) if guard.kind == "TENSOR_MATCH" else None
+            if size is not None:
+                found.setdefault(group.subject, size[1])
+    return found
 
 
 def _untimed(graph: GraphView) -> str | None:

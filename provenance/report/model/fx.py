@@ -221,6 +221,9 @@ class DynamoRecompileView:
     call: StackFrame | None  # the user's line of the call
     failures: list[GuardFailureView]
     more: int
+    # inputs whose sizes changed too, which torch's reason does not name (it stops at the first failed
+    # guard): "input_ids: size [2, 16] → [2, 8]", from the two graphs' tensor guards
+    also: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True, repr=False, eq=False)
@@ -329,6 +332,7 @@ class FxRun:
                 "phases": [{"name": p.name, "detail": p.detail, "start_ns": p.start_ns, "end_ns": p.end_ns}
                            for p in g.phases if p.depth == 0],
                 "recompile_reason": g.recompile.reason if g.recompile is not None else None,
+                "recompile_also": g.recompile.also if g.recompile is not None else [],
                 "pieces": [{"name": p.name, "compiler": p.compiler, "nodes": p.nodes,
                             "compiles": [c.key for c in p.compiles],
                             "reasons": [{"kind": r.kind, "node": r.node, "info": r.info, "line": where(r.frame)}
