@@ -92,12 +92,15 @@ def _diff_parser(commands: argparse._SubParsersAction) -> None:
                     "A run-time change counts only when it is large enough and its calls differ beyond chance "
                     "(a rank test, a 1% false discovery rate: docs/diff.md).",
         epilog="Exit status: 0 no --fail-on rule broken; 1 one was; 2 bad input (no log, a bad rule, OUT in the "
-               "way). Example: thunder-trace diff baseline/ thunder_trace/ --fail-on run_time=+5%%")
+               "way). Example: thunder-trace diff baseline/ thunder_trace/ --fail-on run_time=+5%")
     diff.add_argument("a", metavar="A", help="the baseline: a log file or a THUNDER_TRACE directory")
     diff.add_argument("b", metavar="B", help="the run compared with it")
     diff.add_argument("-o", "--out", metavar="OUT",
                       help="write the diff page, OUT/index.html, with both runs' reports (OUT/a, OUT/b) it links into")
     diff.add_argument("--overwrite", action="store_true", help="replace OUT if this tool made it")
+    diff.add_argument("--no-browser", action="store_true",
+                      help="with -o: do not open OUT/index.html in a browser (as report; never opened on CI or without "
+                           "a display)")
     diff.add_argument("--json", action="store_true", help="print the diff as JSON (docs/diff.md: its shape)")
     diff.add_argument("--all", action="store_true", help="list the changes within the noise too (not significant)")
     diff.add_argument("--top", type=int, default=40, metavar="N", help="changes listed (default: %(default)s)")

@@ -13,7 +13,7 @@ from provenance.diff.compare import compare
 from provenance.diff.gate import check, parse_rule
 from provenance.diff.read import BadInput, read_side
 from provenance.diff.render import REPORTS, html, json_bytes, terminal, view
-from provenance.report.console import printable
+from provenance.report.console import open_in_browser, printable
 from provenance.report.render.output import MARKER_FILE, prepare_out
 
 __all__ = ["run"]
@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if out is not None:
         page = html(data, out)
         print(f"thunder-trace diff: {printable(str(page))}", file=sys.stderr)
+        if not args.no_browser:
+            open_in_browser(page)
     if args.json:
         sys.stdout.buffer.write(json_bytes(data) + b"\n")
         sys.stdout.flush()

@@ -201,7 +201,8 @@ def _range(s: Spread) -> str:
 
 
 def _time_group(a: Spread, b: Spread) -> int:
-    return REGRESSION if b.median_ns > a.median_ns else IMPROVEMENT
+    """Slower is a regression, faster an improvement; the same median is neither (a run against itself)."""
+    return REGRESSION if b.median_ns > a.median_ns else IMPROVEMENT if b.median_ns < a.median_ns else STRUCTURE
 
 
 def _counter_delta(a: Counter, b: Counter) -> dict[str, dict[str, int]]:
@@ -306,7 +307,7 @@ def _compile(a: CompileDigest, b: CompileDigest, verdicts: Verdicts, pair: int) 
     if a.index and a.recompile_reason != b.recompile_reason:
         out.append(Change("recompile", "recompile reason changed", name,
                           [f"A: {a.recompile_reason}", f"B: {b.recompile_reason}"], links=_links(a, b)))
-    if a.seconds is not None and b.seconds is not None:
+    if a.seconds is not None and b.seconds is not None and round(a.seconds, 4) != round(b.seconds, 4):
         grew = b.seconds - a.seconds
         judged = compile_significant(a.seconds, b.seconds, a.phases, b.phases)
         phases = [f"{g}: {a.phases.get(g, 0):.0f} → {b.phases.get(g, 0):.0f} ms"
@@ -319,7 +320,7 @@ def _compile(a: CompileDigest, b: CompileDigest, verdicts: Verdicts, pair: int) 
         delta = _counter_delta(a.kinds, b.kinds)
         out.append(Change("compile", "final traces' ops by kind", name, _ops_text(delta), unit="ops",
                           before=sum(a.kinds.values()), after=sum(b.kinds.values()), ops=delta, links=_links(a, b)))
-    if a.wall is not None and b.wall is not None:
+    if a.wall is not None and b.wall is not None and a.wall.median_ns != b.wall.median_ns:
         out.append(Change("time", "run time per call (forward + backward)", name,
                           [f"A: {_range(a.wall)}", f"B: {_range(b.wall)}", verdicts.text(pair, CALL)],
                           metric="run_time", before=ms_json(a.wall.median_ns), after=ms_json(b.wall.median_ns),

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from provenance.report.build import Report, build_report
-from provenance.report.console import fail, say
+from provenance.report.console import fail, open_in_browser, say
 from provenance.report.incremental import Busy, Keeper, OutLock, Plan, plan
 from provenance.report.jobs import auto_jobs, quiet_gc
 from provenance.report.numbers import valid_text
@@ -229,26 +229,6 @@ class _Progress:
             self.bar.stop()
 
 
-def _open_browser(index: Path) -> None:
-    """Open the report if a graphical browser can be: never blocks, never fails."""
-    if os.environ.get("CI") or not (sys.stdout.isatty() and sys.stderr.isatty()):
-        return
-    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        return  # a console browser would take over the terminal
-    import threading
-    import webbrowser  # (and subprocess, shlex): imported only to open one
-
-    def run() -> None:
-        try:
-            webbrowser.open(index.resolve().as_uri())
-        except Exception:  # a browser is a convenience: never fail for it
-            pass
-
-    opener = threading.Thread(target=run, daemon=True)
-    opener.start()
-    opener.join(timeout=3)  # time to launch one (the process exits next), but never a hang
-
-
 def _report_problems(report: Report, out: Path) -> None:
     problems = report.problems
     if not problems.total:
@@ -388,7 +368,7 @@ def _build(args: argparse.Namespace, out: Path, files: list[Path], headers: list
         f"{plural(len(files), 'log')}{spans} -> {index}{workers}{taken_up}")
     _report_problems(report, out)
     if not args.no_browser and not (live or {}).get("generation", 1) > 1:  # --watch: once
-        _open_browser(index)
+        open_in_browser(index)
     return _strict(args, report.problems.total)
 
 

@@ -172,6 +172,17 @@ def test_the_gate_exits_0_1_and_2(diff_logs, sides, thirds, tmp_path, capsys):
         assert code == 2 and "error:" in err and "Traceback" not in err, err
 
 
+def test_a_run_against_itself_lists_nothing_even_with_all(diff_logs, tmp_path):
+    """Nothing changed: no regression or improvement, not even among the changes within the noise; and -o
+    takes --no-browser, as report does."""
+    base = diff_logs("base1")
+    data = json.loads(_diff(base, base, "--json", "--all").stdout)
+    assert data["changes"] == [] and data["significant"] == 0
+    done = _diff(base, base, "--all", "-o", tmp_path / "d", "--no-browser")
+    assert done.returncode == 0 and "improvement" not in done.stdout and "regression" not in done.stdout, done.stdout
+    assert (tmp_path / "d" / "index.html").is_file()
+
+
 def test_the_json_has_its_documented_shape(diff_logs):
     base, relu = diff_logs("base1", "relu")
     done = _diff(base, relu, "--json", "--fail-on", "run_time=+1000%")

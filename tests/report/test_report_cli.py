@@ -276,6 +276,8 @@ def test_help_and_module_entry_point():
         done = subprocess.run([*command, "report", "--help"], capture_output=True, text=True, timeout=60)
         for flag in ("-o OUT", "--overwrite", "--latest", "--strict", "--no-browser", "--rank N"):
             assert flag in done.stdout, flag
+        done = subprocess.run([*command, "diff", "--help"], capture_output=True, text=True, timeout=60)
+        assert "--no-browser" in done.stdout and "run_time=+5%" in done.stdout and "%%" not in done.stdout
     env = {k: v for k, v in os.environ.items() if k != "THUNDER_TRACE"}
     done = subprocess.run([sys.executable, "-m", "provenance.report", "report", "/nonexistent/logs"],
                           capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)

@@ -221,7 +221,8 @@ def test_a_torch_trace_directory_is_merged_by_process_and_compile_id(tmp_path, c
     out = tmp_path / "out"
     assert main(["report", str(log), _torch_dir(tmp_path), "-o", str(out), "--strict", "--no-browser"]) == 0
     err = capsys.readouterr().err
-    assert "3 artifact(s) of torch's trace merged into a.jsonl; 1 of frame compiles with no ThunderFX graph" in err
+    assert ("3 artifacts of torch's trace merged into a.jsonl (left out: 1 artifact of frame compiles that were "
+            "not ThunderFX's)") in err
     (graph,) = orjson.loads((out / "compile_directory.json").read_bytes())["dynamo_graphs"]["graphs"]
     page = (out / graph["page"]).read_text()
     assert "Guards: 4 checks" in page and "class GraphModule" in page
@@ -230,6 +231,19 @@ def test_a_torch_trace_directory_is_merged_by_process_and_compile_id(tmp_path, c
     for shown in ("index.html", "compile_directory.json", "perfetto_trace.json"):  # the log given, not its copy
         assert "a.jsonl" in (out / shown).read_text() and "thunder-trace-otlp" not in (out / shown).read_text()
     assert log.read_bytes() == report_logs.write(tmp_path / "b.jsonl", report_logs.records(fx=True)).read_bytes()
+
+
+def test_a_torch_trace_directory_whose_artifacts_the_log_holds_says_so(tmp_path, capsys):
+    """The log already has torch's trace (THUNDER_TRACE captured it): merging TORCH_TRACE's adds nothing,
+    and says why in words."""
+    records = report_logs.records(fx=True)
+    graph = next(r for r in records if r["type"] == "dynamo_graph")
+    records.insert(records.index(graph) + 1, _torch("dynamo_output_graph", payload="class GraphModule: ..."))
+    log = report_logs.write(tmp_path / "logs" / "a.jsonl", records)
+    assert main(["report", str(log), _torch_dir(tmp_path), "-o", str(tmp_path / "out"), "--no-browser"]) == 0
+    err = capsys.readouterr().err
+    assert ("0 artifacts of torch's trace merged into a.jsonl (left out: 3 artifacts the log already holds "
+            "(THUNDER_TRACE captured torch's trace); 1 artifact of frame compiles that were not ThunderFX's)") in err
 
 
 def test_a_torch_trace_logs_bad_lines_are_counted_and_other_processes_left_alone(tmp_path, capsys):

@@ -34,6 +34,7 @@ import orjson
 
 from provenance.core import usercode
 from provenance.dynamo.torch_trace import MAX_NESTING, MAX_PAYLOAD, Encoder, nests_past
+from provenance.report.plural import plural
 
 __all__ = ["MAX_LINE", "Merged", "merge", "torch_logs"]
 
@@ -167,19 +168,20 @@ class _TorchLog:
 
 
 def _known(log: Path) -> tuple[set[str], set[str]]:
-    """The compile ids of the log's Dynamo graphs, and those it already has torch_trace records of."""
+    """The compile ids of the log's ThunderFX frame compiles (its Dynamo graphs', and since schema 1.11 those
+    that made none), and those it already has torch_trace records of."""
     graphs: set[str] = set()
     traced: set[str] = set()
     with open(log, "rb") as f:
         for line in f:
-            if b'"dynamo_graph"' not in line and b'"torch_trace"' not in line:
+            if b'"dynamo_graph"' not in line and b'"torch_trace"' not in line and b'"frame_compile"' not in line:
                 continue
             try:
                 data = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue
             if isinstance(data, dict) and isinstance(data.get("compile_id"), str):
-                if data.get("type") == "dynamo_graph":
+                if data.get("type") in ("dynamo_graph", "frame_compile"):
                     graphs.add(data["compile_id"])
                 elif data.get("type") == "torch_trace":
                     traced.add(data["compile_id"])
@@ -234,7 +236,7 @@ def merge(path: str | os.PathLike[str], logs: list[Path], headers: list[dict | N
         merged = directory / target.name
         reader = _TorchLog(file, _year(header, target))
         encoder = Encoder(_is_user)
-        kept = other = 0
+        kept = other = already = 0
         with open(target, "rb") as source, open(merged, "wb") as out:
             shutil.copyfileobj(source, out)
             if out.tell() and not _ends_with_newline(target):
@@ -246,7 +248,10 @@ def merge(path: str | os.PathLike[str], logs: list[Path], headers: list[dict | N
                 event = encoder.encode(record.metadata, record.payload, record.time_ns, record.whole)
                 if event is None:
                     continue
-                if event["compile_id"] not in graphs or event["compile_id"] in traced:
+                if event["compile_id"] in traced:
+                    already += 1
+                    continue
+                if event["compile_id"] not in graphs:
                     other += 1
                     continue
                 out.write(orjson.dumps(event, option=orjson.OPT_NON_STR_KEYS) + b"\n")
@@ -257,9 +262,12 @@ def merge(path: str | os.PathLike[str], logs: list[Path], headers: list[dict | N
         if reader.bad_count > len(reader.bad):
             more = reader.bad_count - len(reader.bad)
             found.problems.append(("bad line", file.name, None, f"{more} more bad lines not listed", "", more))
-        skipped = f"; {other} of frame compiles with no ThunderFX graph or already in the log left out" \
-            if other else ""
-        found.notes.append(f"{file.name}: {kept} artifact(s) of torch's trace merged into {target.name}{skipped}")
+        left = [f"{plural(already, 'artifact')} the log already holds (THUNDER_TRACE captured torch's trace)"] \
+            if already else []
+        left += [f"{plural(other, 'artifact')} of frame compiles that were not ThunderFX's"] if other else []
+        skipped = f" (left out: {'; '.join(left)})" if left else ""
+        found.notes.append(f"{file.name}: {plural(kept, 'artifact')} of torch's trace merged into "
+                           f"{target.name}{skipped}")
     return found
 
 
