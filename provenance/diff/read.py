@@ -18,7 +18,7 @@ from provenance.diff.summarize import CompileDigest, digest
 from provenance.report.analyze.run import RunBuilder
 from provenance.report.build import build_report
 from provenance.report.model import Problems, RunModel
-from provenance.report.read.log_file import NotALog, SchemaError, log_files, sniff
+from provenance.report.read.log_file import NotALog, SchemaError, log_files, sniff, torch_trace_directory
 from provenance.report.read.processes import label_logs
 from provenance.report.render.source_files import SourceCache
 
@@ -55,6 +55,9 @@ def select(path: str) -> tuple[list[Path], list[dict | None], list[tuple[Path, s
             skipped.append((candidate, f"cannot be read ({exc.strerror or exc})"))
     if not files:
         why = f": {skipped[0][1]}" if skipped else ""
+        if not skipped and Path(path).is_dir() and torch_trace_directory(Path(path)):
+            why = (": this looks like a TORCH_TRACE directory; diff compares THUNDER_TRACE logs (a TORCH_TRACE "
+                   "log is read with its run's by thunder-trace report THUNDER_DIR TORCH_DIR, or by tlparse)")
         raise BadInput(f"no THUNDER_TRACE log in {path!r}{why}")
     return files, headers, skipped
 

@@ -17,6 +17,7 @@ from provenance.diff.gate import Violation
 from provenance.diff.read import Side
 from provenance.report.console import printable
 from provenance.report.numbers import dumps
+from provenance.report.plural import plural
 
 __all__ = ["FORMAT", "html", "terminal", "view"]
 
@@ -91,11 +92,11 @@ def terminal(data: dict[str, Any], out: TextIO | None = None, everything: bool =
     changes = [{**c, "title": printable(c["title"]), "details": [printable(d) for d in c["details"]],
                 "compile": printable(c["compile"]) if c["compile"] else c["compile"]} for c in changes]
     a, b = ({**side, "path": printable(str(side["path"]))} for side in (data["a"], data["b"]))
-    head = (f"A: {a['path']} ({a['compiles']} compiles, {a['logs']} logs)  "
-            f"B: {b['path']} ({b['compiles']} compiles, {b['logs']} logs)")
+    head = (f"A: {a['path']} ({plural(a['compiles'], 'compile')}, {plural(a['logs'], 'log')})  "
+            f"B: {b['path']} ({plural(b['compiles'], 'compile')}, {plural(b['logs'], 'log')})")
     counts = data["compiles"]
-    matched = (f"{len(counts['matched'])} compiles matched, {len(counts['removed'])} removed, "
-               f"{len(counts['added'])} added; {data['significant']} significant changes")
+    matched = (f"{plural(len(counts['matched']), 'compile')} matched, {len(counts['removed'])} removed, "
+               f"{len(counts['added'])} added; {plural(data['significant'], 'significant change')}")
     hidden = len(data["changes"]) - data["significant"]
     if out.isatty():
         from rich.console import Console
@@ -129,9 +130,9 @@ def terminal(data: dict[str, Any], out: TextIO | None = None, everything: bool =
     if more:
         print(f"... {more} more (--top N, --json, or -o DIR for the page)", file=out)
     if hidden and not everything:
-        print(f"({hidden} changes within the noise not listed: --all lists them)", file=out)
+        print(f"({plural(hidden, 'change')} within the noise not listed: --all lists them)", file=out)
     if data["more"]:
-        print(f"({data['more']} changes past the diff's bound not kept)", file=out)
+        print(f"({plural(data['more'], 'change')} past the diff's bound not kept)", file=out)
     for failed in data["gate"]["failed"]:
         print(f"FAIL {printable(failed)}", file=out)
 

@@ -23,7 +23,7 @@ from provenance.report.jobs import auto_jobs, quiet_gc
 from provenance.report.numbers import valid_text
 from provenance.report.plural import plural
 from provenance.report.read.exports import otlp_files
-from provenance.report.read.log_file import NotALog, SchemaError, log_files, sniff
+from provenance.report.read.log_file import NotALog, SchemaError, log_files, sniff, torch_trace_directory
 from provenance.report.read.processes import label_logs
 from provenance.report.render.output import prepare_out, write_live
 
@@ -31,23 +31,6 @@ __all__ = ["run"]
 
 PROGRESS_MIN_BYTES = 16 << 20  # smaller inputs take a moment: no bar
 MAX_NAMED = 5  # logs named, each with why it is read whole
-
-
-def _torch_trace_directory(path: Path) -> bool:
-    """Whether a directory holds TORCH_TRACE logs (a few of its files looked at)."""
-    try:
-        candidates = [p for p in sorted(path.iterdir())[:20] if p.is_file() and not p.is_symlink()]
-    except OSError:
-        return False
-    for candidate in candidates[:5]:
-        try:
-            sniff(candidate)
-        except NotALog as exc:
-            if "TORCH_TRACE" in str(exc):
-                return True
-        except (OSError, SchemaError):
-            pass
-    return False
 
 
 def _select(path: str, latest: bool, rank: int | None, spool: _Spool | None = None
@@ -71,7 +54,7 @@ def _select(path: str, latest: bool, rank: int | None, spool: _Spool | None = No
             raise NotALog(f"{path}: {skipped[0][1]}")
         for file, reason in skipped:
             say(f"thunder-trace: {file.name}: {reason}")
-        if not skipped and _torch_trace_directory(Path(path)):
+        if not skipped and torch_trace_directory(Path(path)):
             raise NotALog(f"{path}: this looks like a TORCH_TRACE directory: give it after the THUNDER_TRACE "
                           "directory of the same run (thunder-trace report THUNDER_DIR TORCH_DIR), or read it "
                           "with tlparse")
@@ -261,12 +244,31 @@ def once(args: argparse.Namespace, live: dict[str, Any] | None = None) -> int:
         spool.close()
 
 
+def _holds_logs(path: str) -> bool:
+    """Whether `path` is (or holds) a THUNDER_TRACE log: the other argument's place."""
+    try:
+        found, _ = log_files(path)
+    except OSError:
+        return False
+    for candidate in found[:5]:
+        try:
+            sniff(candidate)
+            return True
+        except (NotALog, SchemaError, OSError):
+            pass
+    return False
+
+
 def _report(args: argparse.Namespace, spool: _Spool, live: dict[str, Any] | None = None) -> int:
     try:
         files, headers, skipped = _select(args.path, args.latest, args.rank, spool)
     except FileNotFoundError as exc:
         return fail(str(exc.args[0] if exc.args else exc))
-    except (SchemaError, NotALog, SpoolError) as exc:
+    except NotALog as exc:
+        swapped = args.torch_trace is not None and "TORCH_TRACE" in str(exc) and _holds_logs(args.torch_trace)
+        return fail(f"{exc}" + (f"; the two look swapped: thunder-trace report {args.torch_trace} {args.path}"
+                                if swapped else ""))
+    except (SchemaError, SpoolError) as exc:
         return fail(str(exc))
     for file, reason in skipped:
         say(f"thunder-trace: {file.name}: {reason}")
@@ -351,7 +353,7 @@ def _build(args: argparse.Namespace, out: Path, files: list[Path], headers: list
         gc.unfreeze()
         progress.close()
     index = out / "index.html"
-    workers = f" ({report.processes} processes)" if report.processes > 1 else ""
+    workers = f" (built by {report.processes} worker processes)" if report.processes > 1 else ""
     rebuilt = sum(1 for f in files if f in spool.files)
     spans = f" ({rebuilt} read from OTel spans)" if rebuilt else ""
     taken_up = ""

@@ -246,6 +246,19 @@ def test_a_torch_trace_directory_whose_artifacts_the_log_holds_says_so(tmp_path,
             "(THUNDER_TRACE captured torch's trace); 1 artifact of frame compiles that were not ThunderFX's)") in err
 
 
+def test_a_torch_trace_directory_in_the_wrong_place_is_named_so(tmp_path, capsys):
+    """Given first (the arguments swapped), or to diff: what it is, and what to run."""
+    log = report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.records(fx=True))
+    torch_dir = _torch_dir(tmp_path)
+    assert main(["report", torch_dir, str(log.parent), "-o", str(tmp_path / "out"), "--no-browser"]) == 2
+    err = capsys.readouterr().err
+    assert "this looks like a TORCH_TRACE directory" in err
+    assert f"the two look swapped: thunder-trace report {log.parent} {torch_dir}" in err
+    assert main(["diff", str(log.parent), torch_dir]) == 2
+    err = capsys.readouterr().err
+    assert f"no THUNDER_TRACE log in {torch_dir!r}: this looks like a TORCH_TRACE directory" in err
+
+
 def test_a_torch_trace_logs_bad_lines_are_counted_and_other_processes_left_alone(tmp_path, capsys):
     log = report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.records(fx=True))
     torch_dir = _torch_dir(tmp_path, extra=("garbage that is no glog line",

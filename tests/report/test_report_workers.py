@@ -147,7 +147,7 @@ def test_each_compile_is_built_once_by_the_first_process_to_reach_it(tmp_path, c
     monkeypatch.setattr(workers.MainShare, "wait_for", wait_for)
     monkeypatch.setattr(workers.MainShare, "close", close)
     code, err = report(capsys, log, "-o", tmp_path / "three", "-j", "3")
-    assert code == 0 and "(3 processes)" in err and "warning" not in err, err
+    assert code == 0 and "(built by 3 worker processes)" in err and "warning" not in err, err
     assert shares[0].rebuilt == 0
     told: dict[int, dict[int, int]] = {}  # ordinal -> pid -> owner
     number: dict[int, int] = {}  # pid -> process number
@@ -214,7 +214,7 @@ def test_the_last_line_says_how_many_processes_read_the_logs(tmp_path, capsys, m
     report(capsys, log, "-o", tmp_path / "one", "-j", "1")
     monkeypatch.setattr(workers.Claims, "MAX_PROCESSES", 3)
     code, err = report(capsys, log, "-o", tmp_path / "capped", "-j", "40")
-    assert code == 0 and "(3 processes)" in err, err
+    assert code == 0 and "(built by 3 worker processes)" in err, err
     monkeypatch.setattr(workers, "can_fork", lambda: False)
     code, err = report(capsys, log, "-o", tmp_path / "unforked", "-j", "4")
     assert code == 0 and "processes" not in err, err

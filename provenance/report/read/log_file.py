@@ -29,7 +29,8 @@ from provenance.log.events import KNOWN_TYPES, MAX_NESTING, SCHEMA_VERSION, TYPE
 from provenance.report.plural import plural
 from provenance.report.read.validate import check
 
-__all__ = ["BadLine", "Log", "LogFile", "LogRecord", "NotALog", "SchemaError", "log_files", "sniff"]
+__all__ = ["BadLine", "Log", "LogFile", "LogRecord", "NotALog", "SchemaError", "log_files", "sniff",
+           "torch_trace_directory"]
 
 _MAJOR, _MINOR = SCHEMA_VERSION.split(".")
 MAX_KEPT = 200  # bad lines (and malformed records) kept per file, to list; the rest are counted
@@ -361,3 +362,20 @@ class Log:
     @property
     def bad(self) -> list[BadLine]:
         return [b for f in self.files for b in f.bad]
+
+
+def torch_trace_directory(path: Path) -> bool:
+    """Whether a directory holds TORCH_TRACE logs (a few of its files looked at)."""
+    try:
+        candidates = [p for p in sorted(path.iterdir())[:20] if p.is_file() and not p.is_symlink()]
+    except OSError:
+        return False
+    for candidate in candidates[:5]:
+        try:
+            sniff(candidate)
+        except NotALog as exc:
+            if "TORCH_TRACE" in str(exc):
+                return True
+        except (OSError, SchemaError):
+            pass
+    return False
