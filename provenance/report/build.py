@@ -100,6 +100,7 @@ def build_report(paths: list[Path], out: Path, headers: list[dict | None] | None
         if share is not None:
             share.close()
     model = builder.model(_files(registered))
+    model.live = live is not None and bool(live.get("live", True))
     found = model.problems
     if model.distributed.desync:  # the compile pages a desync touches get their banner and anchors
         mark_desyncs(model, writer.render, writer.fill, keeper.pristine if keeper is not None else None)

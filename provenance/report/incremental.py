@@ -339,12 +339,14 @@ def _owned(state: dict[str, Any]) -> list[str]:
 
 
 def plan(out: Path, inputs: dict[str, Any], logs: Sequence[tuple[str, Path]], contexts: Sequence[str],
-         preamble: list[Any], take_up: bool = True) -> Plan:
+         preamble: list[Any], take_up: bool = True, live: bool = False) -> Plan:
     """What to do with OUT for `logs` ((name, file) each: the name is the log as given; the file is
     what is read, a merged copy maybe); `contexts`: what else a log's pages depend on (its labels,
     whether the run has other logs); `preamble`: what the report lists before the logs' own problems
     (the files passed over, an export's bad lines); not `take_up` (--overwrite): only whether OUT
-    holds a report of these inputs, and the files it wrote (the logs are not read)."""
+    holds a report of these inputs, and the files it wrote (the logs are not read); `live`: a --watch
+    rebuild (the index says what each process is doing now; a finished report does not: a report of
+    unchanged logs built the other way is not up to date, though every log is taken up)."""
     state, why_not = _authentic(out)
     if state is None:
         try:  # what it claims decides only between building whole (deleting nothing) and refusing
@@ -398,7 +400,7 @@ def plan(out: Path, inputs: dict[str, Any], logs: Sequence[tuple[str, Path]], co
             found.resume[i] = usable[0]
         else:
             found.whole[i] = "it changed before its kept state" if kept else "no state was kept in it"
-    if unchanged:
+    if unchanged and bool(state.get("live")) == live:
         problems = state.get("problems")
         return Plan(True, up_to_date=True, problems=problems if type(problems) is int else 0, owned=owned)
     if not found.resume:
@@ -513,6 +515,7 @@ class Keeper:
     contexts: list[str]
     preamble: list[Any]
     plan: Plan
+    live: bool = False  # a --watch rebuild's state (plan's `live`)
     perfetto: Any = None  # the writers whose spools are kept: attach()
     sources: Any = None
     pristine_pages: set[str] = field(default_factory=set)
@@ -671,7 +674,7 @@ class Keeper:
             entries.append({"name": name, "context": self.contexts[i], "size": size, "crc": crc,
                             "checkpoints": [keep.json() for keep in self._checkpoints_of(i)]})
         state = {"format": FORMAT, "code": code_version(), "inputs": self.inputs, "complete": True,
-                 "preamble": self.preamble, "logs": entries, "problems": problems,
+                 "preamble": self.preamble, "logs": entries, "problems": problems, "live": self.live,
                  # paths as bytes (hex): a file name need not be UTF-8
                  "sources": [[os.fsencode(p).hex(), st] for p, st in self.sources.stamps.items()],
                  "pristine": sorted(self.pristine_pages), "filled": filled,

@@ -299,7 +299,8 @@ def _report(args: argparse.Namespace, spool: _Spool, live: dict[str, Any] | None
         held["lock"] = OutLock(out)
 
     def reuse(out: Path) -> bool:
-        held["plan"] = found = plan(out, key, list(zip(names, files)), contexts, preamble, not args.overwrite)
+        held["plan"] = found = plan(out, key, list(zip(names, files)), contexts, preamble, not args.overwrite,
+                                    live is not None)
         return found.same_inputs and not args.overwrite  # taken up, up to date, or built whole over it
 
     def refused() -> str:
@@ -313,7 +314,7 @@ def _report(args: argparse.Namespace, spool: _Spool, live: dict[str, Any] | None
         if args.overwrite and found.same_inputs or found.refused:  # built whole: only the files it made go
             found = Plan(owned=found.owned)
         return _build(args, out, files, headers, skipped, spool, shown, Keeper(
-            out, key, names, contexts, preamble, found), live)
+            out, key, names, contexts, preamble, found, live=live is not None), live)
     except Busy as exc:
         return fail(str(exc))
     finally:

@@ -141,3 +141,24 @@ def test_version(capsys, argv):
         main(argv)
     assert exit_.value.code == 0
     assert capsys.readouterr().out.strip() == f"thunder-trace {__version__}"
+
+
+def test_a_finished_report_has_no_live_marks_and_names_where_a_process_stopped(tmp_path, capsys):
+    """A batch report of a job that is over: no live badge, no row per process that exited ("exited exited",
+    "0 ms"), and a process whose log ends mid-compile (it died there) said to have stopped there."""
+    done = report_logs.write(tmp_path / "done" / "a.jsonl", report_logs.records())
+    assert report(capsys, done.parent, "-o", tmp_path / "out1")[0] == 0
+    index = (tmp_path / "out1" / "index.html").read_text()
+    assert 'id="now"' not in index and "live-badge" not in index and "exited" not in index
+    assert "cache hit" in index.split('class="cards"')[1].split("</section>")[0]
+    records = report_logs.records()
+    last_end = max(i for i, r in enumerate(records) if r["type"] == "compile_end")
+    died = [r for i, r in enumerate(records) if r["type"] != "calls" and i < last_end]
+    report_logs.write(tmp_path / "died" / "a.jsonl", died)
+    assert report(capsys, tmp_path / "died", "-o", tmp_path / "out2")[0] == 0
+    now = (tmp_path / "out2" / "index.html").read_text().split('id="now"')[1].split("</section>")[0]
+    assert "Where the process stopped" in now and "now-compiling" in now and "live-badge" not in now
+    assert "compiling report_model.Model (compile 1)" in now
+    cards = (tmp_path / "out2" / "index.html").read_text().split('class="cards"')[1].split("</section>")[0]
+    assert "calls and cache hits: counted at each process's exit (no process exited in its log)" in cards
+    assert '<div class="num">&ndash;</div><div>provenance coverage' in cards  # no op: no share of ops

@@ -69,8 +69,8 @@ class Activity:
             fn, cid, since = min(self.open.values(), key=lambda o: o[2] or 0)  # the outermost: begun first
             more = f" (and {len(self.open) - 1} more)" if len(self.open) > 1 else ""
             return RankActivity(label, "compiling", f"compiling {fn} (compile {cid}){more}", since, self.last_ns, last)
-        if exited:
-            return RankActivity(label, "exited", "exited", self.last_ns, self.last_ns, last)
+        if exited:  # the state says it: nothing to add
+            return RankActivity(label, "exited", "", self.last_ns, self.last_ns, last)
         return RankActivity(label, "idle", "running, not compiling", self.last_ns, self.last_ns, last)
 
 

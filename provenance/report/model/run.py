@@ -47,6 +47,7 @@ class RunModel:
     fx: FxRun | None = None  # ThunderFX's Dynamo graphs, pieces and breaks, if the logs have any
     log_groups: list[LogGroup] = field(default_factory=list)  # many logs: those alike, outliers first
     ranks_label: str = ""  # many ranks: `ranks 0–1023`, for the lead line
+    live: bool = False  # a --watch rebuild while the job runs (a batch report is done: no live marks)
 
     def compiles_by_group(self) -> tuple[list[tuple[RankGroup, list[CompileSummary]]], list[CompileSummary]]:
         """Many ranks: per group of ranks that behaved alike, its first rank's compiles; and the
