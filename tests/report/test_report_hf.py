@@ -96,6 +96,12 @@ def test_the_graph_page_lists_the_model_file_first_and_each_split_reason_once(ll
         assert files[0] == ("0", _model_file(out, "llama")), files
         reasons = re.findall(r"<div><b>(.*?)</div>", html)
         assert reasons and len(reasons) == len(set(reasons))  # Thunder lists the cat's reasons several times
+        # what Dynamo and Thunder decided first, the source last, and of each file only the lines around its ops
+        assert html.index('id="pieces"') < html.index('id="guards"') < html.index('id="source"')
+        shown = re.findall(r'<div class="code src" data-show="([^"]*)"', html)
+        lines = sum(int(b) - int(a) + 1 for runs in shown for a, b in (r.split("-") for r in runs.split(",") if r))
+        whole = sum(len(Path(f).read_text().splitlines()) for _, f in files if Path(f).is_file())
+        assert 0 < lines < whole / 2, (lines, whole)
 
 
 def test_the_graph_page_keeps_the_lines_pane_in_view_and_anchors_below_the_bars(gpt2, browser):

@@ -419,7 +419,7 @@ class FxGraphs:
             weight.setdefault(path, [0, 0])[1] -= 1
         order = sorted(quoted, key=lambda p: (*weight.get(p, (0, 0)), p))
         index_of = {path: index for index, path in enumerate(order)}
-        files = [sources.get(path, quoted[path], set(quoted[path])) for path in order]
+        files = [sources.get(path, quoted[path], set(quoted[path]), windows=True) for path in order]
         for (path, line), entry in entries.items():
             if files[index_of[path]].shows(line):
                 graph.lines[f"L{index_of[path]}-{line}"] = entry

@@ -93,7 +93,7 @@ class ShownFile(Protocol):
 class SourceLines(Protocol):
     """The user's source files, read once for every page (render/source_files.py's SourceCache)."""
 
-    def get(self, path: str, quoted: dict[int, str], wanted: set[int]) -> ShownFile: ...
+    def get(self, path: str, quoted: dict[int, str], wanted: set[int], windows: bool = False) -> ShownFile: ...
 
 
 class OpenCompile(Protocol):

@@ -103,14 +103,16 @@ class SourceCache:
             self._files.popitem(last=False)
         return entry
 
-    def get(self, path: str, quoted: dict[int, str], wanted: set[int]) -> SourceFile:
-        """`quoted`: line -> text the log quotes; `wanted`: lines that produced ops (kept visible)."""
+    def get(self, path: str, quoted: dict[int, str], wanted: set[int], windows: bool = False) -> SourceFile:
+        """`quoted`: line -> text the log quotes; `wanted`: lines that produced ops (kept visible);
+        `windows`: only the lines around `wanted`, whatever the file's length (a Dynamo graph's page: its
+        lines in a model file of thousands, not the file)."""
         entry = self._entry(path)
         disk = entry[1] if entry is not None else None
         if disk is not None and _matches(disk, quoted):
             if entry[2] is None:
                 entry[2] = self._write(disk)
-            if len(disk) <= FULL_FILE_LINES:  # the whole file
+            if len(disk) <= FULL_FILE_LINES and not windows:  # the whole file
                 return SourceFile(path, True, [(1, len(disk))], asset=entry[2])
             shown = sorted({n for line in wanted for n in range(line - CONTEXT, line + CONTEXT + 1)
                             if 0 < n <= len(disk)})
