@@ -111,10 +111,26 @@ def source_view(summary: CompileSummary, finals: list[TraceView], table: ProvTab
     # A file's lines are the same for every compile that shows it (sent once): what this one adds is data.
     marks: dict[str, dict[str, list]] = {"c": {f"L{k[0]}-{k[1]}": c for k, c in counts.items()}}
     if line_time:
-        marks["t"] = {f"L{files[path]}-{line}": [f"{t.ms:.3f}", t.heat, t.title, t.fusion]
-                      for (path, line), t in line_time.items() if path in files}
+        marks["t"] = _time_marks(line_time, files)
     return SourcePage(summary=summary, files=shown, panes=panes, provs=provs, paths=table.paths_of(provs),
                       line_keys=keys, marks=marks)
+
+
+def _time_marks(line_time: dict[tuple[str, int], Any], files: dict[str, int]) -> dict[str, list]:
+    """The gutter's time per line: [text, heat, title, fusion]. The lines whose time is all in one fusion
+    share it: the fusion's time is shown once, at its first line here; its other lines say where."""
+    marks: dict[str, list] = {}
+    first: dict[str, str] = {}  # fusion -> its first line shown ("model.py:12")
+    for (path, line), t in sorted(line_time.items(), key=lambda item: (files.get(item[0][0], -1), item[0][1])):
+        if path not in files:
+            continue
+        text, title = f"{t.ms:.3f}", t.title
+        if t.fusion:
+            at = first.setdefault(t.fusion, f"{path.rsplit('/', 1)[-1]}:{line}")
+            if at != f"{path.rsplit('/', 1)[-1]}:{line}":
+                text, title = "", f"{t.fusion}: its time ({t.shared_ms:.3f} ms per call) is shown at {at}"
+        marks[f"L{files[path]}-{line}"] = [text, t.heat, title, t.fusion]
+    return marks
 
 
 def _quote(line_ops: dict[tuple[str, int], list], key: tuple[str, int], column: int, view: TraceView, op: Any,
