@@ -550,4 +550,8 @@ def test_the_source_view_opens_each_file_at_its_hottest_line(nanogpt_report, bro
     })""")
     assert found and all(visible for _, _, visible in found), found
     assert any(int(line) > 40 and top > 0 for line, top, _ in found), found  # scrolled down to it
+    # the code is the larger part of the view (a long line, the gutter's fusion names: not cut at 40%)
+    code, whole = page.evaluate("""() => [document.querySelector('.srcview .files').getBoundingClientRect().width,
+                                           document.querySelector('.srcview').getBoundingClientRect().width]""")
+    assert code >= 0.55 * whole, (code, whole)
     page.close()
