@@ -162,3 +162,23 @@ def test_a_finished_report_has_no_live_marks_and_names_where_a_process_stopped(t
     cards = (tmp_path / "out2" / "index.html").read_text().split('class="cards"')[1].split("</section>")[0]
     assert "calls and cache hits: counted at each process's exit (no process exited in its log)" in cards
     assert '<div class="num">&ndash;</div><div>provenance coverage' in cards  # no op: no share of ops
+
+
+def test_a_failure_at_a_statement_of_several_lines_shows_it_whole(tmp_path, capsys):
+    """The traceback names a statement's first line (`assert t <= self.config.block_size, (`): the failure
+    shows the whole statement, from the file, where it still reads so; one line stays one line."""
+    model = tmp_path / "model.py"
+    model.write_text("def forward(self, idx):\n    b, t = idx.size()\n    assert t <= self.config.block_size, (\n"
+                     "        f\"Cannot forward sequence of length {t}\"\n    )\n    return idx\n")
+    frame = [str(model), 3, "forward", "assert t <= self.config.block_size, (", True]
+    log = report_logs.write(tmp_path / "logs" / "a.jsonl", report_logs.records(error={"user_frame": frame}))
+    assert report(capsys, log.parent, "-o", tmp_path / "out")[0] == 0
+    failures = (tmp_path / "out" / "failures.html").read_text()
+    statement = re.search(r'<pre class="statement"[^>]*>(.*?)</pre>', failures, re.S)
+    assert statement and statement.group(1) == ("assert t &lt;= self.config.block_size, (\n"
+                                                "    f&#34;Cannot forward sequence of length {t}&#34;\n)")
+    page = next((tmp_path / "out" / "compiles").glob("*c1.html")).read_text()
+    assert '<pre class="statement">assert t &lt;= self.config.block_size, (' in page
+    model.write_text(model.read_text().replace("assert t <=", "assert t >="))  # changed since: not shown
+    assert report(capsys, log.parent, "-o", tmp_path / "out2")[0] == 0
+    assert 'class="statement"' not in (tmp_path / "out2" / "failures.html").read_text()

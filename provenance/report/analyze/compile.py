@@ -353,10 +353,12 @@ class CompileBuilder:
         info = self.provs.info(last)
         text = without_our_frames(str(error.get("traceback") or ""))
         logged = frames_of([error["user_frame"]]) if error.get("user_frame") else []
+        headline = logged[0] if logged else user_frame_of(text)
         return ErrorView(type=str(error.get("error_type") or "?"), message=str(error.get("message") or ""),
-                            traceback=text, last_prov=last, last_info=info,
-                            last_stack=[self.provs.stack_frame(f) for f in info.stack] if info else [],
-                            user_frame=logged[0] if logged else user_frame_of(text))
+                         traceback=text, last_prov=last, last_info=info,
+                         last_stack=[self.provs.stack_frame(f) for f in info.stack] if info else [],
+                         user_frame=headline, statement=self.sources.statement(headline.file, headline.line,
+                                                                               headline.text) if headline else None)
 
     def _page(self, summary: CompileSummary, provs: dict[int, ProvInfo], error: ErrorView | None,
               log_seconds: float | None) -> CompilePage:

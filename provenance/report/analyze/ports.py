@@ -95,6 +95,8 @@ class SourceLines(Protocol):
 
     def get(self, path: str, quoted: dict[int, str], wanted: set[int], windows: bool = False) -> ShownFile: ...
 
+    def statement(self, path: str, line: int, text: str) -> str | None: ...
+
 
 class OpenCompile(Protocol):
     """A compile between its start and its end, wherever it is built (pending.py)."""

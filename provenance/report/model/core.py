@@ -371,6 +371,7 @@ class ErrorView:
     last_info: ProvInfo | None
     last_stack: list[StackFrame]
     user_frame: StackFrame | None = None  # the innermost user frame of the traceback: the headline
+    statement: str | None = None  # the whole statement at user_frame, where it spans lines (the file's own)
 
 
 @dataclass(slots=True, repr=False, eq=False)

@@ -20,11 +20,13 @@ line 1) gets nothing of it: the page shows the lines the log quotes, rebuilt.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,33 @@ class SourceFile:
 
     def shows(self, line: int) -> bool:
         return any(first <= line <= last for first, last in self.ranges)
+
+
+MAX_STATEMENT = 12  # lines of a statement shown whole
+
+
+@lru_cache(maxsize=32)
+def _statement_ends(path: str, lines: tuple[str, ...]) -> dict[int, int]:
+    """First line -> last line of each statement of the file that spans lines (empty if it does not parse)."""
+    try:
+        tree = ast.parse("\n".join(lines), filename=path)
+    except (SyntaxError, ValueError, RecursionError):
+        return {}
+    ends: dict[int, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and not isinstance(node, _COMPOUND) and node.end_lineno \
+                and node.end_lineno > node.lineno:
+            ends.setdefault(node.lineno, node.end_lineno)
+    return ends
+
+
+# a compound statement's line is its header: its body is not part of what that line did
+_COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While, ast.With,
+             ast.AsyncWith, ast.Try, ast.Match)
+
+
+def _statement_end(path: str, lines: tuple[str, ...], line: int) -> int | None:
+    return _statement_ends(path, lines).get(line)
 
 
 class SourceCache:
@@ -120,6 +149,21 @@ class SourceCache:
         numbers = sorted(quoted)
         return SourceFile(path, False, _ranges(numbers),
                           data={"n": numbers, "l": [quoted[n] for n in numbers]})
+
+    def statement(self, path: str, line: int, text: str) -> str | None:
+        """The whole statement that begins at `line` where it spans more lines (a failure's line is only the
+        first: `assert t <= self.config.block_size, (`), if the file on disk still has `text` there; at most
+        MAX_STATEMENT lines. None: one line, or not known."""
+        entry = self._entry(path)
+        disk = entry[1] if entry is not None else None
+        if disk is None or not 0 < line <= len(disk) or disk[line - 1].strip() != text.strip():
+            return None
+        end = _statement_end(path, tuple(disk), line)
+        if end is None or end <= line:
+            return None
+        shown = disk[line - 1:min(end, line + MAX_STATEMENT - 1)]
+        indent = min(len(x) - len(x.lstrip()) for x in shown if x.strip())
+        return "\n".join(x[indent:] for x in shown) + ("\n…" if end > line + MAX_STATEMENT - 1 else "")
 
     def _write(self, lines: list[str]) -> str:
         """The file's data file ({"l": its lines}), written once per build (an incremental report
