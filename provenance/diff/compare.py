@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from provenance.allocation.static_memory import size
-from provenance.diff.match import match, match_compiles
+from provenance.diff.match import align_lines, match, match_compiles
 from provenance.diff.read import Side
 from provenance.diff.summarize import DIMENSIONS, CompileDigest, TimeFigure
 from provenance.timing.significance import ALPHA, MIN_ROW_RATIO, MIN_ROW_SHARE, Compared, judge, least_calls
@@ -238,10 +238,18 @@ def _short(key: str) -> str:
 
 
 def compare(a: Side, b: Side) -> Diff:
-    pairs, removed, added = match_compiles(a.compiles, b.compiles)
+    matched, removed, added = match_compiles(a.compiles, b.compiles)
+    pairs, moved = [], {}  # B's lines keyed by A's (match.align_lines): a copied script, lines an edit moved
+    for ca, cb in matched:
+        aligned, renamed = align_lines(ca, cb)
+        pairs.append((ca, aligned))
+        moved.update(renamed)
     changes: list[Change] = []
     changes += _run(a, b)
     verdicts = Verdicts(pairs)
+    for path_a, path_b in sorted(moved.items()):
+        verdicts.notes.append(f"A's {path_a} is B's {path_b}: its lines are matched by their statements (a copied "
+                              f"or renamed script); the two files differ")
     for i, (ca, cb) in enumerate(pairs):
         changes += _compile(ca, cb, verdicts, i)
     for c in removed:
@@ -378,7 +386,9 @@ def _lines(a: CompileDigest, b: CompileDigest, name: str, verdicts: Verdicts, pa
             continue
         text = (lb or la).text if (lb or la) else ""
         module = (lb or la).module if (lb or la) else None
-        title = f"{_short(key)}" + (f" ({module})" if module else "") + (f": {text}" if text else "")
+        own = b.own_keys.get(key) if lb is not None else None  # B's own line, where it is not A's key
+        where = _short(key) if own is None else f"{_short(own)} (A: {_short(key)})"
+        title = where + (f" ({module})" if module else "") + (f": {text}" if text else "")
         if timed:
             change = Change("line", title, name, details, metric="run_time", before=ms_json(fa.time.median_ns),
                             after=ms_json(fb.time.median_ns), unit="ms", group=_time_group(fa.time, fb.time))

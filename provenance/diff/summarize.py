@@ -92,6 +92,7 @@ class CompileDigest:
     memory: dict[str, tuple[int, int]] | None = None  # line key -> (saved for backward, live at the peak)
     memory_totals: dict[str, int] | None = None
     dropped: int = 0  # lines or fusions past the bounds
+    own_keys: dict[str, str] = field(default_factory=dict)  # aligned (match.align_lines): compared key -> its own
 
 
 def _fusion_lines(record: Any) -> tuple[str, ...]:

@@ -172,6 +172,21 @@ def test_the_gate_exits_0_1_and_2(diff_logs, sides, thirds, tmp_path, capsys):
         assert code == 2 and "error:" in err and "Traceback" not in err, err
 
 
+def test_a_one_line_edit_in_a_copied_script_is_one_change_at_that_line(diff_logs):
+    """train_b.py beside the original, its activation edited: every other line matched by its statement
+    (none added or removed), the edited one by its place, first; the diff says the files differ."""
+    base, copy = diff_logs("base1", "copy_relu")
+    data = json.loads(_diff(base, copy, "--json", "--all").stdout)
+    lines = [c for c in data["changes"] if c["kind"] == "line"]
+    assert lines and not [c["title"] for c in lines if c["title"].startswith(("line added", "line removed"))]
+    act = line_of("act")
+    assert lines[0]["title"].startswith(f"train_b.py:{act} (A: diff_program.py:{act}): h = F.relu(h)"), lines[0]
+    # one line's ops changed (the others' changes are its effects: fc1's output no longer saved for gelu)
+    assert [c["title"] for c in lines if c["ops"].get("added") or c["ops"].get("removed")] == [lines[0]["title"]]
+    assert any("diff_program.py is B's" in n and "train_b.py" in n and "the two files differ" in n
+               for n in data["notes"]), data["notes"]
+
+
 def test_a_run_against_itself_lists_nothing_even_with_all(diff_logs, tmp_path):
     """Nothing changed: no regression or improvement, not even among the changes within the noise; and -o
     takes --no-browser, as report does."""

@@ -151,3 +151,35 @@ def test_a_rows_change_must_be_a_share_of_the_call():
     assert _significant(a, b, MIN_ROW_RATIO)
     assert not _significant(a, b, MIN_ROW_RATIO, floor_ns=MIN_ROW_SHARE * 2.5e6)
     assert _significant(a, b, MIN_ROW_RATIO, floor_ns=MIN_ROW_SHARE * 1.0e6)
+
+
+def _digest(lines: dict[str, str]):
+    from collections import Counter
+
+    from provenance.diff.summarize import CompileDigest, LineOps
+
+    return CompileDigest(key="c1", log=0, rank=None, rank_label="", fn="f", call_site=None, index=0, status="ok",
+                         error=None, recompile_reason=None, seconds=None, phases={}, page="", source=None,
+                         kinds=Counter(), lines={k: LineOps(k, text, None, Counter({"computation:add": 1}))
+                                                 for k, text in lines.items()},
+                         fusions=[], hrefs={k: f"#{k}" for k in lines})
+
+
+def test_lines_an_edit_moved_or_a_copy_renamed_are_matched_by_their_statements():
+    from provenance.diff.match import align_lines
+
+    a = _digest({"m.py:10": "h = fc1(x)", "m.py:11": "h = gelu(h)", "m.py:12": "return fc2(h)"})
+    # a line inserted above: every line moved down one
+    b = _digest({"m.py:11": "h = fc1(x)", "m.py:12": "h = gelu(h)", "m.py:13": "return fc2(h)", "m.py:9": "# new"})
+    aligned, renamed = align_lines(a, b)
+    assert set(aligned.lines) == {"m.py:10", "m.py:11", "m.py:12", "m.py:9"} and renamed == {}
+    assert aligned.own_keys["m.py:12"] == "m.py:13" and aligned.hrefs["m.py:12"] == "#m.py:13"
+    # a copy under another name, one line edited: the edited line matched by its place
+    c = _digest({"m_b.py:10": "h = fc1(x)", "m_b.py:11": "h = relu(h)", "m_b.py:12": "return fc2(h)"})
+    aligned, renamed = align_lines(a, c)
+    assert renamed == {"m.py": "m_b.py"} and set(aligned.lines) == set(a.lines)
+    assert aligned.lines["m.py:11"].text == "h = relu(h)" and aligned.own_keys["m.py:11"] == "m_b.py:11"
+    # an unrelated file is no copy
+    d = _digest({"other.py:1": "import os", "other.py:2": "print(1)"})
+    aligned, renamed = align_lines(a, d)
+    assert renamed == {} and set(aligned.lines) == {"other.py:1", "other.py:2"}
