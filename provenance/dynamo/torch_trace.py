@@ -33,6 +33,8 @@ from typing import Any
 
 import orjson
 
+from provenance.core import record
+
 __all__ = ["Artifact", "Encoder", "FrameTrace", "Guard", "ShapeEvent", "StackFrame", "compile_id", "decode",
            "dim_name", "guard_tree", "nests_past", "root_name", "stack_of", "user_frame", "user_name"]
 
@@ -343,8 +345,9 @@ def stack_of(value: Any) -> list[StackFrame]:
 
 
 def user_frame(stack: list[StackFrame]) -> StackFrame | None:
-    """The innermost frame of the user's code, else the innermost."""
-    return next((f for f in reversed(stack) if f.user), stack[-1] if stack else None)
+    """The innermost frame of the user's code (provenance.core.record's rule; torch lists a stack outermost
+    first), else the innermost."""
+    return record.user_frame(reversed(stack)) or (stack[-1] if stack else None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -185,6 +185,13 @@ def check_fault(hook: str) -> None:
         raise InjectedFault(f"fault injected into provenance hook {hook!r}")
 
 
+def warn_internal(hook: str, exc: BaseException, outcome: str, stacklevel: int = 2) -> None:
+    """The one warning of an internal error of ours: the hook, the error, and what became of tracing."""
+    detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    warnings.warn(f"thunder-provenance: internal error in hook {hook!r} ({detail}); {outcome}.", RuntimeWarning,
+                  stacklevel=stacklevel + 1)
+
+
 def fail(hook: str, exc: BaseException) -> None:
     """An internal error: stop capturing for this compile, warn once, let Thunder go on.
 
@@ -202,8 +209,7 @@ def fail(hook: str, exc: BaseException) -> None:
         outcome = "that step was skipped; tracing goes on"
     else:
         outcome = "provenance tracing is disabled for this compile, which otherwise runs unchanged"
-    warnings.warn(f"thunder-provenance: internal error in hook {hook!r} ({detail}); {outcome}.",
-                  RuntimeWarning, stacklevel=2)
+    warn_internal(hook, exc, outcome)
     if state.started and not state.ended:  # the log says what happened to the compile it started
         state.ended = True
         try:

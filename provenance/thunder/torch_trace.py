@@ -30,8 +30,6 @@ import logging
 import os
 import threading
 import time
-import traceback
-import warnings
 from collections import Counter, OrderedDict
 
 from provenance.dynamo.torch_trace import Encoder
@@ -39,7 +37,7 @@ from provenance.log.session import SESSION
 from provenance.thunder.capture import Capture
 from provenance.thunder.compat import api
 from provenance.thunder.frames import is_user_path
-from provenance.thunder.state import check_fault
+from provenance.thunder.state import check_fault, warn_internal
 
 T = api()  # this torch's trace logger (compat.py)
 
@@ -78,9 +76,7 @@ class TorchTraceHandler(logging.Handler):
         except Exception as exc:
             # not the compile's fault: torch's trace stops, the compile and its own records go on
             self.failed = True
-            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            warnings.warn(f"thunder-provenance: internal error in hook 'torch_trace' ({detail}); torch's "
-                          f"structured trace is no longer logged; tracing goes on.", RuntimeWarning, stacklevel=2)
+            warn_internal("torch_trace", exc, "torch's structured trace is no longer logged; tracing goes on")
 
     def _emit(self, record: logging.LogRecord) -> None:
         event = self.encoder.encode(getattr(record, "metadata", None), getattr(record, "payload", None),

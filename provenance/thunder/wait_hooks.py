@@ -20,8 +20,6 @@ import inspect
 import os
 import sys
 import threading
-import traceback
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +28,7 @@ from provenance.core.record import BSYM_ATTR as ATTR
 from provenance.log.session import SESSION
 from provenance.thunder.capture import Capture
 from provenance.thunder.compat import api
-from provenance.thunder.state import check_fault, fail
+from provenance.thunder.state import check_fault, fail, warn_internal
 from provenance.timing.waits import WAITS, Site, WaitWatch
 
 T = api()  # this Thunder's objects (compat.py)
@@ -143,9 +141,7 @@ def unwatch() -> None:
 
 
 def _watch_failed(exc: BaseException) -> None:
-    detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    warnings.warn(f"thunder-provenance: internal error in hook 'wait_watch' ({detail}); long collective waits "
-                  f"are no longer logged; wait counters and tracing go on.", RuntimeWarning, stacklevel=2)
+    warn_internal("wait_watch", exc, "long collective waits are no longer logged; wait counters and tracing go on")
 
 
 def _register_fork_handler() -> None:
