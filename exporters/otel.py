@@ -9,7 +9,8 @@ blocked at least a second (the `wait` records). ThunderFX: one span per Dynamo g
 as events), a child per piece (`thunder.split.reason` on those that fell back to torch), and
 each Thunder piece's compiles under its piece. Metrics: compile, phase and pass durations, ops
 and fusions per compile, cache hits and misses, (opt-in) wait counters, and with profiling on
-`thunder.op.duration`: op time by module and role (ProfileMetrics); with capture on, per compile
+`thunder.op.duration`: op time by module and role (ProfileTables: each profiled trace's ops, their label
+sets and lines); with capture on, per compile
 `thunder.memory.saved_for_backward` and `thunder.memory.peak` (bytes) by module and role, from the
 `memory` records (docs/memory.md).
 

@@ -1,6 +1,6 @@
 """The `memory` record (provenance/log/events.py's `Memory`), both ways: `encode` makes the records of a
 compile's static memory (capture writes them, provenance/thunder/emit.py), `decode` makes the static memory
-back from them (the report and the diff read them, provenance/report/analyze/memory.py). A field added to
+back from them (the report and the diff read them: provenance/report/analyze/compile.py's `_memory`). A field added to
 the record is added here, once for each side."""
 
 from __future__ import annotations

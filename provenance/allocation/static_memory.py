@@ -1,7 +1,8 @@
 """Where the memory goes: the static memory timeline of a compile's execution traces, rolled up by
 user line, module, role or op. Pure data (no torch or thunder import): the records are filled by
 provenance/thunder/memory.py at the end of a compile, or rebuilt from a log's `memory` records
-(provenance/report/analyze/memory.py), and `rollup` treats both alike. `provenance.memory(jfn)` is the API.
+(provenance/allocation/record.py's `decode`, which the report's compile builder calls), and `rollup` treats
+both alike. `provenance.memory(jfn)` is the API.
 
 Rules (docs/memory.md):
 - A trace's timeline: each top-level op allocates the bytes of the tensors it outputs (numel ×
