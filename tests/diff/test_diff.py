@@ -62,8 +62,9 @@ def test_the_same_program_three_times_has_no_significant_change(thirds):
         diff = compare(a, b)
         assert len(diff.matched) == 1 and not diff.added and not diff.removed
         assert [c.title for c in diff.significant] == []
-        # what it did compare, and found within the noise
-        assert {c.title for c in diff.changes} >= {"run time per call (forward + backward)", "compile time"}
+        # what it did compare, and found within the noise (the thirds share one compile: its time is no change)
+        titles = {c.title for c in diff.changes}
+        assert "run time per call (forward + backward)" in titles and "compile time" not in titles
 
 
 @pytest.fixture(scope="module")

@@ -111,9 +111,14 @@ def test_the_graph_page_keeps_the_lines_pane_in_view_and_anchors_below_the_bars(
     assert page.locator(".srcfile h3").first.get_attribute("title") == model
     page.locator('.srcfile[data-file="0"] .sl.has').first.click()
     assert "forward ops" in page.inner_text("#fx-line")
-    page.mouse.wheel(0, 4000)  # the files scroll on: the pane stays
+    # the source comes last (its lines around the ops): from its top, the files scroll on and the pane stays
+    page.locator("#source").evaluate("e => e.scrollIntoView()")
+    height = page.locator(".fx-src .files").evaluate("e => e.getBoundingClientRect().height")
+    assert height > 2 * page.evaluate("innerHeight"), height
+    start = page.evaluate("scrollY")
+    page.mouse.wheel(0, height / 2)
     page.wait_for_timeout(200)
-    assert page.evaluate("scrollY") > 1000
+    assert page.evaluate("scrollY") > start + 1000
     box = page.locator(".fx-src .panes").evaluate("e => [e.getBoundingClientRect().top, innerHeight]")
     bars = page.evaluate("document.querySelector('.status').getBoundingClientRect().bottom")
     assert bars <= box[0] < box[1] / 4, (bars, box)

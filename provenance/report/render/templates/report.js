@@ -57,12 +57,15 @@
   function reveal(el, box, again) {  // scroll a box so that el shows in its upper third, the window staying put
     if (!el || !box) return;
     // First el's block of ops (.ck): its place is known from its estimated height, without laying
-    // out what the browser skips off screen (forcing that is most of a click's time); el itself a
-    // frame later, its block being on screen and laid out by then.
-    var target = again ? el : el.closest(".ck") || el;
+    // out what the browser skips off screen (forcing that is most of a click's time); el itself in the
+    // next frames, its block being on screen and laid out by then, until it stays put (the blocks laid
+    // out above it meanwhile, their wrapped lines taller than estimated, move it down).
+    var tries = again || 0;
+    var target = tries ? el : el.closest(".ck") || el;
     var top = box.scrollTop + target.getBoundingClientRect().top - box.getBoundingClientRect().top - box.clientTop;
-    box.scrollTop = Math.max(0, top - box.clientHeight / 3);
-    if (!again) requestAnimationFrame(function () { reveal(el, box, true); });
+    var want = Math.max(0, top - box.clientHeight / 3), moved = Math.abs(box.scrollTop - want) > 2;
+    box.scrollTop = want;
+    if (tries < 1 || (moved && tries < 6)) requestAnimationFrame(function () { reveal(el, box, tries + 1); });
   }
 
   // -- highlighting: Thunder's traces and user files
