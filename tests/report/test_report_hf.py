@@ -116,7 +116,7 @@ def test_the_graph_page_keeps_the_lines_pane_in_view_and_anchors_below_the_bars(
     height = page.locator(".fx-src .files").evaluate("e => e.getBoundingClientRect().height")
     assert height > 2 * page.evaluate("innerHeight"), height
     start = page.evaluate("scrollY")
-    page.mouse.wheel(0, height / 2)
+    page.evaluate(f"scrollBy(0, {height / 2})")  # the window (a wheel over a file's box scrolls that box)
     page.wait_for_timeout(200)
     assert page.evaluate("scrollY") > start + 1000
     box = page.locator(".fx-src .panes").evaluate("e => [e.getBoundingClientRect().top, innerHeight]")
