@@ -18,6 +18,7 @@ from provenance.core.record import BSYM_ATTR as ATTR
 from provenance.core.record import Frame
 from provenance.dynamo.graphs import DynamoGraph, GraphBreak, Piece
 from provenance.log.events import (
+    BackendFailureJSON,
     CompileEnd,
     CompileError,
     CompileStart,
@@ -134,14 +135,15 @@ def piece_compiled(state: CompileState, end: int) -> None:
 
 
 def frame_compile(compile_id: str, start_ns: int, end_ns: int, outcome: str, graph: int | None,
-                  function: FrameJSON | None, phases: list[list[PhaseJSON]], failures: list[dict], more_failures: int,
+                  function: FrameJSON | None, phases: list[list[PhaseJSON]], failures: list[BackendFailureJSON],
+                  more_failures: int,
                   breaks: int, error: str | None, error_frames: list[FrameJSON]) -> None:
     """A Dynamo frame compile of a ThunderFX backend ended (fx_compile.py), whatever it made."""
     event: FrameCompileEvent = {
         "type": "frame_compile", "compile_id": compile_id, "start_ns": start_ns, "end_ns": end_ns,
         "outcome": outcome, "graph": graph, "function": function,
         "phases": [p for attempt in phases for p in attempt],
-        "failures": failures, "more_failures": more_failures, "breaks": breaks,  # type: ignore[typeddict-item]
+        "failures": failures, "more_failures": more_failures, "breaks": breaks,
         "error": error, "error_frames": error_frames,
     }
     SESSION.emit(event)

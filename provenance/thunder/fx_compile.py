@@ -48,7 +48,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from provenance.log.events import FrameJSON, PhaseJSON, frame_json
+from provenance.log.events import BackendFailureJSON, FrameJSON, PhaseJSON, frame_json
 from provenance.log.session import SESSION
 from provenance.thunder import capture, dynamo_reasons, emit, torch_trace
 from provenance.thunder.capture import Capture
@@ -251,7 +251,7 @@ def _frame_ended(key: str, found: FrameCompile, now: int, error: BaseException |
         fail("dynamo_frame", exc)
 
 
-def _failure_json(failure: BackendFailure) -> dict:
+def _failure_json(failure: BackendFailure) -> BackendFailureJSON:
     return {"start_ns": failure.start_ns, "backend_ns": failure.backend_ns, "end_ns": failure.end_ns,
             "error": failure.error, "frames": list(failure.frames)}
 
