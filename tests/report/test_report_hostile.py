@@ -220,6 +220,50 @@ def test_wrong_fields_of_thunderfx_records_degrade_and_are_counted(tmp_path, cap
     assert (tmp_path / "out" / "index.html").read_text().count('class="fx-graph"') >= len(mutations) // 2
 
 
+FRAME_COMPILE = {
+    "type": "frame_compile", "compile_id": "3/0", "start_ns": 1_796_000_000_100_000_000,
+    "end_ns": 1_796_000_000_200_000_000, "outcome": "skipped", "graph": None,
+    "function": ["/m.py", 9, "forward", "def forward(self, x):", True],
+    "phases": [["backend_failed", 1_796_000_000_100_000_000, 1_796_000_000_150_000_000, 0, "E: boom"]],
+    "failures": [{"start_ns": 1_796_000_000_100_000_000, "backend_ns": 1_796_000_000_120_000_000,
+                  "end_ns": 1_796_000_000_150_000_000, "error": "E: boom",
+                  "frames": [["/m.py", 10, "forward", "y = x.tolist()", True]]}],
+    "more_failures": 0, "breaks": 0, "error": "Unsupported: gave up", "error_frames": [],
+}
+
+
+def test_wrong_fields_of_a_frame_compile_degrade_and_are_counted(tmp_path, capsys):
+    """frame_compile is untrusted too: each field of the wrong type (and one of a failed backend call's) is
+    counted, never a crash; the frame compiles that read are listed, the failure with its line."""
+    keys = [k for k in FRAME_COMPILE if k != "type"] + ["failures.error", "failures.frames", "failures.end_ns"]
+    logs = tmp_path / "logs"
+    wrong = []  # the logs whose record the schema refuses: each must be listed as a problem
+    for n, key in enumerate(keys):
+        records = report_logs.records(rank=n, fx=True)
+        value = WRONG[n % len(WRONG)]
+        record = copy.deepcopy(FRAME_COMPILE)
+        outer, _, inner = key.partition(".")
+        if inner:
+            record[outer][0][inner] = value
+        else:
+            record[outer] = value
+        records.insert(-1, record)
+        report_logs.write(logs / f"m{n:03d}.jsonl", records)
+        if schema.problems(record):
+            wrong.append(f"m{n:03d}.jsonl")
+    good = report_logs.records(rank=len(keys), fx=True)
+    good.insert(-1, FRAME_COMPILE)
+    report_logs.write(logs / "good.jsonl", good)
+    out = tmp_path / "out"
+    code, err = report(capsys, logs, "-o", out, "--strict")
+    assert code == 1 and "Traceback" not in err, err
+    flagged = {e["file"] for e in directory(out)["problems"]["entries"]}
+    assert len(wrong) > len(keys) // 2 and set(wrong) <= flagged, (wrong, flagged)
+    frames = directory(out)["dynamo_graphs"]["frames"]
+    assert any(f["line"] == "/m.py:10" and f["failed"] and f["outcome"] == "skipped" for f in frames), frames
+    assert "y = x.tolist()" in (out / "failures.html").read_text()
+
+
 def test_a_thunderfx_log_shows_its_graph_pieces_split_and_break(tmp_path, capsys):
     logs = tmp_path / "logs"
     report_logs.write(logs / "a.jsonl", report_logs.records(fx=True, schema="1.4"))
