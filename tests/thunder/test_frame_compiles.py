@@ -25,6 +25,8 @@ from exporters.otel import OtelExporter
 from provenance.cli import main as report_main
 from provenance.log import schema
 
+pytestmark = pytest.mark.slow  # inductor compiles a fallback piece with its caches off (seconds), in each run
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
