@@ -325,9 +325,8 @@ def _rematerialize(orig: Callable) -> Callable:
                 began = time.perf_counter_ns()
                 try:
                     state.remat.extend(remat_changes(trace, result))
-                except SymbolicSize as exc:  # as in captured(): this compile has no memory timeline
-                    state.remat = []
-                    state.memory_unknown = f"its sizes are symbols ({exc})"
+                except SymbolicSize as exc:
+                    _unknown(state, exc)
                 state.memory_ns += time.perf_counter_ns() - began
         except Exception as exc:
             fail("memory", exc)
@@ -343,6 +342,12 @@ def install(patcher: Any) -> None:
         patcher.wrap(nvfuser, "rematerialize", _rematerialize)
 
 
+def _unknown(state: Any, exc: SymbolicSize) -> None:
+    """No timeline for this compile: its sizes are symbols (the rest is captured); compile_end says why."""
+    state.remat = []
+    state.memory_unknown = f"its sizes are symbols ({exc})"
+
+
 def captured(state: Any, entry: Any, compile_stats: Any) -> None:
     """At the end of a compile (its traces final): its memory timeline, kept for
     `provenance.memory()` (the process keeps the last MAX_COMPILES) and, with a log, written at
@@ -356,9 +361,8 @@ def captured(state: Any, entry: Any, compile_stats: Any) -> None:
         state.remat = []
         if found is not None:
             state.memory = register(found, compile_stats)
-    except SymbolicSize as exc:  # no timeline for this compile: its sizes are symbols (the rest is captured)
-        state.remat = []
-        state.memory_unknown = state.memory_unknown or f"its sizes are symbols ({exc})"
+    except SymbolicSize as exc:
+        _unknown(state, exc)
     except Exception as exc:
         fail("memory", exc)
     finally:

@@ -322,10 +322,11 @@ def _record_break(reason: str, user_stack: Any) -> None:
         user_stack = T.TracingContext.extract_stack()  # what log_graph_break itself falls back to
     frames = tuple(frame_at(s.filename, s.lineno or 0, fx_source.function_name(s.name))
                    for s in reversed(list(user_stack)))
-    compile_id = T.CompileContext.current_compile_id()
-    fx_compile.graph_break(str(compile_id) if compile_id else None)
-    graph_break = GraphBreak(reason=reason, frames=frames, compile_id=str(compile_id) if compile_id else None,
-                             time_ns=time.time_ns(), call_stack=tuple(python_stack()))
+    current = T.CompileContext.current_compile_id()
+    compile_id = str(current) if current else None
+    fx_compile.graph_break(compile_id)
+    graph_break = GraphBreak(reason=reason, frames=frames, compile_id=compile_id, time_ns=time.time_ns(),
+                             call_stack=tuple(python_stack()))
     with _lock:
         _breaks.append(graph_break)
         _breaks_by_backend.setdefault(backend, deque(maxlen=MAX_BREAKS)).append(graph_break)

@@ -88,9 +88,6 @@ _COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.Fo
              ast.AsyncWith, ast.Try, ast.Match)
 
 
-def _statement_end(path: str, lines: tuple[str, ...], line: int) -> int | None:
-    return _statement_ends(path, lines).get(line)
-
 
 class SourceCache:
     """User files, a few kept (compiles of one model share its files); `out`: the report's
@@ -158,7 +155,7 @@ class SourceCache:
         disk = entry[1] if entry is not None else None
         if disk is None or not 0 < line <= len(disk) or disk[line - 1].strip() != text.strip():
             return None
-        end = _statement_end(path, tuple(disk), line)
+        end = _statement_ends(path, tuple(disk)).get(line)
         if end is None or end <= line:
             return None
         shown = disk[line - 1:min(end, line + MAX_STATEMENT - 1)]
